@@ -1,0 +1,1 @@
+"""The functional core: signals, fingerprint index, correlation and scoring. No I/O, no clock."""

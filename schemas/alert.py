@@ -1,0 +1,62 @@
+"""The alert: what crosstalk concludes about one response (or one domain), with its evidence."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+from schemas.timefmt import format_ts, parse_ts
+
+Severity = Literal["info", "warning", "high", "critical"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "high": 2, "critical": 3}
+
+AlertKind = Literal[
+    "canary_leak",
+    "cross_tenant_contamination",
+    "cross_session_contamination",
+    "overlong_accepted",
+    "token_accounting_mismatch",
+    "impossible_prefill",
+    "capacity_gap",
+]
+# Strongest conclusion first: an alert's kind is the first of these among its signals.
+KIND_PRECEDENCE: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+
+AlertTime = Annotated[
+    float,
+    BeforeValidator(parse_ts),
+    PlainSerializer(format_ts, return_type=str, when_used="json"),
+]
+
+
+class Signal(BaseModel):
+    """One detector's finding with the figures behind it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(description="detector name, e.g. overlong_accepted, content_overlap, cache_pressure")
+    severity: Severity
+    score: float = Field(ge=0.0, le=1.0)
+    figures: dict[str, Any] = Field(default_factory=dict)
+    source_tenant_id: str | None = None
+
+
+class Alert(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    alert_id: str = Field(description="stable: hash of kind, cache_domain, sorted request_ids, source tenant")
+    ts: AlertTime = Field(description="event time of the event that raised it")
+    kind: AlertKind
+    severity: Severity
+    cache_domain: str
+    tenant_id: str | None = Field(default=None, description="tenant that received the suspect response")
+    source_tenant_id: str | None = Field(default=None, description="suspected origin of leaked content")
+    session_id: str | None = None
+    request_ids: list[str] = Field(default_factory=list)
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: list[Signal] = Field(default_factory=list)
+    summary: str
+    group_key: str = Field(description="Alertmanager-style grouping key: repeated alerts of one fault share it")
+    incident_id: str = Field(description="stable id of the incident (group) this alert belongs to")
+    traceparent: str | None = Field(default=None, description="trace context of the response that raised it")

@@ -1,0 +1,155 @@
+"""Input events: request/response from gateways, cache_stats from engines, canary from probers.
+
+Field names are the contract for producers in other languages; keep them exactly.
+Unknown fields are ignored (forward compatibility); known fields are validated strictly.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+import orjson
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter, ValidationError
+
+from schemas.timefmt import parse_ts
+
+EventTime = Annotated[
+    float,
+    BeforeValidator(parse_ts),
+    PlainSerializer(lambda v: v, return_type=float),
+    Field(description="Event time: RFC 3339 with offset, or epoch seconds."),
+]
+NonNegInt = Annotated[int, Field(ge=0)]
+Id = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+
+class Fingerprint(_Model):
+    """Keyed winnowing fingerprints of a text, computed at the edge with `detectors.fingerprint`.
+
+    `scheme`, `k`, `w` and `key_id` must match the monitor's settings; a fingerprint made with
+    other parameters is rejected, since its hashes could never match.
+    """
+
+    scheme: Literal["winnow-v1"] = "winnow-v1"
+    k: int = Field(ge=1, le=64, description="words per k-gram")
+    w: int = Field(ge=1, le=256, description="winnowing window, in k-grams")
+    key_id: str = Field(min_length=1, max_length=64, description="non-secret id of the hashing key")
+    words: NonNegInt = Field(description="number of normalised words in the text")
+    hashes: list[Annotated[int, Field(ge=0, lt=2**64)]] = Field(
+        max_length=1_000_000, description="selected 64-bit fingerprints, in text order"
+    )
+
+
+class _EventBase(_Model):
+    event_id: Id
+    ts: EventTime
+    traceparent: str | None = Field(default=None, max_length=128, description="W3C trace context")
+
+
+class Request(_EventBase):
+    type: Literal["request"]
+    request_id: Id
+    tenant_id: Id
+    model: str = Field(max_length=256)
+    prompt_tokens: NonNegInt = Field(description="the gateway's own count of the whole prompt")
+    session_id: Id | None = Field(default=None, description="x-session-affinity; gen_ai.conversation.id")
+    cache_domain: Id | None = None
+    max_output_tokens: NonNegInt | None = None
+    context_window: NonNegInt | None = None
+    prompt_text: str | None = Field(default=None, description="may be truncated by the producer")
+    prompt_fingerprint: Fingerprint | None = None
+    canaries: list[Annotated[str, Field(min_length=4, max_length=256)]] = Field(default_factory=list, max_length=64)
+
+
+class Usage(_Model):
+    input_tokens: NonNegInt | None = None
+    output_tokens: NonNegInt | None = None
+
+
+class Response(_EventBase):
+    type: Literal["response"]
+    request_id: Id
+    tenant_id: Id
+    model: str = Field(max_length=256)
+    cache_domain: Id = Field(description="the KV-cache pool that decoded it")
+    status_code: int = Field(ge=100, le=599)
+    session_id: Id | None = None
+    finish_reason: str | None = Field(default=None, max_length=64)
+    usage: Usage | None = None
+    ttft_ms: Annotated[float, Field(ge=0)] | None = None
+    duration_ms: Annotated[float, Field(ge=0)] | None = None
+    output_text: str | None = None
+    output_fingerprint: Fingerprint | None = None
+
+
+class CacheStats(_EventBase):
+    type: Literal["cache_stats"]
+    cache_domain: Id
+    role: Literal["prefill", "decode", "unified"]
+    capacity_tokens: NonNegInt
+    used_tokens: NonNegInt
+    model: str | None = Field(default=None, max_length=256)
+    context_window: NonNegInt | None = None
+    evicted_tokens_total: NonNegInt | None = None
+
+
+class Canary(_EventBase):
+    type: Literal["canary"]
+    tenant_id: Id
+    marker: str = Field(min_length=4, max_length=256)
+    session_id: Id | None = None
+
+
+Event = Annotated[Union[Request, Response, CacheStats, Canary], Field(discriminator="type")]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: dict[str, type[_EventBase]] = {
+    "request": Request,
+    "response": Response,
+    "cache_stats": CacheStats,
+    "canary": Canary,
+}
+
+
+class EventError(ValueError):
+    """A line or message that is not a valid event; `reason` is a short machine label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False)[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(event)"
+        parts.append(f"{loc}: {err['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def parse_event(raw: bytes | str, *, max_bytes: int = 4 * 1024 * 1024) -> Event:
+    """Decode and validate one JSON event; raise EventError(reason=not_json|invalid|oversized)."""
+    size = len(raw)
+    if size > max_bytes:
+        raise EventError("oversized", f"{size} bytes > limit {max_bytes}")
+    try:
+        return EVENT_ADAPTER.validate_json(raw)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise EventError("not_json", exc.errors()[0]["msg"]) from None
+        raise EventError("invalid", _describe(exc)) from None
+
+
+def parse_event_obj(obj: object) -> Event:
+    """Validate an already-decoded object with exactly the rules of the wire (JSON mode)."""
+    try:
+        raw = orjson.dumps(obj)
+    except TypeError as exc:
+        raise EventError("invalid", f"not JSON-serialisable: {exc}") from None
+    return parse_event(raw)

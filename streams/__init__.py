@@ -1,0 +1,1 @@
+"""The shell: Faust app, embedded runner, sinks, simulator and CLI."""

@@ -1,0 +1,107 @@
+"""The one typed settings object: defaults < TOML file (CROSSTALK_CONFIG or --config) < env vars.
+
+Env vars: CROSSTALK_<SECTION>__<FIELD>, e.g. CROSSTALK_KAFKA__BOOTSTRAP=127.0.0.1:19092,
+CROSSTALK_DETECTION__FINGERPRINT_KEY=... . Defaults work on the embedded runner without a broker.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from detectors.settings import DetectionSettings
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IngestSettings(_Section):
+    max_event_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, description="larger events are rejected")
+    reorder_lateness_s: float = Field(
+        default=5.0, ge=0, description="replay: events up to this much out of order are re-sorted"
+    )
+
+
+class KafkaSettings(_Section):
+    bootstrap: str = "127.0.0.1:19092"
+    input_topic: str = "crosstalk.events"
+    alerts_topic: str = "crosstalk.alerts"
+    deadletter_topic: str = "crosstalk.deadletter"
+    input_partitions: int = Field(default=4, ge=1)
+    internal_partitions: int = Field(default=4, ge=1)
+    app_id: str = "crosstalk"
+    store: str = Field(default="auto", description="auto (rocksdb if rocksdict is installed), memory://, rocksdb://")
+    web_port: int = Field(default=6066, ge=1, le=65535)
+    data_dir: str = ".crosstalk-data"
+
+
+class WebhookReceiver(_Section):
+    name: str
+    url: str
+    format: Literal["json", "alertmanager", "slack"] = "json"
+    min_severity: Literal["info", "warning", "high", "critical"] = "high"
+    kinds: list[str] = Field(default_factory=list, description="empty: all kinds")
+    cache_domains: list[str] = Field(default_factory=list, description="empty: all domains")
+    tenants: list[str] = Field(default_factory=list, description="non-empty: tenant-scoped receiver")
+    headers: dict[str, str] = Field(default_factory=dict)
+    secret: str | None = Field(default=None, description="HMAC secret; falls back to webhooks.secret")
+
+
+class WebhookSettings(_Section):
+    receivers: list[WebhookReceiver] = Field(default_factory=list)
+    secret: str | None = None
+    timeout_s: float = 5.0
+    max_retries: int = Field(default=6, ge=0)
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+    group_wait_s: float = Field(default=2.0, ge=0, description="Alertmanager group_wait")
+    group_interval_s: float = Field(default=30.0, ge=0, description="Alertmanager group_interval")
+    outbox_path: str = ".crosstalk-data/outbox"
+    deadletter_path: str = ".crosstalk-data/webhook-deadletter.jsonl"
+
+
+class OtelSettings(_Section):
+    enabled: bool = False
+    endpoint: str = "http://127.0.0.1:4318"
+    console: bool = False
+    service_name: str = "crosstalk"
+    export_interval_s: float = 5.0
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid")
+
+    detection: DetectionSettings = Field(default_factory=DetectionSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    otel: OtelSettings = Field(default_factory=OtelSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # env beats file beats defaults; explicit init kwargs (the file) sit below env.
+        return (env_settings, init_settings)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    """Load settings from a TOML file (argument, else $CROSSTALK_CONFIG, else none) and the environment."""
+    path = path or os.environ.get("CROSSTALK_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    for section, values in overrides.items():
+        data.setdefault(section, {}).update(values)
+    return Settings(**data)
