@@ -60,6 +60,16 @@ EOF
 
 write_config() {
   mkdir -p "$KAFKA_HOME"
+  cat >"$KAFKA_HOME/log4j.properties" <<'EOF'
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.org.apache.kafka.controller=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+EOF
   cat >"$CONF" <<EOF
 process.roles=broker,controller
 node.id=1
@@ -117,16 +127,6 @@ cmd_up() {
   fetch_jars
   write_config
   format_storage
-  cat >"$KAFKA_HOME/log4j.properties" <<'EOF'
-log4j.rootLogger=INFO, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.request.logger=WARN
-log4j.logger.state.change.logger=WARN
-log4j.logger.org.apache.kafka.controller=WARN
-log4j.logger.kafka.log.LogCleaner=WARN
-EOF
   log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
   # setsid: the broker outlives this shell and gets no SIGINT from the terminal that started it.
   # shellcheck disable=SC2086
