@@ -15,7 +15,8 @@ class DetectionSettings(BaseModel):
     w: int = Field(default=12, ge=1, le=128)
 
     # Join of request and response by request_id, in event time.
-    join_wait_s: float = Field(default=120.0, gt=0, description="how long a half of a pair waits for its twin")
+    request_wait_s: float = Field(default=900.0, gt=0, description="how long a request waits for its response")
+    response_wait_s: float = Field(default=30.0, gt=0, description="how long a response waits for its request")
     max_pending_joins: int = Field(default=200_000, ge=1)
     dedup_window: int = Field(default=1_000_000, ge=1, description="event ids remembered for duplicate detection")
 
@@ -41,6 +42,10 @@ class DetectionSettings(BaseModel):
     )
     overlap_min_matches: int = Field(default=1, ge=1, description="unexplained shared fingerprints to raise overlap")
     overlap_strong_matches: int = Field(default=8, ge=1, description="matches at which overlap score saturates")
+
+    # Per-domain inputs are re-sorted by event time within this lateness, so that the order in which
+    # partitions happen to deliver them cannot change a verdict (replay and Kafka give the same alerts).
+    domain_lateness_s: float = Field(default=2.0, ge=0)
 
     # Incidents (Alertmanager-style grouping).
     incident_quiet_s: float = Field(default=600.0, gt=0, description="an incident resolves after this much quiet")

@@ -1,6 +1,6 @@
 """The wire contract of crosstalk: events in, alerts out (pydantic v2 models)."""
 
-from schemas.alert import Alert, Severity, Signal, AlertKind, SEVERITY_RANK
+from schemas.alert import SEVERITY_RANK, Alert, AlertKind, Severity, Signal
 from schemas.events import (
     CacheStats,
     Canary,
@@ -16,6 +16,7 @@ from schemas.events import (
 from schemas.timefmt import format_ts, parse_ts
 
 __all__ = [
+    "SEVERITY_RANK",
     "Alert",
     "AlertKind",
     "CacheStats",
@@ -25,7 +26,6 @@ __all__ = [
     "Fingerprint",
     "Request",
     "Response",
-    "SEVERITY_RANK",
     "Severity",
     "Signal",
     "Usage",

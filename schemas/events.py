@@ -6,10 +6,9 @@ Unknown fields are ignored (forward compatibility); known fields are validated s
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import orjson
-
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter, ValidationError
 
 from schemas.timefmt import parse_ts
@@ -105,7 +104,7 @@ class Canary(_EventBase):
     session_id: Id | None = None
 
 
-Event = Annotated[Union[Request, Response, CacheStats, Canary], Field(discriminator="type")]
+Event = Annotated[Request | Response | CacheStats | Canary, Field(discriminator="type")]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENT_TYPES: dict[str, type[_EventBase]] = {
     "request": Request,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def parse_ts(value: object) -> float:
@@ -30,5 +30,5 @@ def parse_ts(value: object) -> float:
 
 def format_ts(ts: float) -> str:
     """RFC 3339 in UTC with millisecond precision, e.g. 2026-08-27T10:00:00.123Z."""
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ts, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

@@ -1,0 +1,233 @@
+"""Everything crosstalk knows about one cache domain, fed in event-time order.
+
+cache_stats -> capacity and pressure; Exchange -> signals -> one verdict -> incident grouping.
+The same object runs in the embedded runner and in a Faust worker (pickled into a table).
+"""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+from itertools import count
+
+from detectors.exchange import Exchange
+from detectors.incidents import IncidentTracker
+from detectors.settings import DetectionSettings
+from detectors.signals.canary import CanaryDetector
+from detectors.signals.capacity import CapacityTracker
+from detectors.signals.mechanism import AccountingDetector, OverlongDetector, PrefillDetector
+from detectors.signals.overlap import OverlapDetector
+from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
+from schemas.alert import SEVERITY_RANK, Alert, Signal
+from schemas.events import CacheStats
+from schemas.timefmt import format_ts
+
+Item = CacheStats | Exchange
+
+
+def _order_key(item: Item) -> tuple[float, int, str]:
+    # Ties broken by content, not arrival, so partitions delivering in another order change nothing.
+    if isinstance(item, CacheStats):
+        return (item.ts, 0, item.event_id)
+    return (item.ts, 1, item.request_id)
+
+
+class DomainMonitor:
+    def __init__(self, cache_domain: str, settings: DetectionSettings) -> None:
+        self.cache_domain = cache_domain
+        self.s = settings
+        self.capacity = CapacityTracker()
+        self.overlong = OverlongDetector(settings)
+        self.accounting = AccountingDetector(settings)
+        self.prefill = PrefillDetector(settings)
+        self.canary = CanaryDetector()
+        self.overlap = OverlapDetector(settings)
+        self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
+        self._buffer: list[tuple[tuple[float, int, str], int, Item]] = []
+        self._seq = count()
+        self.watermark = float("-inf")
+        self.exchanges = 0
+
+    # --- input -------------------------------------------------------------------------------
+    def observe_stats(self, ev: CacheStats) -> list[Alert]:
+        return self._push(ev)
+
+    def observe_exchange(self, ex: Exchange) -> list[Alert]:
+        return self._push(ex)
+
+    def advance(self, ts: float) -> list[Alert]:
+        self.watermark = max(self.watermark, ts)
+        return self._release(self.watermark - self.s.domain_lateness_s)
+
+    def flush(self) -> list[Alert]:
+        return self._release(float("inf"))
+
+    def _push(self, item: Item) -> list[Alert]:
+        heapq.heappush(self._buffer, (_order_key(item), next(self._seq), item))
+        return self.advance(item.ts)
+
+    def _release(self, upto: float) -> list[Alert]:
+        out: list[Alert] = []
+        while self._buffer and self._buffer[0][0][0] <= upto:
+            _, _, item = heapq.heappop(self._buffer)
+            out.extend(self._process(item))
+        return out
+
+    # --- evaluation --------------------------------------------------------------------------
+    def _process(self, item: Item) -> list[Alert]:
+        if isinstance(item, CacheStats):
+            self.capacity.observe_stats(item)
+            gap = self.capacity.gap()
+            return [self._domain_alert(gap, item.ts, item.traceparent)] if gap else []
+        return self._evaluate(item)
+
+    def _evaluate(self, ex: Exchange) -> list[Alert]:
+        self.exchanges += 1
+        alerts: list[Alert] = []
+        if ex.request is not None:
+            self.capacity.observe_window(ex.request.context_window)
+            gap = self.capacity.gap()
+            if gap:
+                alerts.append(self._domain_alert(gap, ex.ts, None))
+        self.overlap.index.advance(ex.ts)
+        self.incidents.advance(ex.ts)
+        signals: list[Signal] = [
+            *self.overlong.observe(ex, self.capacity.prefill_capacity),
+            *self.accounting.observe(ex),
+            *self.prefill.observe(ex),
+            *self.canary.observe(ex),
+            *self.overlap.observe(ex),
+        ]
+        self.overlap.learn(ex)
+        if signals:
+            alert = self._response_alert(ex, corroborate(signals))
+            if alert is not None:
+                alerts.append(alert)
+        return alerts
+
+    def _pressure_signal(self) -> tuple[float | None, list[Signal]]:
+        p = self.capacity.pressure()
+        if p is None:
+            return None, []
+        sev = "warning" if p >= self.s.pressure_high else "info"
+        return p, [
+            Signal(
+                name="cache_pressure",
+                severity="info",
+                score=round(min(p, 1.0), 4),
+                figures={"used_share": round(p, 4), "level": sev},
+            )
+        ]
+
+    def _response_alert(self, ex: Exchange, signals: list[Signal]) -> Alert | None:
+        severity = severity_of(signals)
+        if SEVERITY_RANK[severity] < SEVERITY_RANK["warning"]:
+            return None
+        kind = kind_of(signals)
+        assert kind is not None
+        pressure, extra = self._pressure_signal()
+        source = source_of(signals, kind)
+        rids = [ex.request_id]
+        aid = alert_id(kind, self.cache_domain, rids, source)
+        gkey, iid = self.incidents.assign(self.cache_domain, kind, severity, ex.ts, aid, rids, ex.tenant_id, source)
+        return Alert(
+            alert_id=aid,
+            ts=ex.ts,
+            kind=kind,  # type: ignore[arg-type]
+            severity=severity,  # type: ignore[arg-type]
+            cache_domain=self.cache_domain,
+            tenant_id=ex.tenant_id,
+            source_tenant_id=source,
+            session_id=ex.session_id,
+            request_ids=rids,
+            score=score_of(signals, pressure, self.s.pressure_high),
+            evidence=[*signals, *extra],
+            summary=_summary(kind, ex, source, signals, self.cache_domain),
+            group_key=gkey,
+            incident_id=iid,
+            traceparent=ex.traceparent,
+        )
+
+    def _domain_alert(self, sig: Signal, ts: float, traceparent: str | None) -> Alert:
+        f = sig.figures
+        aid = alert_id(
+            "capacity_gap", self.cache_domain, [], None, f"{f['prefill_capacity_tokens']}/{f['context_window']}"
+        )
+        gkey, iid = self.incidents.assign(self.cache_domain, "capacity_gap", sig.severity, ts, aid, [], None, None)
+        return Alert(
+            alert_id=aid,
+            ts=ts,
+            kind="capacity_gap",
+            severity=sig.severity,
+            cache_domain=self.cache_domain,
+            score=sig.score,
+            evidence=[sig],
+            summary=(
+                f"{self.cache_domain} advertises a context window of {f['context_window']:,} tokens but its prefill "
+                f"pool holds {f['prefill_capacity_tokens']:,}: prompts in the gap cannot be prefetched whole"
+            ),
+            group_key=gkey,
+            incident_id=iid,
+            traceparent=traceparent,
+        )
+
+    # --- state ---------------------------------------------------------------------------------
+    def state_size(self) -> dict[str, int]:
+        idx = self.overlap.index.state_size()
+        return {
+            "buffered": len(self._buffer),
+            "index_docs": idx["docs"],
+            "index_fingerprints": idx["fingerprints"],
+            "incidents_open": len(self.incidents.open),
+        }
+
+    def dumps(self) -> bytes:
+        # Our own state in our own changelog: pickle is trusted here and far faster than JSON.
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def loads(cls, blob: bytes, settings: DetectionSettings | None = None) -> DomainMonitor:
+        obj = pickle.loads(blob)
+        if not isinstance(obj, cls):
+            raise TypeError("not a DomainMonitor snapshot")
+        if settings is not None:
+            obj.s = settings
+        return obj
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_seq"] = next(self._seq)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        seq = state.pop("_seq")
+        self.__dict__.update(state)
+        self._seq = count(seq)
+
+
+def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:
+    by = {s.name: s for s in signals}
+    parts = []
+    if kind == "canary_leak":
+        head = f"canary marker of tenant {source} surfaced in a response to tenant {ex.tenant_id} on {domain}"
+    elif kind == "cross_tenant_contamination":
+        n = by[kind].figures.get("matched_fingerprints")
+        head = f"response to tenant {ex.tenant_id} on {domain} carries {n} passages of tenant {source}'s recent context"
+    elif kind == "cross_session_contamination":
+        head = f"response to tenant {ex.tenant_id} (session {ex.session_id}) carries content of its other session"
+    else:
+        head = f"suspect response to tenant {ex.tenant_id} on {domain}"
+    if "overlong_accepted" in by:
+        f = by["overlong_accepted"].figures
+        parts.append(
+            f"prompt {f['prompt_tokens']:,} tokens > prefill capacity {f['prefill_capacity_tokens']:,}, "
+            f"HTTP {f['status_code']}"
+        )
+    if "token_accounting_mismatch" in by:
+        f = by["token_accounting_mismatch"].figures
+        parts.append(f"engine counted {f['engine_input_tokens']:,} of {f['gateway_prompt_tokens']:,} input tokens")
+    if "impossible_prefill" in by:
+        f = by["impossible_prefill"].figures
+        parts.append(f"ttft {f['ttft_ms']:.0f} ms for {f['prompt_tokens']:,} tokens")
+    when = format_ts(ex.ts)
+    return f"{head} at {when}" + (f" ({'; '.join(parts)})" if parts else "")

@@ -1,0 +1,89 @@
+"""Alertmanager-style grouping: repeated alerts of one fault in one domain form one incident.
+
+Every affected request id stays listed on the incident; ids are stable (derived from the group key
+and the first alert), so replay and the Kafka workers name incidents alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+
+# Per-response findings are one fault family; a configuration finding is another.
+_CATEGORY = {"capacity_gap": "configuration"}
+
+
+def group_key(cache_domain: str, kind: str) -> str:
+    return f"cache_domain={cache_domain},category={_CATEGORY.get(kind, 'exposure')}"
+
+
+@dataclass
+class Incident:
+    incident_id: str
+    group_key: str
+    cache_domain: str
+    first_ts: float
+    last_ts: float
+    alerts: int = 0
+    request_ids: list[str] = field(default_factory=list)
+    kinds: Counter[str] = field(default_factory=Counter)
+    severities: Counter[str] = field(default_factory=Counter)
+    tenants: set[str] = field(default_factory=set)
+    source_tenants: set[str] = field(default_factory=set)
+    truncated_request_ids: int = 0
+
+
+class IncidentTracker:
+    def __init__(self, quiet_s: float, max_request_ids: int, max_closed: int = 1000) -> None:
+        self.quiet_s = quiet_s
+        self.max_request_ids = max_request_ids
+        self.max_closed = max_closed
+        self.open: dict[str, Incident] = {}
+        self.closed: list[Incident] = []
+
+    def assign(
+        self,
+        cache_domain: str,
+        kind: str,
+        severity: str,
+        ts: float,
+        first_alert_id: str,
+        request_ids: list[str],
+        tenant_id: str | None,
+        source_tenant_id: str | None,
+    ) -> tuple[str, str]:
+        key = group_key(cache_domain, kind)
+        inc = self.open.get(key)
+        if inc is not None and ts - inc.last_ts > self.quiet_s:
+            self._close(key)
+            inc = None
+        if inc is None:
+            iid = hashlib.sha256(f"{key}\x1f{first_alert_id}".encode()).hexdigest()[:24]
+            inc = Incident(iid, key, cache_domain, ts, ts)
+            self.open[key] = inc
+        inc.last_ts = max(inc.last_ts, ts)
+        inc.alerts += 1
+        inc.kinds[kind] += 1
+        inc.severities[severity] += 1
+        for rid in request_ids:
+            if len(inc.request_ids) < self.max_request_ids:
+                inc.request_ids.append(rid)
+            else:
+                inc.truncated_request_ids += 1
+        if tenant_id:
+            inc.tenants.add(tenant_id)
+        if source_tenant_id:
+            inc.source_tenants.add(source_tenant_id)
+        return key, inc.incident_id
+
+    def advance(self, ts: float) -> None:
+        for key in [k for k, inc in self.open.items() if ts - inc.last_ts > self.quiet_s]:
+            self._close(key)
+
+    def _close(self, key: str) -> None:
+        self.closed.append(self.open.pop(key))
+        del self.closed[: -self.max_closed]
+
+    def all(self) -> list[Incident]:
+        return sorted([*self.closed, *self.open.values()], key=lambda i: (i.first_ts, i.incident_id))

@@ -1,0 +1,145 @@
+"""Join request and response by request_id, in either order, with a bounded wait (event time).
+
+Text is fingerprinted here and dropped here: nothing downstream of the join sees raw text.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from detectors.canaries import CanaryRegistry
+from detectors.exchange import CanaryHit, Exchange, TextPrint
+from detectors.fingerprint import Fingerprinter, words_of
+from detectors.settings import DetectionSettings
+from schemas.events import EventError, Request, Response
+
+
+@dataclass(slots=True)
+class _Half:
+    event: Request | Response
+    deadline: float
+    text_print: TextPrint | None
+    canary_hits: list[CanaryHit]
+
+
+class Joiner:
+    def __init__(self, settings: DetectionSettings, canaries: CanaryRegistry) -> None:
+        self.settings = settings
+        self.canaries = canaries
+        self.fingerprinter: Fingerprinter = canaries.fingerprinter
+        self._requests: OrderedDict[str, _Half] = OrderedDict()
+        self._responses: OrderedDict[str, _Half] = OrderedDict()
+        self.orphans = {"no_request": 0, "no_response": 0}
+
+    def check(self, event: Request | Response) -> None:
+        """Reject (EventError) what the join could not use, before any state changes."""
+        fp = event.prompt_fingerprint if isinstance(event, Request) else event.output_fingerprint
+        if fp is not None:
+            why = self.fingerprinter.check(fp)
+            if why is not None:
+                raise EventError("fingerprint_params", why)
+
+    def observe(self, event: Request | Response) -> list[Exchange]:
+        self.check(event)
+        if isinstance(event, Request):
+            return self._observe_request(event)
+        return self._observe_response(event)
+
+    def _observe_request(self, req: Request) -> list[Exchange]:
+        fpr = self.fingerprinter
+        if req.prompt_fingerprint is not None:
+            tp: TextPrint | None = fpr.from_wire(req.prompt_fingerprint)
+        elif req.prompt_text is not None:
+            tp = fpr.print_text(req.prompt_text)
+        else:
+            tp = None
+        for marker in req.canaries:
+            self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
+        stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
+        resp = self._responses.pop(req.request_id, None)
+        if resp is not None:
+            return [self._exchange(stripped, tp, resp, max(req.ts, resp.event.ts))]
+        if req.request_id in self._requests:
+            return []  # a second request with the same id: keep the first (event ids differ, ids clash)
+        self._requests[req.request_id] = _Half(stripped, req.ts + self.settings.request_wait_s, tp, [])
+        return self._enforce_bound()
+
+    def _observe_response(self, resp: Response) -> list[Exchange]:
+        fpr = self.fingerprinter
+        hits: list[CanaryHit] = []
+        if resp.output_fingerprint is not None:
+            tp: TextPrint | None = fpr.from_wire(resp.output_fingerprint)
+        elif resp.output_text is not None:
+            words = words_of(resp.output_text)
+            tp = TextPrint(hashes=fpr.fingerprint_words(words).tolist(), words=len(words))
+            hits = self.canaries.scan(words)
+        else:
+            tp = None
+        stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
+        half = _Half(stripped, resp.ts + self.settings.response_wait_s, tp, hits)
+        req = self._requests.pop(resp.request_id, None)
+        if req is not None:
+            assert isinstance(req.event, Request)
+            return [self._exchange(req.event, req.text_print, half, max(req.event.ts, resp.ts))]
+        if resp.request_id in self._responses:
+            return []
+        self._responses[resp.request_id] = half
+        return self._enforce_bound()
+
+    @staticmethod
+    def _exchange(req: Request, prompt: TextPrint | None, resp: _Half, ts: float) -> Exchange:
+        assert isinstance(resp.event, Response)
+        return Exchange(
+            ts=ts,
+            request=req,
+            response=resp.event,
+            prompt_print=prompt,
+            output_print=resp.text_print,
+            canary_hits=resp.canary_hits,
+        )
+
+    def _orphan(self, half: _Half, ts: float) -> Exchange:
+        if isinstance(half.event, Request):
+            self.orphans["no_response"] += 1
+            return Exchange(
+                ts=ts, request=half.event, response=None, prompt_print=half.text_print, orphan="no_response"
+            )
+        self.orphans["no_request"] += 1
+        return Exchange(
+            ts=ts,
+            request=None,
+            response=half.event,
+            output_print=half.text_print,
+            canary_hits=half.canary_hits,
+            orphan="no_request",
+        )
+
+    def advance(self, ts: float) -> list[Exchange]:
+        """Give up on halves whose wait has passed at event time `ts`; they come out as orphans."""
+        out: list[Exchange] = []
+        for pending in (self._responses, self._requests):
+            # Insertion order is close to event-time order; a late straggler waits a little longer.
+            while pending:
+                rid, half = next(iter(pending.items()))
+                if half.deadline > ts:
+                    break
+                del pending[rid]
+                out.append(self._orphan(half, half.deadline))
+        out.sort(key=lambda e: (e.ts, e.request_id))
+        return out
+
+    def flush(self) -> list[Exchange]:
+        """End of input: every waiting half becomes an orphan."""
+        return self.advance(float("inf"))
+
+    def _enforce_bound(self) -> list[Exchange]:
+        out = []
+        while len(self._requests) + len(self._responses) > self.settings.max_pending_joins:
+            pending = self._requests if len(self._requests) >= len(self._responses) else self._responses
+            _, half = pending.popitem(last=False)
+            out.append(self._orphan(half, half.event.ts))
+        return out
+
+    def state_size(self) -> int:
+        return len(self._requests) + len(self._responses)

@@ -1,0 +1,47 @@
+"""Capacity state of one cache domain, and the `capacity_gap` signal.
+
+The incident's root condition: a context window (1,048,576) advertised larger than the prefill
+pool (681,280). Raised once per domain and again whenever the figures change.
+"""
+
+from __future__ import annotations
+
+from schemas.alert import Signal
+from schemas.events import CacheStats
+
+
+class CapacityTracker:
+    def __init__(self) -> None:
+        self.prefill_capacity: int | None = None
+        self.context_window: int | None = None
+        self.used: dict[str, tuple[int, int]] = {}  # role -> (used, capacity)
+        self._alerted: tuple[int, int] | None = None
+
+    def observe_stats(self, ev: CacheStats) -> None:
+        self.used[ev.role] = (ev.used_tokens, ev.capacity_tokens)
+        if ev.role in ("prefill", "unified") and ev.capacity_tokens > 0:
+            self.prefill_capacity = ev.capacity_tokens
+        if ev.context_window:
+            self.context_window = ev.context_window
+
+    def observe_window(self, context_window: int | None) -> None:
+        """Requests also tell the advertised window; the largest one seen is what clients were promised."""
+        if context_window and (self.context_window is None or context_window > self.context_window):
+            self.context_window = context_window
+
+    def gap(self) -> Signal | None:
+        cap, win = self.prefill_capacity, self.context_window
+        if cap is None or win is None or win <= cap or self._alerted == (cap, win):
+            return None
+        self._alerted = (cap, win)
+        return Signal(
+            name="capacity_gap",
+            severity="warning",
+            score=min(1.0, (win - cap) / win + 0.3),
+            figures={"context_window": win, "prefill_capacity_tokens": cap, "gap_tokens": win - cap},
+        )
+
+    def pressure(self) -> float | None:
+        """Highest used/capacity over the roles, or None before any cache_stats."""
+        ratios = [u / c for u, c in self.used.values() if c > 0]
+        return max(ratios) if ratios else None

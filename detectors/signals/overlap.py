@@ -1,0 +1,82 @@
+"""Content overlap: an output carrying passages of another tenant's (or session's) recent context.
+
+A shared fingerprint is evidence only when it is not explained by the receiver's own prompt or own
+recent context and is not common to many tenants. The source is the tenant whose recent context
+explains most unexplained passages. Weak overlap alone (a few passages, no sign of the placeholder
+mechanism) is a warning: coincidences and well-known text exist; the verdict upgrades it when the
+mechanism signals corroborate.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from detectors.exchange import Exchange
+from detectors.index import ContentIndex
+from detectors.settings import DetectionSettings
+from schemas.alert import Signal
+
+_MAX_SOURCE_IDS = 5
+
+
+class OverlapDetector:
+    def __init__(self, settings: DetectionSettings) -> None:
+        self.s = settings
+        self.index = ContentIndex(
+            settings.index_window_s,
+            settings.index_max_docs,
+            settings.index_max_fingerprints,
+            settings.common_min_tenants,
+        )
+
+    def observe(self, ex: Exchange) -> list[Signal]:
+        if ex.output_print is None or not ex.output_print.hashes:
+            return []
+        own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
+        ov = self.index.query(ex.tenant_id, ex.session_id, ex.output_print.hashes, own)
+        base = {
+            "output_fingerprints": ov.total,
+            "explained_own_prompt": ov.own_prompt,
+            "explained_own_context": ov.own_context,
+            "common": ov.common,
+            "novel": ov.novel,
+        }
+        best = ov.best_tenant()
+        if best is not None and best[1] >= self.s.overlap_min_matches:
+            tenant, n = best
+            return [self._signal("cross_tenant_contamination", n, ov.total, base, tenant, ov.source_requests[tenant])]
+        session = ov.best_session()
+        if session is not None and session[1] >= self.s.overlap_min_matches:
+            sess, n = session
+            figures = dict(base, source_session_id=sess)
+            return [
+                self._signal(
+                    "cross_session_contamination", n, ov.total, figures, None, ov.source_requests[ex.tenant_id]
+                )
+            ]
+        return []
+
+    def _signal(
+        self, name: str, n: int, total: int, figures: dict[str, Any], source: str | None, reqs: Counter[str]
+    ) -> Signal:
+        strong = n >= self.s.overlap_strong_matches
+        top = sorted(reqs.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_SOURCE_IDS]
+        return Signal(
+            name=name,
+            severity="critical" if strong and name == "cross_tenant_contamination" else "warning",
+            score=min(1.0, 0.4 + 0.6 * n / self.s.overlap_strong_matches),
+            source_tenant_id=source,
+            figures=dict(
+                figures,
+                matched_fingerprints=n,
+                matched_share=round(n / total, 4) if total else 0.0,
+                source_request_ids=[r for r, _ in top],
+            ),
+        )
+
+    def learn(self, ex: Exchange) -> None:
+        """Add the exchange's own texts to the index, after it has been judged."""
+        for tp, ts in ((ex.prompt_print, ex.ts), (ex.output_print, ex.ts)):
+            if tp is not None and tp.hashes:
+                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ts, tp.hashes)

@@ -1,0 +1,66 @@
+"""From the signals of one response to one alert: kind, severity, score, stable id, summary."""
+
+from __future__ import annotations
+
+import hashlib
+
+from schemas.alert import KIND_PRECEDENCE, SEVERITY_RANK, Signal
+
+MECHANISM = frozenset({"overlong_accepted", "token_accounting_mismatch", "impossible_prefill"})
+CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
+
+
+def alert_id(
+    kind: str, cache_domain: str, request_ids: list[str], source_tenant_id: str | None, subject: str = ""
+) -> str:
+    """Same evidence, same id: redelivery and reprocessing are idempotent downstream."""
+    material = "\x1f".join([kind, cache_domain, ",".join(sorted(request_ids)), source_tenant_id or "", subject])
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def corroborate(signals: list[Signal]) -> list[Signal]:
+    """Content overlap on a response that also shows the placeholder mechanism is no coincidence."""
+    if not any(s.name in MECHANISM for s in signals):
+        return signals
+    out = []
+    for s in signals:
+        if s.name == "cross_tenant_contamination" and s.severity != "critical":
+            s = s.model_copy(update={"severity": "critical", "figures": dict(s.figures, corroborated=True)})
+        elif s.name == "cross_session_contamination" and SEVERITY_RANK[s.severity] < SEVERITY_RANK["high"]:
+            s = s.model_copy(update={"severity": "high", "figures": dict(s.figures, corroborated=True)})
+        out.append(s)
+    return out
+
+
+def kind_of(signals: list[Signal]) -> str | None:
+    names = {s.name for s in signals}
+    for kind in KIND_PRECEDENCE:
+        if kind in names:
+            return kind
+    return None
+
+
+def severity_of(signals: list[Signal]) -> str:
+    return max((s.severity for s in signals), key=SEVERITY_RANK.__getitem__, default="info")
+
+
+def score_of(signals: list[Signal], pressure: float | None, pressure_high: float) -> float:
+    """Noisy-or of the signals; high cache pressure makes stale-page reuse likelier, so it boosts."""
+    miss = 1.0
+    for s in signals:
+        if s.name != "cache_pressure":
+            miss *= 1.0 - s.score
+    score = 1.0 - miss
+    if pressure is not None and pressure >= pressure_high:
+        score = min(1.0, score * 1.15 + 0.05)
+    return round(score, 4)
+
+
+def source_of(signals: list[Signal], kind: str) -> str | None:
+    for s in signals:
+        if s.name == kind and s.source_tenant_id:
+            return s.source_tenant_id
+    for s in signals:
+        if s.source_tenant_id:
+            return s.source_tenant_id
+    return None
