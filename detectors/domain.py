@@ -164,7 +164,7 @@ class DomainMonitor:
             evidence=[sig],
             summary=(
                 f"{self.cache_domain} advertises a context window of {f['context_window']:,} tokens but its prefill "
-                f"pool holds {f['prefill_capacity_tokens']:,}: prompts in the gap cannot be prefetched whole"
+                f"pool holds {f['prefill_capacity_tokens']:,}: prompts in the gap cannot be prefilled whole"
             ),
             group_key=gkey,
             incident_id=iid,

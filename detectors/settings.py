@@ -44,8 +44,9 @@ class DetectionSettings(BaseModel):
     overlap_strong_matches: int = Field(default=8, ge=1, description="matches at which overlap score saturates")
 
     # Per-domain inputs are re-sorted by event time within this lateness, so that the order in which
-    # partitions happen to deliver them cannot change a verdict (replay and Kafka give the same alerts).
-    domain_lateness_s: float = Field(default=2.0, ge=0)
+    # partitions deliver them cannot change a verdict. It delays alerts by as much event time, so the
+    # default is 0 (speak at once); raise it where partitions lag each other by seconds.
+    domain_lateness_s: float = Field(default=0.0, ge=0)
 
     # Incidents (Alertmanager-style grouping).
     incident_quiet_s: float = Field(default=600.0, gt=0, description="an incident resolves after this much quiet")

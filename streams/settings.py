@@ -62,16 +62,37 @@ class WebhookSettings(_Section):
     backoff_max_s: float = 30.0
     group_wait_s: float = Field(default=2.0, ge=0, description="Alertmanager group_wait")
     group_interval_s: float = Field(default=30.0, ge=0, description="Alertmanager group_interval")
-    outbox_path: str = ".crosstalk-data/outbox"
+    resolve_after_s: float = Field(
+        default=300.0, gt=0, description="an incident with no new alert for this long (event time) is resolved"
+    )
+    resolve_on_close: bool = Field(
+        default=True, description="embedded mode: resolve open incidents when the sink closes (end of a replay)"
+    )
+    close_timeout_s: float = Field(default=10.0, ge=0, description="close() drains at most this long")
+    external_url: str = Field(default="http://127.0.0.1:6066", description="base of Alertmanager generatorURL")
+    outbox_path: str = Field(default=".crosstalk-data/outbox", description="directory of the embedded-mode outbox")
+    outbox_fsync: bool = Field(default=False, description="fsync every outbox write (survives power loss)")
     deadletter_path: str = ".crosstalk-data/webhook-deadletter.jsonl"
+    deliver_group_id: str = Field(default="crosstalk-deliver", description="Kafka consumer group of `deliver`")
+    deliver_max_poll_interval_s: float = Field(
+        default=900.0, gt=0, description="deliveries with retries run inside the poll loop; keep above worst case"
+    )
 
 
 class OtelSettings(_Section):
     enabled: bool = False
-    endpoint: str = "http://127.0.0.1:4318"
+    endpoint: str = Field(default="http://127.0.0.1:4318", description="OTLP/HTTP base; /v1/traces, /v1/metrics")
     console: bool = False
     service_name: str = "crosstalk"
     export_interval_s: float = 5.0
+    headers: dict[str, str] = Field(default_factory=dict, description="extra OTLP request headers (auth)")
+    timeout_s: float = 10.0
+    span_hold_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="exchange spans stay open this long (event time) so later alerts naming them can add events",
+    )
+    max_open_spans: int = Field(default=10_000, ge=1)
 
 
 class Settings(BaseSettings):
