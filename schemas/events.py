@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
 
 from schemas.timefmt import parse_ts
 
@@ -17,7 +26,13 @@ EventTime = Annotated[
     float,
     BeforeValidator(parse_ts),
     PlainSerializer(lambda v: v, return_type=float),
-    Field(description="Event time: RFC 3339 with offset, or epoch seconds."),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "format": "date-time"}],
+            "description": "Event time: RFC 3339 with offset, or epoch seconds.",
+        },
+        mode="validation",
+    ),
 ]
 NonNegInt = Annotated[int, Field(ge=0)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]

@@ -1,0 +1,163 @@
+"""The `crosstalk` command line: replay, demo, simulate, evaluate, schema, worker, produce, deliver."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from streams.settings import Settings, load_settings
+
+
+class LazyFile:
+    """A file opened on first write: a clean run leaves no empty rejects file behind."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fh: IO[bytes] | None = None
+
+    def write(self, data: bytes) -> int:
+        if self._fh is None:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._fh = Path(self.path).open("ab")  # noqa: SIM115 - closed in close()
+        return self._fh.write(data)
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(getattr(args, "config", None))
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from streams.ingest import input_size
+    from streams.report import err, print_alert, print_summary
+    from streams.runner import AlertWriter, EmbeddedRunner
+    from streams.sinks import build_sinks
+
+    settings = _settings(args)
+    alerts_out: Any = sys.stdout.buffer if args.alerts_out in (None, "-") else Path(args.alerts_out).open("wb")  # noqa: SIM115
+    rejects = LazyFile(args.rejects)
+    sinks: list[Any] = [AlertWriter(alerts_out), *build_sinks(settings)]
+    total = input_size(args.files)
+    show = err.is_terminal and not args.no_progress and total
+    progress = Progress(*Progress.get_default_columns()[:-1], DownloadColumn(), TransferSpeedColumn(), console=err)
+    task = progress.add_task("replay", total=total or None)
+    if args.alerts_out not in (None, "-") and args.verbose:
+
+        class Echo(AlertWriter):
+            def on_alert(self, alert: Any) -> None:
+                print_alert(alert)
+
+        sinks.append(Echo(None))
+    runner = EmbeddedRunner(
+        settings,
+        sinks,
+        rejects_out=rejects,
+        on_progress=(lambda n: progress.update(task, completed=n)) if show else None,
+    )  # type: ignore[arg-type]
+    if show:
+        progress.start()
+    try:
+        result = runner.run_files(args.files)
+    finally:
+        if show:
+            progress.stop()
+        rejects.close()
+        if alerts_out is not sys.stdout.buffer:
+            alerts_out.close()
+    if not args.quiet:
+        print_summary(result)
+        if result.rejects:
+            err.print(f"rejected lines written to {args.rejects}", style="yellow")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streams.demo import run_demo
+
+    return run_demo(_settings(args), seed=args.seed, duration_s=args.duration, fault_at_s=args.fault_at, out=args.out)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from schemas.export import write_schemas
+
+    for path in write_schemas(Path(args.out)):
+        print(path)
+    return 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    print(_settings(args).model_dump_json(indent=2))
+    return 0
+
+
+# name -> (module with add_arguments/run, help); the shells of other stages live in their own modules.
+_DELEGATED = {
+    "simulate": ("streams.simulate", "simulate a multi-tenant inference service, optionally with the incident's fault"),
+    "evaluate": ("streams.evaluate", "score alerts against the simulator's ground-truth labels"),
+    "worker": ("streams.worker", "run a Faust worker on Kafka (production mode)"),
+    "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
+    "deliver": ("streams.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crosstalk", description=__doc__)
+    parser.add_argument("--config", help="TOML settings file (default: $CROSSTALK_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("replay", help="run the detectors over JSONL event files in-process (no broker)")
+    p.add_argument("files", nargs="+", help="JSON Lines files (.gz ok), or - for stdin")
+    p.add_argument("--alerts-out", help="alerts as JSONL (default: stdout)")
+    p.add_argument("--rejects", default="crosstalk-rejects.jsonl", help="bad lines with reasons go here")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no summary table")
+    p.add_argument("-v", "--verbose", action="store_true", help="print alerts as they fire (with --alerts-out)")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("demo", help="simulate a short GLM-5.3-style incident in-process and watch crosstalk catch it")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--duration", type=float, default=300.0, help="simulated seconds")
+    p.add_argument("--fault-at", type=float, default=90.0, help="simulated second at which the fault starts")
+    p.add_argument("--out", help="directory for events, labels, alerts of the demo run")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("schema", help="write the JSON Schema of every event type and of the alert")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("settings", help="print the effective settings (defaults < file < env)")
+    p.set_defaults(func=cmd_settings)
+
+    for name, (module, help_text) in _DELEGATED.items():
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(module=module)
+        try:
+            importlib.import_module(module).add_arguments(p)
+        except ImportError as exc:  # an optional stage whose dependencies are missing
+            p.set_defaults(missing=str(exc))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if hasattr(args, "func"):
+        return int(args.func(args))
+    if getattr(args, "missing", None):
+        raise SystemExit(f"crosstalk {args.command}: unavailable ({args.missing})")
+    return int(importlib.import_module(args.module).run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The embedded runner: events from files (or a generator) through the detection core to sinks, in-process.
+
+Same core as the Faust workers; no broker. Used by `crosstalk replay` and `crosstalk demo`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from detectors.exchange import Exchange
+from detectors.monitor import Monitor
+from schemas.alert import Alert
+from schemas.events import Event, EventError
+from streams.ingest import LineReader, Parsed, Rejects, in_event_time_order
+from streams.settings import Settings
+from streams.sinks.base import Sink
+
+
+class AlertWriter:
+    """Alerts as JSON Lines; one line per alert, flushed so a tail -f sees it as it fires."""
+
+    def __init__(self, out: BinaryIO | None) -> None:
+        self.out = out
+
+    def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
+        return None
+
+    def on_alert(self, alert: Alert) -> None:
+        if self.out is not None:
+            self.out.write(alert.model_dump_json().encode() + b"\n")
+            self.out.flush()
+
+    def on_reject(self, reason: str, detail: str) -> None:
+        return None
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.flush()
+
+
+@dataclass
+class RunResult:
+    events: Counter[str] = field(default_factory=Counter)
+    rejects: Counter[str] = field(default_factory=Counter)
+    alerts: list[Alert] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    state_size: dict[str, int] = field(default_factory=dict)
+    bytes_in: int = 0
+    seconds: float = 0.0
+    monitor: Monitor | None = None
+
+    @property
+    def events_total(self) -> int:
+        return sum(self.events.values())
+
+
+class EmbeddedRunner:
+    def __init__(
+        self,
+        settings: Settings,
+        sinks: Iterable[Sink] = (),
+        rejects_out: BinaryIO | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sinks = list(sinks)
+        self.rejects = Rejects(rejects_out, listener=self._tell_reject)
+        self.result = RunResult()
+        self.monitor = Monitor(settings.detection, on_exchange=self._on_exchange)
+        self.result.monitor = self.monitor
+        self._progress = Counter[str]()
+        self._on_progress = on_progress
+
+    def _on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
+        for sink in self.sinks:
+            sink.on_exchange(exchange, alerts)
+
+    def _emit(self, alerts: list[Alert]) -> None:
+        for alert in alerts:
+            self.result.alerts.append(alert)
+            for sink in self.sinks:
+                sink.on_alert(alert)
+
+    def feed(self, event: Event, source: str = "-", line: int | None = None, raw: bytes | None = None) -> list[Alert]:
+        """One validated event through the core; a core-level reject goes to the rejects file."""
+        try:
+            alerts = self.monitor.observe(event)
+        except EventError as exc:
+            self.reject(
+                source, line, exc.reason, exc.detail, raw if raw is not None else event.model_dump_json().encode()
+            )
+            return []
+        self.result.events[event.type] += 1
+        self._emit(alerts)
+        return alerts
+
+    def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
+        self.rejects.add(source, line, reason, detail, raw)
+
+    def _tell_reject(self, reason: str, detail: str) -> None:
+        for sink in self.sinks:
+            sink.on_reject(reason, detail)
+
+    def run_files(self, paths: list[str]) -> RunResult:
+        """Replay files in event-time order; returns once all input is processed and flushed."""
+        readers = [LineReader(p, self.rejects, self.settings.ingest.max_event_bytes, self._progress) for p in paths]
+        return self.run_parsed(
+            in_event_time_order(readers, self.settings.ingest.reorder_lateness_s, self.result.counters)
+        )
+
+    def run_parsed(self, parsed: Iterator[Parsed]) -> RunResult:
+        start = time.perf_counter()
+        last_report = 0
+        for p in parsed:
+            self.feed(p.event, p.source, p.line)
+            if self._on_progress is not None and self._progress["bytes"] - last_report >= 1 << 20:
+                last_report = self._progress["bytes"]
+                self._on_progress(last_report)
+        return self.finish(start)
+
+    def finish(self, start: float) -> RunResult:
+        self._emit(self.monitor.flush())
+        for sink in self.sinks:
+            sink.close()
+        self.rejects.close()
+        r = self.result
+        r.rejects = self.rejects.counts
+        r.counters.update(self.monitor.counters)
+        r.state_size = self.monitor.state_size()
+        r.bytes_in = self._progress["bytes"]
+        r.seconds = time.perf_counter() - start
+        if self._on_progress is not None:
+            self._on_progress(r.bytes_in)
+        return r
