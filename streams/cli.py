@@ -38,7 +38,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
     from streams.ingest import input_size
     from streams.report import err, print_alert, print_summary
