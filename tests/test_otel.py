@@ -1,0 +1,247 @@
+"""OtelSink against a real OTLP/HTTP receiver on loopback that decodes the protobuf requests."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from detectors.exchange import Exchange
+from schemas.alert import Alert, Signal
+from schemas.events import Request, Response, Usage
+from streams.settings import OtelSettings
+from streams.sinks.otel import OtelSink
+
+T0 = 1_780_000_000.0
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_SPAN_ID = "00f067aa0ba902b7"
+
+
+class OtlpReceiver:
+    def __init__(self) -> None:
+        self.traces: list[ExportTraceServiceRequest] = []
+        self.metrics: list[ExportMetricsServiceRequest] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                assert self.headers.get("Content-Type") == "application/x-protobuf"
+                with outer.lock:
+                    if self.path == "/v1/traces":
+                        req_t = ExportTraceServiceRequest()
+                        req_t.ParseFromString(body)
+                        outer.traces.append(req_t)
+                    elif self.path == "/v1/metrics":
+                        req_m = ExportMetricsServiceRequest()
+                        req_m.ParseFromString(body)
+                        outer.metrics.append(req_m)
+                self.send_response(200 if self.path in ("/v1/traces", "/v1/metrics") else 404)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def spans(self) -> list[Any]:
+        with self.lock:
+            return [s for r in self.traces for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+    def metric_points(self) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        with self.lock:
+            for r in self.metrics:
+                for rm in r.resource_metrics:
+                    for sm in rm.scope_metrics:
+                        for m in sm.metrics:
+                            # Cumulative temporality: the latest export holds the totals.
+                            out[m.name] = list(getattr(m, m.WhichOneof("data")).data_points)
+        return out
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def otlp() -> Iterator[OtlpReceiver]:
+    r = OtlpReceiver()
+    yield r
+    r.stop()
+
+
+def _value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    return getattr(v, kind)
+
+
+def attrs(obj: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in obj.attributes}
+
+
+def exchange(i: int, tenant: str, traceparent: str | None) -> Exchange:
+    rid = f"req-{i}"
+    req = Request(
+        type="request",
+        event_id=f"e-req-{i}",
+        ts=T0 + i,
+        request_id=rid,
+        tenant_id=tenant,
+        model="llama-3-70b",
+        prompt_tokens=1200,
+        session_id=f"sess-{i}",
+        cache_domain="pool-1",
+        traceparent=traceparent,
+    )
+    resp = Response(
+        type="response",
+        event_id=f"e-resp-{i}",
+        ts=T0 + i + 0.75,
+        request_id=rid,
+        tenant_id=tenant,
+        model="llama-3-70b",
+        cache_domain="pool-1",
+        status_code=200,
+        session_id=f"sess-{i}",
+        finish_reason="stop",
+        usage=Usage(input_tokens=1200, output_tokens=300),
+        ttft_ms=80.0,
+        traceparent=traceparent,
+    )
+    return Exchange(ts=resp.ts, request=req, response=resp)
+
+
+def alert(request_ids: list[str], ts: float, kind: str = "cross_tenant_contamination") -> Alert:
+    return Alert(
+        alert_id=f"al-{'-'.join(request_ids)}",
+        ts=ts,
+        kind=kind,  # type: ignore[arg-type]
+        severity="critical",
+        cache_domain="pool-1",
+        tenant_id="tenant-a",
+        source_tenant_id="tenant-b",
+        request_ids=request_ids,
+        score=0.93,
+        evidence=[Signal(name="content_overlap", severity="critical", score=0.93)],
+        summary="leak",
+        group_key="cache_domain=pool-1,category=exposure",
+        incident_id="inc-1",
+    )
+
+
+def test_spans_and_metrics_over_otlp_http(otlp: OtlpReceiver) -> None:
+    sink = OtelSink(
+        OtelSettings(enabled=True, endpoint=otlp.endpoint, export_interval_s=3600, span_hold_s=5.0),
+        wall_clock=lambda: T0 + 10.0,
+    )
+    sink.set_state_size_source(lambda: {"index": 42, "joins": 3})
+    sink.set_lag_source(lambda: 7)
+    for t in ("request", "response", "response", "cache_stats"):
+        sink.on_event(t)
+    sink.on_reject("invalid", "ts: bad")
+
+    tp = f"00-{TRACE_ID}-{PARENT_SPAN_ID}-01"
+    ex_src = exchange(0, "tenant-b", traceparent=None)
+    sink.on_exchange(ex_src, [])
+    ex_victim = exchange(1, "tenant-a", traceparent=tp)
+    leak = alert(["req-1", "req-0"], ts=ex_victim.ts)
+    sink.on_exchange(ex_victim, [leak])
+    sink.on_alert(leak)  # the runner tells every sink again; no second alert span
+    later = alert(["req-0", "req-1"], ts=ex_victim.ts + 0.1, kind="capacity_gap")
+    later = later.model_copy(update={"alert_id": "al-capacity"})
+    sink.on_alert(later)  # domain-level alert within span_hold_s: events still land on both spans
+    sink.close()
+
+    spans = otlp.spans()
+    by_name: dict[str, list[Any]] = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    assert sorted(by_name) == [
+        "chat llama-3-70b",
+        "crosstalk.alert capacity_gap",
+        "crosstalk.alert cross_tenant_contamination",
+    ]
+    chats = {attrs(s)["crosstalk.request_id"]: s for s in by_name["chat llama-3-70b"]}
+    victim = chats["req-1"]
+    a = attrs(victim)
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.request.model"] == "llama-3-70b"
+    assert a["gen_ai.usage.input_tokens"] == 1200 and a["gen_ai.usage.output_tokens"] == 300
+    assert a["gen_ai.response.finish_reasons"] == ["stop"]
+    assert a["gen_ai.conversation.id"] == "sess-1"
+    assert a["crosstalk.tenant_id"] == "tenant-a" and a["crosstalk.cache_domain"] == "pool-1"
+    assert a["crosstalk.prompt_tokens"] == 1200 and a["http.response.status_code"] == 200
+    # Event time, and the producer's trace continued.
+    assert victim.start_time_unix_nano == int((T0 + 1) * 1e9)
+    assert victim.end_time_unix_nano == int((T0 + 1.75) * 1e9)
+    assert victim.trace_id.hex() == TRACE_ID and victim.parent_span_id.hex() == PARENT_SPAN_ID
+    assert chats["req-0"].parent_span_id == b""  # no traceparent: a root span
+
+    assert [attrs(e)["crosstalk.alert.id"] for e in victim.events] == [leak.alert_id, "al-capacity"]
+    assert all(e.name == "crosstalk.alert" for e in victim.events)
+    assert [attrs(e)["crosstalk.alert.id"] for e in chats["req-0"].events] == [leak.alert_id, "al-capacity"]
+
+    [alert_span] = by_name["crosstalk.alert cross_tenant_contamination"]
+    aa = attrs(alert_span)
+    assert aa["crosstalk.alert.id"] == leak.alert_id and aa["crosstalk.alert.severity"] == "critical"
+    assert aa["crosstalk.source_tenant_id"] == "tenant-b" and aa["crosstalk.alert.score"] == pytest.approx(0.93)
+    linked = {(lk.trace_id, lk.span_id) for lk in alert_span.links}
+    assert linked == {(s.trace_id, s.span_id) for s in chats.values()}
+
+    points = otlp.metric_points()
+    for name in (
+        "crosstalk.events",
+        "crosstalk.rejects",
+        "crosstalk.alerts",
+        "crosstalk.detection.latency",
+        "crosstalk.state.size",
+        "crosstalk.consumer.lag",
+    ):
+        assert name in points, name
+    events = {attrs(p)["type"]: p.as_int for p in points["crosstalk.events"]}
+    assert events == {"request": 1, "response": 2, "cache_stats": 1}
+    assert {attrs(p)["reason"]: p.as_int for p in points["crosstalk.rejects"]} == {"invalid": 1}
+    alerts = {(attrs(p)["kind"], attrs(p)["severity"]): p.as_int for p in points["crosstalk.alerts"]}
+    assert alerts == {("cross_tenant_contamination", "critical"): 1, ("capacity_gap", "critical"): 1}
+    [lat] = [p for p in points["crosstalk.detection.latency"] if attrs(p)["kind"] == "cross_tenant_contamination"]
+    assert lat.count == 1 and lat.sum == pytest.approx(10.0 - 1.75, abs=1e-3)
+    assert {attrs(p)["crosstalk.component"]: p.as_int for p in points["crosstalk.state.size"]} == {
+        "index": 42,
+        "joins": 3,
+    }
+    assert [p.as_int for p in points["crosstalk.consumer.lag"]] == [7]
+
+
+def test_webhook_metrics_and_hold_zero(otlp: OtlpReceiver) -> None:
+    sink = OtelSink(OtelSettings(enabled=True, endpoint=otlp.endpoint, export_interval_s=3600, span_hold_s=0))
+    ex = exchange(5, "tenant-a", traceparent="garbage")
+    leak = alert(["req-5"], ts=ex.ts)
+    sink.on_exchange(ex, [leak])  # with no hold the span ends here, already carrying the event
+    sink.on_webhook_delivery("ops", "delivered")
+    sink.on_webhook_delivery("ops", "deadlettered")
+    sink.on_webhook_failure("ops", "http_500")
+    sink.close()
+    [chat] = [s for s in otlp.spans() if s.name.startswith("chat")]
+    assert [e.name for e in chat.events] == ["crosstalk.alert"]
+    assert chat.parent_span_id == b""  # an invalid traceparent starts a new trace instead of failing
+    points = otlp.metric_points()
+    deliveries = {attrs(p)["outcome"]: p.as_int for p in points["crosstalk.webhook.deliveries"]}
+    assert deliveries == {"delivered": 1, "deadlettered": 1}
+    assert [attrs(p)["reason"] for p in points["crosstalk.webhook.failures"]] == ["http_500"]
