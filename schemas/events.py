@@ -54,7 +54,7 @@ class Fingerprint(_Model):
     w: int = Field(ge=1, le=256, description="winnowing window, in k-grams")
     key_id: str = Field(min_length=1, max_length=64, description="non-secret id of the hashing key")
     words: NonNegInt = Field(description="number of normalised words in the text")
-    hashes: list[Annotated[int, Field(ge=0, lt=2**64)]] = Field(
+    hashes: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] = Field(
         max_length=1_000_000, description="selected 64-bit fingerprints, in text order"
     )
 

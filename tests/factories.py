@@ -1,0 +1,88 @@
+"""Plain events for tests: small builders with sensible defaults, validated through the wire path."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+
+from schemas.events import CacheStats, Canary, Event, Request, Response, parse_event
+
+_ids = itertools.count()
+
+# Real, distinct English passages (no lorem ipsum): each well over the 16-word guarantee.
+TEXTS = [
+    "The quick evaluation of every candidate configuration requires that the scheduler keeps a complete "
+    "record of which pages were handed to which request and when those pages were returned to the pool",
+    "Customer invoices for the northern region are reconciled every Friday afternoon by the finance team "
+    "after the warehouse confirms that each pallet left the loading dock with its barcode scanned twice",
+    "def rebalance(partitions, members):\n    # spread the partitions evenly across the members of the group\n"
+    "    assignment = {m: [] for m in members}\n    for i, p in enumerate(sorted(partitions)):\n"
+    "        assignment[members[i % len(members)]].append(p)\n    return assignment",
+    "Our quarterly roadmap moves the migration of the billing database to the second half of the year "
+    "because the vendor contract for the legacy storage cluster only expires in late September",
+    "When the patient reports dizziness after the second dose the nurse records blood pressure lying and "
+    "standing and notifies the physician on call before the next scheduled administration",
+    "Here is the updated function with the bug fixed and a short explanation of what changed and why the "
+    "original version failed on empty input lists",
+]
+
+
+def nid(prefix: str) -> str:
+    return f"{prefix}-{next(_ids)}"
+
+
+def ev(obj: dict[str, Any]) -> Event:
+    return parse_event(orjson.dumps(obj))
+
+
+def stats(domain: str = "d1", ts: float = 0.0, capacity: int = 681_280, used: int = 100_000, **kw: Any) -> CacheStats:
+    obj = {"type": "cache_stats", "event_id": nid("cs"), "ts": ts, "cache_domain": domain, "role": "prefill"}
+    obj |= {"capacity_tokens": capacity, "used_tokens": used, "context_window": 1_048_576} | kw
+    e = ev(obj)
+    assert isinstance(e, CacheStats)
+    return e
+
+
+def request(rid: str, tenant: str, ts: float, tokens: int = 2_000, text: str | None = None, **kw: Any) -> Request:
+    obj = {"type": "request", "event_id": nid("rq"), "ts": ts, "request_id": rid, "tenant_id": tenant}
+    obj |= {"model": "glm-5.3", "prompt_tokens": tokens, "session_id": f"{tenant}-s1"}
+    if text is not None:
+        obj["prompt_text"] = text
+    e = ev(obj | kw)
+    assert isinstance(e, Request)
+    return e
+
+
+def response(
+    rid: str,
+    tenant: str,
+    ts: float,
+    domain: str = "d1",
+    input_tokens: int | None = 2_000,
+    ttft_ms: float | None = 400.0,
+    status: int = 200,
+    text: str | None = None,
+    **kw: Any,
+) -> Response:
+    obj: dict[str, Any] = {"type": "response", "event_id": nid("rs"), "ts": ts, "request_id": rid, "tenant_id": tenant}
+    obj |= {"model": "glm-5.3", "cache_domain": domain, "status_code": status, "session_id": f"{tenant}-s1"}
+    if input_tokens is not None:
+        obj["usage"] = {"input_tokens": input_tokens, "output_tokens": 50}
+    if ttft_ms is not None:
+        obj["ttft_ms"] = ttft_ms
+    if text is not None:
+        obj["output_text"] = text
+    e = ev(obj | kw)
+    assert isinstance(e, Response)
+    return e
+
+
+def canary(tenant: str, marker: str, ts: float = 0.0, session: str | None = None) -> Canary:
+    obj = {"type": "canary", "event_id": nid("cn"), "ts": ts, "tenant_id": tenant, "marker": marker}
+    if session:
+        obj["session_id"] = session
+    e = ev(obj)
+    assert isinstance(e, Canary)
+    return e

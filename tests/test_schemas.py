@@ -1,0 +1,138 @@
+"""The wire contract: valid and invalid events of each type, extra fields, both timestamp forms."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schemas import Alert, EventError, format_ts, parse_event, parse_ts
+from schemas.events import CacheStats, Canary, Request, Response
+from schemas.export import schemas, write_schemas
+
+VALID = {
+    "request": {
+        "type": "request",
+        "event_id": "e-1",
+        "ts": "2026-08-27T10:00:00.250+02:00",
+        "request_id": "req-1",
+        "tenant_id": "acme",
+        "model": "glm-5.3",
+        "prompt_tokens": 812_345,
+        "session_id": "s-9",
+        "canaries": ["CTK-CANARY-00ff00ff00ff00ff"],
+    },
+    "response": {
+        "type": "response",
+        "event_id": "e-2",
+        "ts": 1787817600.5,
+        "request_id": "req-1",
+        "tenant_id": "acme",
+        "model": "glm-5.3",
+        "cache_domain": "pd-1",
+        "status_code": 200,
+        "usage": {"input_tokens": 1, "output_tokens": 300},
+        "ttft_ms": 41.0,
+    },
+    "cache_stats": {
+        "type": "cache_stats",
+        "event_id": "e-3",
+        "ts": "2026-08-27T08:00:00Z",
+        "cache_domain": "pd-1",
+        "role": "prefill",
+        "capacity_tokens": 681_280,
+        "used_tokens": 400_000,
+        "context_window": 1_048_576,
+    },
+    "canary": {"type": "canary", "event_id": "e-4", "ts": 0, "tenant_id": "probe-a", "marker": "CTK-CANARY-1234"},
+}
+MODELS = {"request": Request, "response": Response, "cache_stats": CacheStats, "canary": Canary}
+
+
+@pytest.mark.parametrize("kind", sorted(VALID))
+def test_valid_event_of_each_type_parses_to_its_model(kind: str) -> None:
+    e = parse_event(json.dumps(VALID[kind]))
+    assert isinstance(e, MODELS[kind])
+    assert e.event_id == VALID[kind]["event_id"]
+
+
+@pytest.mark.parametrize("kind", sorted(VALID))
+def test_unknown_fields_are_ignored(kind: str) -> None:
+    e = parse_event(json.dumps(VALID[kind] | {"x_future_field": {"nested": [1, 2]}, "zz": 1}))
+    assert not hasattr(e, "x_future_field")
+
+
+def test_both_timestamp_forms_mean_the_same_instant() -> None:
+    a = parse_event(json.dumps(VALID["canary"] | {"ts": "2026-08-27T10:00:00+02:00"}))
+    b = parse_event(json.dumps(VALID["canary"] | {"ts": 1787817600}))
+    assert a.ts == b.ts == 1787817600.0
+    assert parse_ts("2026-08-27T08:00:00Z") == 1787817600.0
+    assert format_ts(1787817600.25) == "2026-08-27T08:00:00.250Z"
+
+
+@pytest.mark.parametrize(
+    ("kind", "patch", "field"),
+    [
+        ("request", {"prompt_tokens": "812345"}, "request.prompt_tokens"),
+        ("request", {"prompt_tokens": -1}, "request.prompt_tokens"),
+        ("request", {"ts": "2026-08-27T10:00:00"}, "request.ts"),
+        ("request", {"tenant_id": ""}, "request.tenant_id"),
+        ("response", {"status_code": 700}, "response.status_code"),
+        ("response", {"usage": {"input_tokens": "1"}}, "response.usage.input_tokens"),
+        ("cache_stats", {"role": "both"}, "cache_stats.role"),
+        ("cache_stats", {"capacity_tokens": 1.5}, "cache_stats.capacity_tokens"),
+        ("canary", {"marker": "ab"}, "canary.marker"),
+    ],
+)
+def test_invalid_fields_are_named_in_the_error(kind: str, patch: dict, field: str) -> None:
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID[kind] | patch))
+    assert info.value.reason == "invalid"
+    assert field in info.value.detail
+
+
+def test_missing_required_field_is_named() -> None:
+    obj = dict(VALID["response"])
+    del obj["cache_domain"]
+    with pytest.raises(EventError, match=r"response\.cache_domain: Field required"):
+        parse_event(json.dumps(obj))
+
+
+def test_unknown_type_not_json_and_oversized_have_their_own_reasons() -> None:
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID["canary"] | {"type": "banana"}))
+    assert info.value.reason == "invalid"
+    with pytest.raises(EventError) as info:
+        parse_event(b'{"type": "request", ')
+    assert info.value.reason == "not_json"
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID["request"] | {"prompt_text": "x" * 5000}), max_bytes=1024)
+    assert info.value.reason == "oversized"
+
+
+def test_json_schema_export_covers_every_type_and_accepts_both_ts_forms(tmp_path) -> None:
+    paths = write_schemas(tmp_path)
+    names = {p.name for p in paths}
+    assert names == {f"{n}.schema.json" for n in ("request", "response", "cache_stats", "canary", "alert", "event")}
+    req = json.loads((tmp_path / "request.schema.json").read_text())
+    assert {"type", "event_id", "ts", "request_id", "tenant_id", "model", "prompt_tokens"} <= set(req["required"])
+    ts_types = {alt["type"] for alt in req["properties"]["ts"]["anyOf"]}
+    assert ts_types == {"number", "string"}
+    assert set(schemas()["alert"]["required"]) >= {"alert_id", "ts", "kind", "severity", "cache_domain", "summary"}
+
+
+def test_alert_round_trips_with_rfc3339_time() -> None:
+    a = Alert(
+        alert_id="x",
+        ts=1787817600.0,
+        kind="overlong_accepted",
+        severity="high",
+        cache_domain="pd-1",
+        score=0.9,
+        summary="s",
+        group_key="g",
+        incident_id="i",
+    )
+    data = json.loads(a.model_dump_json())
+    assert data["ts"] == "2026-08-27T08:00:00.000Z"
+    assert Alert.model_validate_json(a.model_dump_json()) == a
