@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Fresh machine -> crosstalk catching a simulated GLM-5.3-style incident, in-process, no broker.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/bootstrap.sh"
+exec "${CROSSTALK_VENV:-$ROOT/.venv}/bin/crosstalk" demo "$@"

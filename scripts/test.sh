@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The full test suite: installs into .venv, starts a real Kafka broker (KRaft, from Maven Central jars)
+# on loopback, runs pytest (Kafka tests included), stops the broker. Extra args go to pytest.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash scripts/bootstrap.sh
+VENV="${CROSSTALK_VENV:-$ROOT/.venv}"
+export PYTHON="$VENV/bin/python"
+export KAFKA_PORT="${KAFKA_PORT:-19092}"
+export CROSSTALK_KAFKA__BOOTSTRAP="${CROSSTALK_KAFKA__BOOTSTRAP:-127.0.0.1:$KAFKA_PORT}"
+started=0
+if ! bash scripts/kafka.sh status >/dev/null 2>&1; then
+  bash scripts/kafka.sh up
+  started=1
+fi
+cleanup() { if [ "$started" = 1 ]; then bash scripts/kafka.sh down || true; fi; }
+trap cleanup EXIT
+"$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check .
+"$VENV/bin/python" -m pytest "$@"
