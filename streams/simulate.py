@@ -464,7 +464,7 @@ class _Simulator:
             d = st.domain
             dt = 0.0 if st.last_tick is None else t - st.last_tick
             last = -math.inf if st.last_tick is None else st.last_tick
-            decay = math.exp(-dt / 90.0)
+            decay = math.exp(-dt / 8.0)
             st.evicted_total += st.retained * (1.0 - decay)
             st.retained *= decay
             prefill_inflight = 0
@@ -586,9 +586,9 @@ class _Simulator:
         f = self.corpus.files[idx]
         text = f.text
         if marker is not None:
-            # Marker every ~25 lines, so any stale page of a probe prompt is likely to carry one.
+            # Marker every ~10 lines, so any stale page of a probe prompt is likely to carry one.
             lines = text.split("\n")
-            text = "\n".join(line if j % 25 else f"# probe reference {marker}\n{line}" for j, line in enumerate(lines))
+            text = "\n".join(line if j % 10 else f"# probe reference {marker}\n{line}" for j, line in enumerate(lines))
         return f"### File: {f.path}\n```python\n{text}\n```\n"
 
     def _user_message(self, rng: random.Random, session: _Session) -> str:
@@ -606,7 +606,7 @@ class _Simulator:
         system = tenant.system_prompt if session.marker is None else ""
         if budget < len(system) + len(user) + 400:
             # Small side calls (titles, summaries) go without the agent's system prompt.
-            room = max(0, budget - len(user))
+            room = max(0, budget - len(user) - 1)
             snippet = _window(rng, self.corpus.files[rng.choice(session.files)].text, room) if room > 200 else ""
             blocks = [_Block(user, True)]
             if snippet:
@@ -629,11 +629,13 @@ class _Simulator:
                 break
             block = self._file_block(idx, session.marker)
             if len(block) > room:
-                block = _head(block, room) + "\n```\n"
+                block = _head(block, room - 5) + "\n```\n"
             file_blocks.append(_Block(block, idx not in self.popular))
             room -= len(block)
         blocks = [_Block(system, False)] if system else []
-        return blocks + file_blocks + [_Block(h, True) for h in chosen_hist] + [_Block(user, True)]
+        # History repeats earlier answers, which may quote shared files and stock phrases; their private
+        # parts were already freed as pages when those answers completed, so history is not private here.
+        return blocks + file_blocks + [_Block(h, False) for h in chosen_hist] + [_Block(user, True)]
 
     # -- output -----------------------------------------------------------------------------------
 
@@ -668,11 +670,11 @@ class _Simulator:
         self, rng: random.Random, session: _Session, st: _DomainState
     ) -> tuple[str, list[dict[str, Any]]] | None:
         """What the decoder produces from stale pages; None if the pool holds nothing of anyone else."""
-        recent = list(st.pages)[-256:]
+        recent = list(st.pages)
         tenant_id = session.tenant.tenant_id
         same_tenant = [p for p in recent if p.tenant_id == tenant_id and p.session_id != session.session_id]
         others = [p for p in recent if p.tenant_id != tenant_id]
-        pool = same_tenant if same_tenant and (rng.random() < 0.2 or not others) else others
+        pool = same_tenant if same_tenant and (rng.random() < 0.25 or not others) else others
         if not pool:
             return None
         n = min(len(pool), rng.choices((1, 2, 3, 4), (0.3, 0.35, 0.25, 0.1))[0])
@@ -836,7 +838,8 @@ class _Simulator:
                 finish = rng.choices(("stop", "tool_calls", "length"), (0.65, 0.3, 0.05))[0]
                 if domain.fault_prone:
                     prompt_private = [b.text for b in blocks if b.private]
-                    pages = self._pages(rng, prompt_private, owner, 8) if prompt_private else []
+                    n_pages = 8 if session.marker is None else 24  # canary documents are planted densely
+                    pages = self._pages(rng, prompt_private, owner, n_pages) if prompt_private else []
                     pages += self._pages(rng, private, owner, 2)
                 # Only answers the client could use become history: failed and garbled ones are retried.
                 session.history.append(f"### Assistant\n{output}\n")
