@@ -32,15 +32,22 @@ class Overlap:
     common: int = 0
     novel: int = 0
     by_tenant: Counter[str] = field(default_factory=Counter)
+    # A passage several other tenants had is weaker evidence for each of them: credit is split.
+    weight: dict[str, float] = field(default_factory=dict)
+    newest: dict[str, float] = field(default_factory=dict)
     by_session: Counter[str] = field(default_factory=Counter)  # same tenant, other session
     source_requests: dict[str, Counter[str]] = field(default_factory=dict)
 
     def best_tenant(self) -> tuple[str, int] | None:
         if not self.by_tenant:
             return None
-        # Most unexplained passages wins; ties go to the lexically first id so the verdict is stable.
-        tenant, n = min(self.by_tenant.items(), key=lambda kv: (-kv[1], kv[0]))
-        return tenant, n
+        # Most (split) credit wins, then most passages, then the most recent text (stale pages are
+        # the recently freed ones), then the lexically first id so the verdict is stable.
+        tenant = min(
+            self.by_tenant,
+            key=lambda t: (-round(self.weight[t], 9), -self.by_tenant[t], -self.newest[t], t),
+        )
+        return tenant, self.by_tenant[tenant]
 
     def best_session(self) -> tuple[str, int] | None:
         if not self.by_session:
@@ -127,9 +134,13 @@ class ContentIndex:
                     ov.by_session[sess] += 1
                     ov.source_requests.setdefault(tenant_id, Counter())[docs[own_doc].request_id] += 1
                 continue
+            share = 1.0 / len(owners)
             for other, doc_id in owners.items():
+                doc = docs[doc_id]
                 ov.by_tenant[other] += 1
-                ov.source_requests.setdefault(other, Counter())[docs[doc_id].request_id] += 1
+                ov.weight[other] = ov.weight.get(other, 0.0) + share
+                ov.newest[other] = max(ov.newest.get(other, doc.ts), doc.ts)
+                ov.source_requests.setdefault(other, Counter())[doc.request_id] += 1
         return ov
 
     def state_size(self) -> dict[str, int]:

@@ -40,7 +40,14 @@ class DetectionSettings(BaseModel):
     common_min_tenants: int = Field(
         default=3, ge=2, description="a fingerprint in this many tenants' texts is boilerplate, not evidence"
     )
-    overlap_min_matches: int = Field(default=1, ge=1, description="unexplained shared fingerprints to raise overlap")
+    overlap_min_matches: int = Field(
+        default=1, ge=1, description="unexplained shared fingerprints that make overlap evidence at all"
+    )
+    overlap_alone_matches: int = Field(
+        default=3,
+        ge=1,
+        description="matches for overlap without any mechanism signal to raise a warning (fewer: info, no alert)",
+    )
     overlap_strong_matches: int = Field(default=8, ge=1, description="matches at which overlap score saturates")
 
     # Per-domain inputs are re-sorted by event time within this lateness, so that the order in which

@@ -109,6 +109,10 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
 
 
 def _attributes(alert: Alert, row: dict[str, Any]) -> bool:
+    # A canary of another tenant in the output is a certain attribution of (part of) the leak, even
+    # where another tenant's pages dominate the output.
+    if alert.kind == "canary_leak" and row.get("canary_markers"):
+        return True
     if row.get("leak_kind") == "cross_session":
         return alert.kind == "cross_session_contamination" or (
             alert.kind == "canary_leak" and alert.source_tenant_id == row["source_tenant_id"]

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from streams.runner import RunResult
 
 err = Console(stderr=True, highlight=False)
+if not err.is_terminal:
+    err.width = 160  # logs and CI: wide enough that tables keep one row per line
 _STYLE = {"critical": "bold red", "high": "red", "warning": "yellow", "info": "dim"}
 
 

@@ -175,14 +175,25 @@ def test_cross_tenant_leak_names_source_and_is_critical_when_corroborated() -> N
     assert TEXTS[1][:40] not in a.model_dump_json()
 
 
-def test_uncorroborated_weak_overlap_is_only_a_warning() -> None:
-    events = [
-        *_context("alice", "a1", 1, TEXTS[0]),
-        request("b1", "bob", 5),
-        response("b1", "bob", 6, text=TEXTS[0][:140]),
-    ]
-    (a,) = run(events)
+def test_uncorroborated_overlap_is_graded_by_how_much_is_shared() -> None:
+    def alerts_for(leak: str) -> list[Alert]:
+        return run([*_context("alice", "a1", 1, TEXTS[0]), request("b1", "bob", 5), response("b1", "bob", 6, text=leak)])
+
+    # One or two shared fingerprints: unrelated code and prose share idioms; no alert on its own.
+    assert alerts_for(" ".join(TEXTS[0].split()[:17])) == []
+    (a,) = alerts_for(TEXTS[0])
     assert (a.kind, a.severity) == ("cross_tenant_contamination", "warning")
+
+
+def test_a_single_shared_passage_is_enough_next_to_the_mechanism() -> None:
+    events = [
+        stats(ts=0),
+        *_context("alice", "a1", 1, TEXTS[0]),
+        request("b1", "bob", 5, tokens=OVER),
+        response("b1", "bob", 6, input_tokens=1, text="zz " + " ".join(TEXTS[0].split()[:16]) + " zz"),
+    ]
+    (a,) = [x for x in run(events) if x.kind != "capacity_gap"]
+    assert (a.kind, a.severity, a.source_tenant_id) == ("cross_tenant_contamination", "critical", "alice")
 
 
 def test_passage_in_receivers_own_prompt_is_explained_away() -> None:

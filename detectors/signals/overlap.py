@@ -2,9 +2,10 @@
 
 A shared fingerprint is evidence only when it is not explained by the receiver's own prompt or own
 recent context and is not common to many tenants. The source is the tenant whose recent context
-explains most unexplained passages. Weak overlap alone (a few passages, no sign of the placeholder
-mechanism) is a warning: coincidences and well-known text exist; the verdict upgrades it when the
-mechanism signals corroborate.
+explains most unexplained passages (credit split between tenants that share a passage). Overlap
+alone is graded by how much is shared: one or two fingerprints are `info` (unrelated code shares
+idioms), a few are a warning, many are critical. Next to the placeholder mechanism (overlong,
+accounting, prefill signals) any overlap is no coincidence: the verdict makes it critical.
 """
 
 from __future__ import annotations
@@ -60,11 +61,18 @@ class OverlapDetector:
     def _signal(
         self, name: str, n: int, total: int, figures: dict[str, Any], source: str | None, reqs: Counter[str]
     ) -> Signal:
-        strong = n >= self.s.overlap_strong_matches
+        if n >= self.s.overlap_strong_matches:
+            severity = "critical" if name == "cross_tenant_contamination" else "warning"
+        elif n >= self.s.overlap_alone_matches:
+            severity = "warning"
+        else:
+            # One or two shared k-grams happen between unrelated texts (code idioms); alone they are
+            # no finding, but next to the placeholder mechanism they attribute the leak.
+            severity = "info"
         top = sorted(reqs.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_SOURCE_IDS]
         return Signal(
             name=name,
-            severity="critical" if strong and name == "cross_tenant_contamination" else "warning",
+            severity=severity,
             score=min(1.0, 0.4 + 0.6 * n / self.s.overlap_strong_matches),
             source_tenant_id=source,
             figures=dict(
