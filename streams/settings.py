@@ -63,7 +63,7 @@ class WebhookSettings(_Section):
     group_wait_s: float = Field(default=2.0, ge=0, description="Alertmanager group_wait")
     group_interval_s: float = Field(default=30.0, ge=0, description="Alertmanager group_interval")
     resolve_after_s: float = Field(
-        default=300.0, gt=0, description="an incident with no new alert for this long (event time) is resolved"
+        default=600.0, gt=0, description="an incident with no new alert for this long (event time) is resolved"
     )
     resolve_on_close: bool = Field(
         default=True, description="embedded mode: resolve open incidents when the sink closes (end of a replay)"

@@ -139,7 +139,7 @@ def make_alert(
                 source_tenant_id=source,
             )
         ],
-        summary=f"output of {tenant} contains 42 words of {source}'s context",
+        summary=f"response to tenant {tenant} on {domain} carries 42 passages of tenant {source}'s recent context",
         group_key=f"{domain}/{kind}/{group}",
         incident_id=incident or f"inc-{group}",
         traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
@@ -449,7 +449,13 @@ def test_tenant_scoped_receiver_privacy(tmp_path: Path, receiver: Receiver) -> N
         raw = orjson.dumps(only["body"]).decode()
         assert "al-g1-0" in raw
         assert "tenant-b" not in raw and "src-req-1" not in raw and "source_session_id" not in raw
-    ev = receiver.delivered("/a")[0]["body"]["alerts"][0]["evidence"][0]
+    scoped = receiver.delivered("/a")[0]["body"]["alerts"][0]
+    assert (
+        scoped["summary"]
+        == "response to tenant tenant-a on pool-1 carries 42 passages of another tenant's recent context"
+    )
+    assert scoped["source_tenant_id"] is None
+    ev = scoped["evidence"][0]
     assert ev["figures"] == {"shared_words": 42} and ev["source_tenant_id"] is None
     ops = orjson.dumps(receiver.delivered("/ops")).decode()
     assert "src-req-1" in ops  # the operator still sees the full evidence

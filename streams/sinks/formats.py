@@ -45,7 +45,8 @@ def routes_to(alert: Alert, receiver: WebhookReceiver) -> bool:
 
 def _redact(text: str, secret_words: set[str]) -> str:
     for word in sorted(secret_words, key=len, reverse=True):
-        text = re.sub(rf"(?<![\w.-]){re.escape(word)}(?![\w.-])", "another tenant", text)
+        # "tenant X's context" reads as "another tenant's context", not "tenant another tenant's".
+        text = re.sub(rf"(?:\btenant\s+)?(?<![\w.-]){re.escape(word)}(?![\w.-])", "another tenant", text)
     return text
 
 

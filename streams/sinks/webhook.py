@@ -748,10 +748,12 @@ class WebhookSink:
         self._accepted[alert.alert_id] = None
         if len(self._accepted) > 100_000:
             self._accepted.popitem(last=False)
+        targets = [name for name, receiver in self.receivers.items() if routes_to(alert, receiver)]
+        if not targets:
+            return  # nobody will ever be notified: keep it out of the journal
         self.outbox.append_alert(alert)
-        for name, receiver in self.receivers.items():
-            if routes_to(alert, receiver):
-                self._workers[name].inbox.put(scope_for_receiver(alert, receiver))
+        for name in targets:
+            self._workers[name].inbox.put(scope_for_receiver(alert, self.receivers[name]))
 
     def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
         for alert in alerts:
