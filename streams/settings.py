@@ -38,7 +38,27 @@ class KafkaSettings(_Section):
     app_id: str = "crosstalk"
     store: str = Field(default="auto", description="auto (rocksdb if rocksdict is installed), memory://, rocksdb://")
     web_port: int = Field(default=6066, ge=1, le=65535)
+    web_bind: str = Field(
+        default="127.0.0.1", description="address of the health/ready web server (0.0.0.0 in containers)"
+    )
     data_dir: str = ".crosstalk-data"
+    alerts_partitions: int = Field(default=4, ge=1)
+    replication_factor: int = Field(default=1, ge=1, description="of every topic the workers create")
+    standby_replicas: int = Field(default=0, ge=0, description="Faust standby copies of the state tables")
+    max_message_bytes: int = Field(
+        default=33_554_432, ge=1_048_576, description="topic max.message.bytes and producer limit (state snapshots)"
+    )
+    commit_interval_s: float = Field(default=2.0, gt=0, description="how often acked offsets are committed")
+    snapshot_every: int = Field(
+        default=2000, ge=1, description="checkpoint a partition's state after this many messages"
+    )
+    snapshot_interval_s: float = Field(default=2.0, gt=0, description="... or after this long (wall clock)")
+    watermark_step_s: float = Field(
+        default=1.0, gt=0, description="event time between watermark messages of the join stage"
+    )
+    watermark_idle_s: float = Field(
+        default=30.0, gt=0, description="a join partition silent this long (wall clock) stops holding domains back"
+    )
 
 
 class WebhookReceiver(_Section):
