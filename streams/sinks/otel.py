@@ -102,7 +102,11 @@ class OtelSink:
         if settings.console:
             exporters.append(ConsoleSpanExporter())
         for exp in exporters:
-            self.tracer_provider.add_span_processor(BatchSpanProcessor(exp))
+            # A file replay produces thousands of spans per second; the default 2048-span queue
+            # would drop some whenever one export is slow.
+            self.tracer_provider.add_span_processor(
+                BatchSpanProcessor(exp, max_queue_size=32_768, schedule_delay_millis=1000)
+            )
         self.tracer = self.tracer_provider.get_tracer("crosstalk")
 
         readers: list[MetricReader] = list(metric_readers or [])
