@@ -88,16 +88,21 @@ class Fingerprinter:
         return acc
 
     def winnow(self, kg: np.ndarray) -> np.ndarray:
-        """Selected fingerprints (unique, sorted) of a k-gram hash sequence."""
+        """Selected fingerprints of a k-gram hash sequence, in text order, each hash once.
+
+        Text order matters downstream: a leaked passage shows up as a run of consecutive matches.
+        """
         n = kg.shape[0]
         if n == 0:
             return kg
         if n <= self.w:
-            return np.unique(kg[[n - 1 - int(np.argmin(kg[::-1]))]])
+            return kg[[n - 1 - int(np.argmin(kg[::-1]))]]
         windows = np.lib.stride_tricks.sliding_window_view(kg, self.w)
         # Rightmost minimum: argmin over the reversed window finds the last occurrence.
-        pos = (self.w - 1 - np.argmin(windows[:, ::-1], axis=1)) + np.arange(windows.shape[0])
-        return np.unique(kg[pos])
+        pos = np.unique((self.w - 1 - np.argmin(windows[:, ::-1], axis=1)) + np.arange(windows.shape[0]))
+        selected = kg[pos]
+        _, first = np.unique(selected, return_index=True)
+        return selected[np.sort(first)]
 
     def fingerprint_words(self, words: list[str]) -> np.ndarray:
         return self.winnow(self.kgram_hashes(self.word_hashes(words)))
@@ -122,7 +127,7 @@ class Fingerprinter:
         return None
 
     def from_wire(self, fp: Fingerprint) -> TextPrint:
-        return TextPrint(hashes=sorted(set(fp.hashes)), words=fp.words)
+        return TextPrint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
 
     def marker_id(self, marker: str) -> str:
         return hashlib.blake2b(" ".join(words_of(marker)).encode(), key=self._key, digest_size=8).hexdigest()

@@ -35,6 +35,10 @@ class Overlap:
     # A passage several other tenants had is weaker evidence for each of them: credit is split.
     weight: dict[str, float] = field(default_factory=dict)
     newest: dict[str, float] = field(default_factory=dict)
+    # Longest run of consecutive output fingerprints matched to one source: a leaked passage is a
+    # run; scattered single matches are shared idioms and stock phrases.
+    run_by_tenant: Counter[str] = field(default_factory=Counter)
+    run_by_session: Counter[str] = field(default_factory=Counter)
     by_session: Counter[str] = field(default_factory=Counter)  # same tenant, other session
     source_requests: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -66,6 +70,7 @@ class ContentIndex:
         self._docs: dict[int, Doc] = {}
         self._order: deque[int] = deque()
         self._next_id = 0
+        self.docs_seen = 0
         self._fingerprints = 0
 
     def add(self, tenant_id: str, session_id: str | None, request_id: str, ts: float, hashes: list[int]) -> None:
@@ -73,6 +78,7 @@ class ContentIndex:
             return
         doc = Doc(self._next_id, tenant_id, session_id, request_id, ts, hashes)
         self._next_id += 1
+        self.docs_seen += 1
         self._docs[doc.doc_id] = doc
         self._order.append(doc.doc_id)
         self._fingerprints += len(hashes)
@@ -114,7 +120,9 @@ class ContentIndex:
         postings = self._postings
         docs = self._docs
         common_min = self.common_min_tenants
+        runs: dict[str, int] = {}  # source -> length of the run ending at the previous fingerprint
         for h in hashes:
+            prev, runs = runs, {}
             if h in own_prompt:
                 ov.own_prompt += 1
                 continue
@@ -132,12 +140,16 @@ class ContentIndex:
                     ov.own_context += 1
                 else:
                     ov.by_session[sess] += 1
+                    runs[sess] = prev.get(sess, 0) + 1
+                    ov.run_by_session[sess] = max(ov.run_by_session[sess], runs[sess])
                     ov.source_requests.setdefault(tenant_id, Counter())[docs[own_doc].request_id] += 1
                 continue
             share = 1.0 / len(owners)
             for other, doc_id in owners.items():
                 doc = docs[doc_id]
                 ov.by_tenant[other] += 1
+                runs[other] = prev.get(other, 0) + 1
+                ov.run_by_tenant[other] = max(ov.run_by_tenant[other], runs[other])
                 ov.weight[other] = ov.weight.get(other, 0.0) + share
                 ov.newest[other] = max(ov.newest.get(other, doc.ts), doc.ts)
                 ov.source_requests.setdefault(other, Counter())[doc.request_id] += 1

@@ -46,9 +46,14 @@ class DetectionSettings(BaseModel):
     overlap_alone_matches: int = Field(
         default=3,
         ge=1,
-        description="matches for overlap without any mechanism signal to raise a warning (fewer: info, no alert)",
+        description="run of consecutive matched fingerprints that, without any mechanism signal, is a warning",
     )
-    overlap_strong_matches: int = Field(default=8, ge=1, description="matches at which overlap score saturates")
+    overlap_warmup_docs: int = Field(
+        default=1000, ge=0, description="texts a domain's index must have seen before overlap alone may alert"
+    )
+    overlap_strong_matches: int = Field(
+        default=8, ge=1, description="run of consecutive matches that is critical on its own; score saturates here"
+    )
 
     # Per-domain inputs are re-sorted by event time within this lateness, so that the order in which
     # partitions deliver them cannot change a verdict. It delays alerts by as much event time, so the

@@ -12,7 +12,8 @@ OVER = 800_000  # > 681,280
 
 
 def run(events: list, **settings) -> list[Alert]:
-    m = Monitor(DetectionSettings(**settings))
+    # Most tests judge overlap on a handful of texts: no cold-start warm-up unless asked for.
+    m = Monitor(DetectionSettings(**({"overlap_warmup_docs": 0} | settings)))
     out: list[Alert] = []
     for e in events:
         out += m.observe(e)
@@ -177,12 +178,22 @@ def test_cross_tenant_leak_names_source_and_is_critical_when_corroborated() -> N
 
 def test_uncorroborated_overlap_is_graded_by_how_much_is_shared() -> None:
     def alerts_for(leak: str) -> list[Alert]:
-        return run([*_context("alice", "a1", 1, TEXTS[0]), request("b1", "bob", 5), response("b1", "bob", 6, text=leak)])
+        return run(
+            [*_context("alice", "a1", 1, TEXTS[0]), request("b1", "bob", 5), response("b1", "bob", 6, text=leak)]
+        )
 
     # One or two shared fingerprints: unrelated code and prose share idioms; no alert on its own.
     assert alerts_for(" ".join(TEXTS[0].split()[:17])) == []
     (a,) = alerts_for(TEXTS[0])
     assert (a.kind, a.severity) == ("cross_tenant_contamination", "warning")
+
+
+def test_cold_start_overlap_alone_is_not_an_alert_but_the_mechanism_still_is() -> None:
+    events = [*_context("alice", "a1", 1, TEXTS[0]), request("b1", "bob", 5), response("b1", "bob", 6, text=TEXTS[0])]
+    assert run(events, overlap_warmup_docs=100) == []
+    events[-2:] = [request("b1", "bob", 5, tokens=OVER), response("b1", "bob", 6, input_tokens=1, text=TEXTS[0])]
+    (a,) = run(events, overlap_warmup_docs=100)
+    assert (a.kind, a.severity, a.source_tenant_id) == ("cross_tenant_contamination", "critical", "alice")
 
 
 def test_a_single_shared_passage_is_enough_next_to_the_mechanism() -> None:

@@ -44,26 +44,39 @@ class OverlapDetector:
             "novel": ov.novel,
         }
         best = ov.best_tenant()
-        if best is not None and best[1] >= self.s.overlap_min_matches:
-            tenant, n = best
-            return [self._signal("cross_tenant_contamination", n, ov.total, base, tenant, ov.source_requests[tenant])]
         session = ov.best_session()
-        if session is not None and session[1] >= self.s.overlap_min_matches:
+        cross_tenant = best is not None and best[1] >= self.s.overlap_min_matches
+        cross_session = session is not None and session[1] >= self.s.overlap_min_matches
+        if cross_tenant and cross_session:
+            # The conclusion is the origin that explains more of the output.
+            assert best is not None and session is not None
+            cross_tenant = best[1] >= session[1]
+        if cross_tenant:
+            assert best is not None
+            tenant, n = best
+            run = ov.run_by_tenant[tenant]
+            return [
+                self._signal("cross_tenant_contamination", n, run, ov.total, base, tenant, ov.source_requests[tenant])
+            ]
+        if cross_session:
+            assert session is not None
             sess, n = session
             figures = dict(base, source_session_id=sess)
-            return [
-                self._signal(
-                    "cross_session_contamination", n, ov.total, figures, None, ov.source_requests[ex.tenant_id]
-                )
-            ]
+            run = ov.run_by_session[sess]
+            reqs = ov.source_requests[ex.tenant_id]
+            return [self._signal("cross_session_contamination", n, run, ov.total, figures, None, reqs)]
         return []
 
     def _signal(
-        self, name: str, n: int, total: int, figures: dict[str, Any], source: str | None, reqs: Counter[str]
+        self, name: str, n: int, run: int, total: int, figures: dict[str, Any], source: str | None, reqs: Counter[str]
     ) -> Signal:
-        if n >= self.s.overlap_strong_matches:
+        if self.index.docs_seen < self.s.overlap_warmup_docs:
+            # Cold start: nothing is common yet, so stock phrases look like rare shared passages.
+            # Until the index has seen enough texts, overlap counts only next to the mechanism.
+            severity = "info"
+        elif run >= self.s.overlap_strong_matches:
             severity = "critical" if name == "cross_tenant_contamination" else "warning"
-        elif n >= self.s.overlap_alone_matches:
+        elif run >= self.s.overlap_alone_matches:
             severity = "warning"
         else:
             # One or two shared k-grams happen between unrelated texts (code idioms); alone they are
@@ -78,6 +91,7 @@ class OverlapDetector:
             figures=dict(
                 figures,
                 matched_fingerprints=n,
+                longest_run=run,
                 matched_share=round(n / total, 4) if total else 0.0,
                 source_request_ids=[r for r, _ in top],
             ),
