@@ -74,6 +74,11 @@ class EmbeddedRunner:
         self.result.monitor = self.monitor
         self._progress = Counter[str]()
         self._on_progress = on_progress
+        # Sinks that count input (metrics) and watch state size say so by having these methods.
+        self._event_listeners = [s.on_event for s in self.sinks if hasattr(s, "on_event")]
+        for sink in self.sinks:
+            if hasattr(sink, "set_state_size_source"):
+                sink.set_state_size_source(self.monitor.state_size)
 
     def _on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
         for sink in self.sinks:
@@ -95,6 +100,8 @@ class EmbeddedRunner:
             )
             return []
         self.result.events[event.type] += 1
+        for listener in self._event_listeners:
+            listener(event.type)
         self._emit(alerts)
         return alerts
 

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from streams.settings import Settings
 from streams.sinks.base import Sink
 
 
 def build_sinks(settings: Settings) -> list[Sink]:
-    """The sinks the settings ask for, besides the alert output itself."""
-    sinks: list[Sink] = []
-    if settings.webhooks.receivers:
-        from streams.sinks.webhook import WebhookSink
+    """The sinks the settings ask for, besides the alert output itself.
 
-        sinks.append(WebhookSink.from_settings(settings))  # type: ignore[attr-defined]
+    The OpenTelemetry sink doubles as the webhook sink's metrics, so deliveries and failures are
+    counted in the same meter as everything else.
+    """
+    sinks: list[Any] = []
+    otel = None
     if settings.otel.enabled or settings.otel.console:
         from streams.sinks.otel import OtelSink
 
-        sinks.append(OtelSink.from_settings(settings))  # type: ignore[attr-defined]
+        otel = OtelSink(settings.otel)
+        sinks.append(otel)
+    if settings.webhooks.receivers:
+        from streams.sinks.webhook import WebhookSink
+
+        sinks.append(WebhookSink(settings.webhooks, metrics=otel))
     return sinks
