@@ -252,6 +252,11 @@ def _prose(rng: random.Random, corpus: _Corpus, sentences: int) -> str:
     return " ".join(out)
 
 
+def _length_class(words: int) -> str:
+    """Passage length relative to the detector's guarantee of 16 words."""
+    return "short" if words < 16 else "threshold" if words <= 24 else "medium" if words < 50 else "long"
+
+
 def _window(rng: random.Random, text: str, chars: int) -> str:
     """A slice of about `chars` characters starting and ending at line boundaries."""
     if len(text) <= chars:
@@ -377,7 +382,10 @@ class _Simulator:
         rng.shuffle(order)
         n_sys = len(SYSTEM_HEADERS)
         sys_files, order = order[:n_sys], order[n_sys:]
-        self.popular, order = order[:10], order[10:]
+        # A few moderately sized "vendored" files that many tenants paste: they become common (seen in
+        # several tenants) quickly, as popular open-source code does in real traffic.
+        self.popular = [i for i in order if 4_000 <= len(self.corpus.files[i].text) <= 16_000][:6]
+        order = [i for i in order if i not in self.popular]
         probe_files, order = order[: 2 * len(PROBES)], order[2 * len(PROBES) :]
         self.system_prompts = [
             f"{header}\n\n# Reference: {self.corpus.files[f].path}\n{_window(rng, self.corpus.files[f].text, 2_500)}\n"
@@ -688,11 +696,11 @@ class _Simulator:
             # Mostly long runs (stale pages hold long runs); some right at the detector's 16-word guarantee,
             # a few below it, so recall can be judged by passage length.
             if r < 0.07:
-                length_class, want = "short", rng.randint(8, 15)
+                want = rng.randint(8, 15)
             elif r < 0.22:
-                length_class, want = "threshold", rng.randint(16, 24)
+                want = rng.randint(16, 24)
             else:
-                length_class, want = "long", rng.randint(50, 400)
+                want = rng.randint(50, 400)
             want = min(want, len(spans))
             s = rng.randrange(0, len(spans) - want + 1)
             text = page.text[spans[s][0] : spans[s + want - 1][1]]
@@ -711,7 +719,7 @@ class _Simulator:
             passages.append(
                 {
                     "words": want,
-                    "length_class": length_class,
+                    "length_class": _length_class(want),
                     "variant": variant,
                     "source_tenant_id": page.tenant_id,
                     "source_session_id": page.session_id,
@@ -730,7 +738,8 @@ class _Simulator:
         for _ in range(limit):
             text = rng.choice(texts)
             chunk = _window(rng, text, rng.randint(400, 2_800)).strip()
-            if len(words_of(chunk[:200])) >= 3:
+            # A KV page run worth the name; tiny fragments would make "long" leaks that are not.
+            if len(_WORD.findall(chunk)) >= 40:
                 pages.append(_Page(chunk, *owner))
         return pages
 
