@@ -112,7 +112,23 @@ _DELEGATED = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand named in argv, so that only its module (maybe heavy: Faust, Kafka) is imported."""
+    skip = False
+    for tok in argv:
+        if skip:
+            skip = False
+        elif tok == "--config":
+            skip = True
+        elif not tok.startswith("-"):
+            return tok
+    return None
+
+
+_LOCAL = ("replay", "demo", "schema", "settings")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crosstalk", description=__doc__)
     parser.add_argument("--config", help="TOML settings file (default: $CROSSTALK_CONFIG)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -143,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in _DELEGATED.items():
         p = sub.add_parser(name, help=help_text)
         p.set_defaults(module=module)
+        if only is not None and only != name:
+            continue
         try:
             importlib.import_module(module).add_arguments(p)
         except ImportError as exc:  # an optional stage whose dependencies are missing
@@ -151,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command_of(argv)
+    args = build_parser(only=command if command in _DELEGATED or command in _LOCAL else None).parse_args(argv)
     if hasattr(args, "func"):
         return int(args.func(args))
     if getattr(args, "missing", None):
