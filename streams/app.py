@@ -1,0 +1,573 @@
+"""The Faust application: the detection core composed across Kafka partitions.
+
+Topology (docs/adr/0001-kafka-topology.md has the why):
+
+    input --ingest--> <app>.join --join--> <app>.domain --domain--> alerts
+      |  parse, dead-letter,    |  dedup, canaries,      |  event-time order (watermarks),
+      |  re-key by request_id / |  Joiner, orphans,      |  DomainMonitor per cache domain
+      |  cache_domain / tenant  |  watermarks            |
+      v                         v
+    dead-letter               dead-letter (duplicate, fingerprint_params)
+
+Stateful stages (join, domain) keep their state in memory per partition and checkpoint it as one
+snapshot per partition into a Faust table (changelog topic). A snapshot records the position of the
+last message it covers. Acks are held until the snapshot that covers a message has been written,
+after every output produced so far was flushed; so a committed offset always lies behind a durable
+snapshot, and a snapshot never covers an output that was lost. After a crash, messages between the
+committed offset and the snapshot position are skipped by position; the rest are reprocessed and,
+the core being deterministic, re-produce exactly the outputs already sent: duplicates downstream are
+skipped by position, duplicate alerts carry the same alert_id.
+
+Only data moves here; every decision is made by detectors/.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import pickle
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+import orjson
+
+from detectors.canaries import CanaryRegistry
+from detectors.dedup import Deduper
+from detectors.domain import DomainMonitor
+from detectors.exchange import Exchange
+from detectors.join import Joiner
+from detectors.monitor import make_fingerprinter
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert
+from schemas.events import CacheStats, Canary, Event, EventError, Request, Response, parse_event
+from streams.settings import Settings
+from streams.topics import TopicNames, topic_names
+
+log = logging.getLogger("crosstalk.app")
+
+H_REASON = "x-crosstalk-reason"
+H_DETAIL = "x-crosstalk-detail"
+H_SRC_TOPIC = "x-crosstalk-source-topic"
+H_SRC_PARTITION = "x-crosstalk-source-partition"
+H_SRC_OFFSET = "x-crosstalk-source-offset"
+# Internal: position of the message that caused an output ("<stream><partition>:<offset>:<seq>") and its kind.
+H_POS = "x-ct-pos"
+H_KIND = "x-ct-kind"
+
+Pos = tuple[int, int]  # (offset, seq) within one source partition
+
+
+def store_url(setting: str) -> str:
+    if setting != "auto":
+        return setting
+    try:
+        import rocksdict  # noqa: F401
+    except ImportError:
+        return "memory://"
+    return "rocksdb://"
+
+
+def routing_key(event: Event) -> str:
+    """The key that co-locates what must meet: both halves of a pair, a domain's stats, a tenant's canaries."""
+    if isinstance(event, (Request, Response)):
+        return event.request_id
+    if isinstance(event, CacheStats):
+        return event.cache_domain
+    return event.tenant_id
+
+
+def _headers(msg_headers: Any) -> dict[str, bytes]:
+    if not msg_headers:
+        return {}
+    items = msg_headers.items() if isinstance(msg_headers, dict) else msg_headers
+    return {k: v for k, v in items}
+
+
+def _parse_pos(raw: bytes) -> tuple[str, Pos]:
+    src, offset, seq = raw.decode().split(":")
+    return src, (int(offset), int(seq))
+
+
+def _late_or_dup(last: dict[str, Pos], src: str, pos: Pos) -> bool:
+    """True if this position was already applied (a replay of an upstream that restarted)."""
+    seen = last.get(src)
+    if seen is not None and pos <= seen:
+        return True
+    last[src] = pos
+    return False
+
+
+# --- per-partition state of the stateful stages ---------------------------------------------------
+
+
+@dataclass
+class JoinState:
+    joiner: Joiner
+    dedup: Deduper
+    wm: float = float("-inf")
+    sent_wm: float = float("-inf")
+    last: dict[str, Pos] = field(default_factory=dict)
+    offset: int = -1  # last join-topic offset covered
+
+    @classmethod
+    def fresh(cls, s: DetectionSettings) -> JoinState:
+        return cls(Joiner(s, CanaryRegistry(make_fingerprinter(s))), Deduper(s.dedup_window))
+
+    def dumps(self) -> bytes:
+        # The word-hash cache of the fingerprinter is derived data and can be millions of entries.
+        fp = self.joiner.fingerprinter
+        cache, fp._cache = fp._cache, {}
+        try:
+            return zlib.compress(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        finally:
+            fp._cache = cache
+
+    @staticmethod
+    def loads(blob: bytes, s: DetectionSettings) -> JoinState:
+        st = pickle.loads(zlib.decompress(blob))
+        assert isinstance(st, JoinState)
+        st.joiner.settings = s
+        return st
+
+
+def _order_key(item: CacheStats | Exchange) -> tuple[float, int, str]:
+    # The same tie-break as DomainMonitor: content, never arrival, decides the order.
+    if isinstance(item, CacheStats):
+        return (item.ts, 0, item.event_id)
+    return (item.ts, 1, item.request_id)
+
+
+@dataclass
+class DomainState:
+    domains: dict[str, DomainMonitor] = field(default_factory=dict)
+    wms: dict[int, float] = field(default_factory=dict)  # join partition -> its watermark
+    released: float = float("-inf")  # items up to this event time were handed to the domains
+    pending: list[tuple[tuple[float, int, str], int, str, bytes]] = field(default_factory=list)
+    seq: int = 0
+    last: dict[str, Pos] = field(default_factory=dict)
+    offset: int = -1
+
+    def dumps(self) -> bytes:
+        return zlib.compress(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+    @staticmethod
+    def loads(blob: bytes, s: DetectionSettings) -> DomainState:
+        st = pickle.loads(zlib.decompress(blob))
+        assert isinstance(st, DomainState)
+        for dm in st.domains.values():
+            dm.s = s
+        return st
+
+
+# --- the runtime ---------------------------------------------------------------------------------
+
+
+class Runtime:
+    """Builds the Faust app for one Settings; holds counters for the web endpoints."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.k = settings.kafka
+        self.det = settings.detection
+        self.names: TopicNames = topic_names(settings.kafka)
+        self.counters: Counter[str] = Counter()
+        self.started = time.time()
+        self.started_mono = time.monotonic()
+        self.join_states: dict[int, JoinState] = {}
+        self.domain_states: dict[int, DomainState] = {}
+        self.held: dict[tuple[str, int], list[Any]] = {}  # (stage, partition) -> events not yet acked
+        self.last_snapshot: dict[tuple[str, int], float] = {}
+        self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark (idleness only)
+        self.app = self._build()
+
+    # -- construction --
+    def _build(self) -> faust.App:
+        k = self.k
+        app = faust.App(
+            k.app_id,
+            broker=[f"kafka://{h.strip()}" for h in k.bootstrap.split(",") if h.strip()],
+            store=store_url(k.store),
+            datadir=k.data_dir,
+            web_port=k.web_port,
+            web_bind=k.web_bind,
+            web_enabled=True,
+            topic_partitions=k.internal_partitions,
+            topic_replication_factor=k.replication_factor,
+            # Every topic is created up front by streams/topics.py with our own configs (see ADR).
+            topic_allow_declare=False,
+            table_standby_replicas=k.standby_replicas,
+            consumer_auto_offset_reset="earliest",
+            stream_wait_empty=False,  # acks are held until a snapshot: waiting for them would stall a rebalance
+            producer_acks=-1,
+            producer_max_request_size=k.max_message_bytes,
+            consumer_max_fetch_size=k.max_message_bytes,
+            broker_commit_interval=k.commit_interval_s,
+            table_cleanup_interval=3600.0,
+        )
+        n = self.names
+        self.input_topic = app.topic(
+            n.input, key_type=bytes, value_type=bytes, value_serializer="raw", key_serializer="raw"
+        )
+        self.join_topic = app.topic(
+            n.join, key_type=bytes, value_type=bytes, value_serializer="raw", key_serializer="raw"
+        )
+        self.domain_topic = app.topic(
+            n.domain, key_type=bytes, value_type=bytes, value_serializer="raw", key_serializer="raw"
+        )
+        self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
+        self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
+        self.join_table = app.Table(
+            n.join_table, partitions=k.internal_partitions, key_type=bytes, value_type=bytes
+        )
+        self.domain_table = app.Table(
+            n.domain_table, partitions=k.internal_partitions, key_type=bytes, value_type=bytes
+        )
+        app.agent(self.input_topic, name="ingest", concurrency=1)(self._ingest)
+        app.agent(self.join_topic, name="join", concurrency=1)(self._join)
+        app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
+        # Faust binds a page function as a View method: plain closures, not bound methods.
+        async def health(web: Any, request: Any) -> Any:
+            return web.json({"status": "ok", **self.status()})
+
+        async def ready(web: Any, request: Any) -> Any:
+            ok = self.is_ready()
+            return web.json({"ready": ok, **self.status()}, status=200 if ok else 503)
+
+        async def counters(web: Any, request: Any) -> Any:
+            return web.json(self.status())
+
+        app.page("/health")(health)
+        app.page("/ready")(ready)
+        app.page("/counters")(counters)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        return app
+
+    # -- web --
+    def status(self) -> dict[str, Any]:
+        return {
+            "app_id": self.k.app_id,
+            "uptime_s": round(time.time() - self.started, 1),
+            "partitions": {"join": sorted(self.join_states), "domain": sorted(self.domain_states)},
+            "counters": dict(sorted(self.counters.items())),
+            "deadletter": {k[len("deadletter.") :]: v for k, v in self.counters.items() if k.startswith("deadletter.")},
+            "state_size": self.state_size(),
+        }
+
+    def state_size(self) -> dict[str, int]:
+        size: Counter[str] = Counter()
+        for js in self.join_states.values():
+            size["pending_joins"] += js.joiner.state_size()
+            size["dedup_ids"] += js.dedup.state_size()
+        for ds in self.domain_states.values():
+            size["domains"] += len(ds.domains)
+            size["pending_ordered"] += len(ds.pending)
+            for dm in ds.domains.values():
+                size.update(dm.state_size())
+        return dict(size)
+
+    def is_ready(self) -> bool:
+        app = self.app
+        return bool(getattr(app, "started", False) and not app.rebalancing)
+
+    async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
+        # A revoked partition may be processed elsewhere before it comes back: its in-memory state and
+        # held (unacked) events are stale from now on; the snapshot table is the truth.
+        for tp in revoked:
+            if tp.topic == self.names.join:
+                self.join_states.pop(tp.partition, None)
+                self.held.pop(("join", tp.partition), None)
+            elif tp.topic == self.names.domain:
+                self.domain_states.pop(tp.partition, None)
+                self.held.pop(("domain", tp.partition), None)
+
+    # -- helpers --
+    async def _dead_letter(self, msg: Any, reason: str, detail: str) -> None:
+        self.counters[f"deadletter.{reason}"] += 1
+        headers = [
+            (H_REASON, reason.encode()),
+            (H_DETAIL, detail[:2000].encode("utf-8", "replace")),
+            (H_SRC_TOPIC, msg.topic.encode()),
+            (H_SRC_PARTITION, str(msg.partition).encode()),
+            (H_SRC_OFFSET, str(msg.offset).encode()),
+        ]
+        await self.dlq_topic.send(key=msg.key, value=msg.value if msg.value is not None else b"", headers=headers)
+
+    async def _checkpoint(self, stage: str, partition: int, state: JoinState | DomainState, force: bool) -> None:
+        key = (stage, partition)
+        held = self.held.get(key)
+        if not held:
+            return
+        now = time.monotonic()
+        due = len(held) >= self.k.snapshot_every or now - self.last_snapshot.get(key, 0.0) >= self.k.snapshot_interval_s
+        if not (due or force):
+            return
+        # Outputs first, then the snapshot that claims to cover them, then the acks.
+        await self.app.producer.flush()
+        table = self.join_table if stage == "join" else self.domain_table
+        blob = state.dumps()
+        table[f"{stage}:{partition}".encode()] = blob
+        self.counters[f"snapshots.{stage}"] += 1
+        self.counters[f"snapshot_bytes.{stage}.last"] = len(blob)
+        for ev in held:
+            ev.ack()
+        held.clear()
+        self.last_snapshot[key] = now
+
+    # -- stage 1: ingest (stateless) --
+    async def _ingest(self, stream: Any) -> Any:
+        max_bytes = self.settings.ingest.max_event_bytes
+        async for ev in stream.events():
+            msg = ev.message
+            self.counters["ingest.messages"] += 1
+            raw = msg.value
+            if raw is None:
+                await self._dead_letter(msg, "invalid", "empty message (tombstone)")
+                continue
+            try:
+                event = parse_event(raw, max_bytes=max_bytes)
+            except EventError as exc:
+                await self._dead_letter(msg, exc.reason, exc.detail)
+                continue
+            except Exception as exc:  # never let one message stop the worker
+                await self._dead_letter(msg, "invalid", f"{type(exc).__name__}: {exc}")
+                continue
+            self.counters[f"ingest.{event.type}"] += 1
+            await self.join_topic.send(
+                key=routing_key(event).encode(),
+                value=raw,
+                headers=[(H_POS, f"i{msg.partition}:{msg.offset}:0".encode()), (H_KIND, b"event")],
+            )
+
+    # -- stage 2: join --
+    def _join_state(self, partition: int) -> JoinState:
+        st = self.join_states.get(partition)
+        if st is None:
+            blob = self.join_table.get(f"join:{partition}".encode())
+            st = JoinState.loads(blob, self.det) if blob else JoinState.fresh(self.det)
+            self.join_states[partition] = st
+            self.counters["restores.join" if blob else "fresh.join"] += 1
+        return st
+
+    async def _join(self, stream: Any) -> Any:
+        async for ev in stream.noack().events():
+            msg = ev.message
+            p = msg.partition
+            st = self._join_state(p)
+            self.held.setdefault(("join", p), []).append(ev)
+            hdr = _headers(msg.headers)
+            if msg.offset > st.offset:
+                try:
+                    await self._join_one(st, msg, hdr)
+                except Exception as exc:  # a bug must not wedge the partition; the message is kept
+                    log.exception("join: message %s:%s failed", p, msg.offset)
+                    await self._dead_letter(msg, "internal_error", f"{type(exc).__name__}: {exc}")
+                st.offset = msg.offset
+            await self._checkpoint("join", p, st, force=False)
+
+    async def _join_one(self, st: JoinState, msg: Any, hdr: dict[str, bytes]) -> None:
+        pos_raw = hdr.get(H_POS)
+        if pos_raw is not None:
+            src, pos = _parse_pos(pos_raw)
+            if _late_or_dup(st.last, src, pos):
+                self.counters["join.replayed_skipped"] += 1
+                return
+        kind = hdr.get(H_KIND, b"event")
+        p, offset = msg.partition, msg.offset
+        seq = 0
+
+        async def to_domain(key: str, value: bytes, what: bytes, partition: int | None = None) -> None:
+            nonlocal seq
+            await self.domain_topic.send(
+                key=key.encode() if partition is None else None,
+                value=value,
+                partition=partition,
+                headers=[(H_POS, f"j{p}:{offset}:{seq}".encode()), (H_KIND, what)],
+            )
+            seq += 1
+
+        async def route(exchanges: list[Exchange]) -> None:
+            for ex in exchanges:
+                if ex.cache_domain is None:
+                    self.counters["exchanges.unroutable"] += 1
+                    continue
+                self.counters["exchanges"] += 1
+                if ex.orphan:
+                    self.counters[f"orphans.{ex.orphan}"] += 1
+                await to_domain(ex.cache_domain, ex.model_dump_json().encode(), b"exchange")
+
+        event = parse_event(msg.value, max_bytes=self.settings.ingest.max_event_bytes)
+        if kind == b"canary":  # a broadcast from the partition that owns this canary
+            assert isinstance(event, Canary)
+            st.joiner.canaries.register_event(event)
+            return
+        try:
+            if isinstance(event, (Request, Response)):
+                st.joiner.check(event)
+            if st.dedup.seen(event.event_id):
+                raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
+        except EventError as exc:
+            await self._dead_letter(msg, exc.reason, exc.detail)
+            return
+        self.counters[f"events.{event.type}"] += 1
+        if event.ts > st.wm:
+            await route(st.joiner.advance(event.ts))
+            st.wm = event.ts
+        broadcast: list[Canary] = []
+        if isinstance(event, Canary):
+            st.joiner.canaries.register_event(event)
+            broadcast.append(event)
+        elif isinstance(event, CacheStats):
+            await to_domain(event.cache_domain, msg.value, b"stats")
+        else:
+            await route(st.joiner.observe(event))
+            if isinstance(event, Request):
+                for i, marker in enumerate(event.canaries):
+                    broadcast.append(
+                        Canary(
+                            type="canary",
+                            event_id=f"{event.event_id}#canary{i}",
+                            ts=event.ts,
+                            tenant_id=event.tenant_id,
+                            marker=marker,
+                            session_id=event.session_id,
+                        )
+                    )
+        # Canaries are global: every join partition registers every marker, in its own stream order.
+        for c in broadcast:
+            for q in range(self.k.internal_partitions):
+                if q != p:
+                    await self.join_topic.send(
+                        key=None,
+                        value=c.model_dump_json().encode(),
+                        partition=q,
+                        headers=[(H_POS, f"j{p}:{offset}:{seq}".encode()), (H_KIND, b"canary")],
+                    )
+                    seq += 1
+        wm = st.wm - self.settings.ingest.reorder_lateness_s
+        if wm >= st.sent_wm + self.k.watermark_step_s or st.sent_wm == float("-inf"):
+            st.sent_wm = wm
+            value = orjson.dumps({"wm": wm, "src": p})
+            for q in range(self.k.internal_partitions):
+                await to_domain("", value, b"wm", partition=q)
+
+    # -- stage 3: domains --
+    def _domain_state(self, partition: int) -> DomainState:
+        st = self.domain_states.get(partition)
+        if st is None:
+            blob = self.domain_table.get(f"domain:{partition}".encode())
+            st = DomainState.loads(blob, self.det) if blob else DomainState()
+            self.domain_states[partition] = st
+            self.counters["restores.domain" if blob else "fresh.domain"] += 1
+        return st
+
+    async def _domain(self, stream: Any) -> Any:
+        async for ev in stream.noack().events():
+            msg = ev.message
+            p = msg.partition
+            st = self._domain_state(p)
+            self.held.setdefault(("domain", p), []).append(ev)
+            if msg.offset > st.offset:
+                try:
+                    await self._domain_one(st, msg, _headers(msg.headers))
+                except Exception as exc:
+                    log.exception("domain: message %s:%s failed", p, msg.offset)
+                    await self._dead_letter(msg, "internal_error", f"{type(exc).__name__}: {exc}")
+                st.offset = msg.offset
+            await self._checkpoint("domain", p, st, force=False)
+
+    def _domain_of(self, st: DomainState, name: str) -> DomainMonitor:
+        dm = st.domains.get(name)
+        if dm is None:
+            dm = st.domains[name] = DomainMonitor(name, self.det)
+        return dm
+
+    async def _domain_one(self, st: DomainState, msg: Any, hdr: dict[str, bytes]) -> None:
+        pos_raw = hdr.get(H_POS)
+        if pos_raw is not None:
+            src, pos = _parse_pos(pos_raw)
+            if _late_or_dup(st.last, src, pos):
+                self.counters["domain.replayed_skipped"] += 1
+                return
+        kind = hdr.get(H_KIND, b"")
+        alerts: list[Alert] = []
+        if kind == b"wm":
+            w = orjson.loads(msg.value)
+            src_p = int(w["src"])
+            st.wms[src_p] = max(st.wms.get(src_p, float("-inf")), float(w["wm"]))
+            self.wm_heard[src_p] = time.monotonic()
+            alerts += self._release(st)
+        elif kind in (b"exchange", b"stats"):
+            item: CacheStats | Exchange
+            if kind == b"stats":
+                ev = parse_event(msg.value, max_bytes=self.settings.ingest.max_event_bytes)
+                assert isinstance(ev, CacheStats)
+                item, name = ev, ev.cache_domain
+            else:
+                item = Exchange.model_validate_json(msg.value)
+                name = item.cache_domain or ""
+            if item.ts <= st.released:
+                # Later than the watermark promised (input more disordered than the lateness allows):
+                # evaluated at once rather than dropped.
+                self.counters["domain.late_items"] += 1
+                alerts += self._feed(st, name, item)
+            else:
+                st.seq += 1
+                heapq.heappush(
+                    st.pending, (_order_key(item), st.seq, name, msg.value if kind == b"stats" else b"x" + msg.value)
+                )
+        else:
+            self.counters["domain.unknown_kind"] += 1
+        for a in alerts:
+            self.counters[f"alerts.{a.kind}.{a.severity}"] += 1
+            await self.alerts_topic.send(key=a.alert_id.encode(), value=a.model_dump_json().encode())
+
+    def _global_wm(self, st: DomainState) -> float:
+        n = self.k.internal_partitions
+        now = time.monotonic()
+        newest = max(self.wm_heard.values(), default=now)
+        marks = []
+        for q in range(n):
+            heard = self.wm_heard.get(q)
+            # A join partition that has been silent for a while (no traffic) must not hold every domain back.
+            if q not in st.wms:
+                if heard is None and now - self.started_mono > self.k.watermark_idle_s:
+                    continue
+                return float("-inf")
+            if heard is not None and newest - heard > self.k.watermark_idle_s:
+                continue
+            marks.append(st.wms[q])
+        return min(marks) if marks else float("-inf")
+
+    def _release(self, st: DomainState) -> list[Alert]:
+        upto = self._global_wm(st)
+        alerts: list[Alert] = []
+        if upto <= st.released:
+            return alerts
+        while st.pending and st.pending[0][0][0] <= upto:
+            _, _, name, blob = heapq.heappop(st.pending)
+            item: CacheStats | Exchange
+            if blob[:1] == b"x":
+                item = Exchange.model_validate_json(blob[1:])
+            else:
+                ev = parse_event(blob, max_bytes=self.settings.ingest.max_event_bytes)
+                assert isinstance(ev, CacheStats)
+                item = ev
+            alerts += self._feed(st, name, item)
+        st.released = upto
+        for name in sorted(st.domains):
+            alerts += st.domains[name].advance(upto)
+        return alerts
+
+    def _feed(self, st: DomainState, name: str, item: CacheStats | Exchange) -> list[Alert]:
+        dm = self._domain_of(st, name)
+        if isinstance(item, CacheStats):
+            return dm.observe_stats(item)
+        return dm.observe_exchange(item)
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    return Runtime(settings)

@@ -1,0 +1,212 @@
+"""Publishing events to the input topic: `crosstalk produce FILE` and the `GatewayProducer` library.
+
+Keys decide co-location: request/response by request_id, cache_stats by cache_domain, canary by
+tenant. The workers re-key anyway (a producer in another language may get this wrong), but keying
+right at the source saves the repartition hop its skew.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from kafka import KafkaProducer
+
+from detectors.fingerprint import Fingerprinter
+from detectors.settings import DetectionSettings
+from schemas.events import Event, EventError, Fingerprint, Request, Response, parse_event
+from streams.ingest import open_binary
+from streams.settings import KafkaSettings, Settings, load_settings
+
+
+def routing_key(event: Event) -> str:
+    from streams.app import routing_key as rk
+
+    return rk(event)
+
+
+def make_producer(k: KafkaSettings, **overrides: Any) -> KafkaProducer:
+    cfg: dict[str, Any] = {
+        "bootstrap_servers": k.bootstrap.split(","),
+        "acks": "all",
+        "linger_ms": 20,
+        "max_request_size": min(k.max_message_bytes, 8 * 1024 * 1024),
+        "retries": 10,
+        # One in-flight request per connection keeps per-partition order across retries.
+        "max_in_flight_requests_per_connection": 1,
+    }
+    cfg.update(overrides)
+    return KafkaProducer(**cfg)
+
+
+# --- producer library for gateways ----------------------------------------------------------------
+
+
+class GatewayProducer:
+    """Validate, fingerprint at the edge, publish; the text itself never leaves the gateway.
+
+    Usage:
+        gp = GatewayProducer(settings)
+        gp.publish({"type": "request", ...}, traceparent="00-...")   # dict or schemas Event
+        gp.flush()
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        producer: KafkaProducer | None = None,
+        send_text: bool = False,
+    ) -> None:
+        self.settings = settings or load_settings()
+        det: DetectionSettings = self.settings.detection
+        self.topic = self.settings.kafka.input_topic
+        self.fingerprinter = Fingerprinter(det.fingerprint_key, det.k, det.w)
+        self.send_text = send_text  # True only where the monitor is trusted to see raw text
+        self.max_bytes = self.settings.ingest.max_event_bytes
+        self._producer = producer or make_producer(self.settings.kafka)
+        self.counts: Counter[str] = Counter()
+
+    def _fingerprint(self, text: str) -> Fingerprint:
+        return self.fingerprinter.fingerprint(text)
+
+    def prepare(self, event: dict[str, Any] | Event) -> tuple[Event, bytes]:
+        """Validate and replace text by fingerprints; raises EventError for an invalid event."""
+        raw = orjson.dumps(event if isinstance(event, dict) else event.model_dump(mode="json"))
+        ev = parse_event(raw, max_bytes=self.max_bytes)
+        if not self.send_text:
+            if isinstance(ev, Request) and ev.prompt_text is not None:
+                ev = ev.model_copy(update={"prompt_fingerprint": self._fingerprint(ev.prompt_text), "prompt_text": None})
+            elif isinstance(ev, Response) and ev.output_text is not None:
+                # Canary scanning needs the words; where text cannot leave the gateway, canaries are
+                # matched through their fingerprints by the overlap detector instead.
+                ev = ev.model_copy(update={"output_fingerprint": self._fingerprint(ev.output_text), "output_text": None})
+            raw = ev.model_dump_json(exclude_none=True).encode()
+        return ev, raw
+
+    def publish(self, event: dict[str, Any] | Event, traceparent: str | None = None) -> Any:
+        ev, raw = self.prepare(event)
+        tp = traceparent or ev.traceparent
+        headers = [("traceparent", tp.encode())] if tp else []
+        self.counts[ev.type] += 1
+        return self._producer.send(self.topic, key=routing_key(ev).encode(), value=raw, headers=headers)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        self._producer.flush(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._producer.flush()
+        self._producer.close()
+
+
+# --- publishing a file ---------------------------------------------------------------------------
+
+
+@dataclass
+class ProduceResult:
+    sent: Counter[str] = field(default_factory=Counter)
+    bad_lines: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+
+def iter_lines(path: str) -> Iterator[bytes]:
+    with open_binary(path) as f:
+        for line in f:
+            line = line.rstrip(b"\r\n")
+            if line.strip():
+                yield line
+
+
+def produce_file(
+    path: str,
+    k: KafkaSettings,
+    *,
+    rate: float | None = None,
+    max_bytes: int = 4 * 1024 * 1024,
+    send_bad: bool = True,
+    producer: KafkaProducer | None = None,
+    progress: Any = None,
+) -> ProduceResult:
+    """Publish every line; bad lines are counted and (send_bad) published too, keyless, so the
+    workers dead-letter them with their reason: nothing is dropped silently on the way in."""
+    own = producer is None
+    prod = producer or make_producer(k)
+    res = ProduceResult()
+    start = time.monotonic()
+    n = 0
+    try:
+        for line in iter_lines(path):
+            key: bytes | None
+            headers: list[tuple[str, bytes]] = []
+            try:
+                ev = parse_event(line, max_bytes=max_bytes)
+                key = routing_key(ev).encode()
+                if ev.traceparent:
+                    headers.append(("traceparent", ev.traceparent.encode()))
+                res.sent[ev.type] += 1
+            except EventError as exc:
+                res.bad_lines[exc.reason] += 1
+                if not send_bad:
+                    continue
+                key = None
+            prod.send(k.input_topic, key=key, value=line, headers=headers)
+            n += 1
+            if progress is not None:
+                progress(len(line))
+            if rate:
+                # Pace against the schedule, not per message: sleeps add up to the target rate.
+                ahead = n / rate - (time.monotonic() - start)
+                if ahead > 0:
+                    time.sleep(ahead)
+        prod.flush()
+    finally:
+        if own:
+            prod.close()
+    res.seconds = time.monotonic() - start
+    return res
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="JSON Lines file of events (.gz ok), or - for stdin")
+    parser.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: kafka.bootstrap)")
+    parser.add_argument("--topic", help="input topic (default: kafka.input_topic)")
+    parser.add_argument("--skip-bad", action="store_true", help="count bad lines but do not publish them")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from streams.ingest import input_size
+
+    settings = load_settings(getattr(args, "config", None))
+    k = settings.kafka
+    upd = {name: v for name, v in (("bootstrap", args.bootstrap), ("input_topic", args.topic)) if v}
+    if upd:
+        k = k.model_copy(update=upd)
+    err = Console(stderr=True)
+    total = input_size([args.file])
+    show = err.is_terminal and not args.no_progress and bool(total)
+    kwargs = {"rate": args.rate, "max_bytes": settings.ingest.max_event_bytes, "send_bad": not args.skip_bad}
+    if show:
+        with Progress(
+            TextColumn("produce"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err
+        ) as prog:
+            task = prog.add_task("produce", total=total)
+            res = produce_file(args.file, k, progress=lambda b: prog.advance(task, b + 1), **kwargs)
+    else:
+        res = produce_file(args.file, k, **kwargs)
+    sent = sum(res.sent.values())
+    bad = sum(res.bad_lines.values())
+    err.print(f"published {sent} events to {k.input_topic} in {res.seconds:.1f}s: {dict(res.sent)}")
+    if bad:
+        verb = "skipped" if args.skip_bad else "published for dead-lettering"
+        err.print(f"{bad} bad lines {verb}: {dict(res.bad_lines)}", style="yellow")
+    return 0

@@ -1,0 +1,134 @@
+"""Topic admin with kafka-python: every topic the runtime uses is created up front, with our configs.
+
+Faust is told not to declare topics (topic_allow_declare=False): on Kafka 4 the topic-creation path
+of some faust versions fails (faust-streaming #667), and its changelog defaults (1 MB messages) are
+too small for state snapshots. See docs/adr/0001-kafka-topology.md.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from streams.settings import KafkaSettings
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    input: str
+    alerts: str
+    deadletter: str
+    join: str
+    domain: str
+    join_table: str
+    domain_table: str
+    join_changelog: str
+    domain_changelog: str
+    assignor_leader: str
+
+
+def topic_names(k: KafkaSettings) -> TopicNames:
+    # Faust names a table's changelog "<app_id>-<table>-changelog"; the assignor topic is Faust's own.
+    return TopicNames(
+        input=k.input_topic,
+        alerts=k.alerts_topic,
+        deadletter=k.deadletter_topic,
+        join=f"{k.app_id}.join",
+        domain=f"{k.app_id}.domain",
+        join_table="joinstate",
+        domain_table="domainstate",
+        join_changelog=f"{k.app_id}-joinstate-changelog",
+        domain_changelog=f"{k.app_id}-domainstate-changelog",
+        assignor_leader=f"{k.app_id}-__assignor-__leader",
+    )
+
+
+def topic_specs(k: KafkaSettings) -> dict[str, tuple[int, dict[str, str]]]:
+    """name -> (partitions, configs)."""
+    n = topic_names(k)
+    big = {"max.message.bytes": str(k.max_message_bytes)}
+    compacted = {**big, "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+    return {
+        n.input: (k.input_partitions, big),
+        n.alerts: (k.alerts_partitions, {}),
+        n.deadletter: (1, big),
+        n.join: (k.internal_partitions, big),
+        n.domain: (k.internal_partitions, big),
+        n.join_changelog: (k.internal_partitions, compacted),
+        n.domain_changelog: (k.internal_partitions, compacted),
+        n.assignor_leader: (1, {}),
+    }
+
+
+def admin_client(bootstrap: str, timeout_s: float = 10.0) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=int(timeout_s * 1000))
+
+
+def ensure_topics(k: KafkaSettings, timeout_s: float = 30.0) -> dict[str, str]:
+    """Create missing topics; check the partition counts of existing ones. Returns name -> created|exists."""
+    specs = topic_specs(k)
+    admin = admin_client(k.bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        missing = [
+            NewTopic(name, parts, k.replication_factor, topic_configs=cfg)
+            for name, (parts, cfg) in specs.items()
+            if name not in existing
+        ]
+        result = {name: "exists" for name in specs if name in existing}
+        if missing:
+            try:
+                admin.create_topics(missing, timeout_ms=int(timeout_s * 1000))
+            except TopicAlreadyExistsError:
+                pass  # another worker won the race
+            for t in missing:
+                result[t.name] = "created"
+        _wait_for_metadata(admin, list(specs), timeout_s)
+        actual = describe(admin, list(specs))
+        for name, (parts, _) in specs.items():
+            got = actual.get(name)
+            if got is not None and got != parts:
+                raise RuntimeError(
+                    f"topic {name} has {got} partitions, settings say {parts}: "
+                    "partition counts of an existing deployment cannot change (keys would move)"
+                )
+        return result
+    finally:
+        admin.close()
+
+
+def describe(admin: KafkaAdminClient, names: list[str]) -> dict[str, int]:
+    """name -> partition count, for the topics that exist."""
+    out: dict[str, int] = {}
+    for t in admin.describe_topics(names):
+        if t.get("error_code", 0) == 0:
+            out[t.get("name") or t["topic"]] = len(t["partitions"])
+    return out
+
+
+def _wait_for_metadata(admin: KafkaAdminClient, names: list[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if len(describe(admin, names)) == len(names):
+                return
+        except KafkaError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics not visible after {timeout_s}s: {names}")
+        time.sleep(0.2)
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = admin_client(bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        todo = [n for n in names if n in existing]
+        if todo:
+            admin.delete_topics(todo)
+    finally:
+        admin.close()

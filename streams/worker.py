@@ -1,0 +1,67 @@
+"""`crosstalk worker`: create the topics, then run the Faust app until SIGTERM/SIGINT.
+
+Settings come from the one Settings object (file < env); the flags below override the Kafka section
+for the common cases (several workers on one host need their own web port and data dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from streams.settings import Settings, load_settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: kafka.bootstrap)")
+    parser.add_argument("--app-id", help="consumer group and prefix of internal topics (default: kafka.app_id)")
+    parser.add_argument("--web-port", type=int, help="health/ready/counters HTTP port (default: kafka.web_port)")
+    parser.add_argument("--data-dir", help="local state store directory (default: kafka.data_dir)")
+    parser.add_argument("--loglevel", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--no-create-topics", action="store_true", help="expect the topics to exist already")
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for flag, name in (("bootstrap", "bootstrap"), ("app_id", "app_id"), ("web_port", "web_port"), ("data_dir", "data_dir")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[name] = value
+    settings = load_settings(getattr(args, "config", None))
+    if overrides:
+        # Flags beat env and file: rebuild the section with them on top.
+        settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(update=overrides)})
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    import faust
+
+    from streams.app import build_runtime
+    from streams.topics import ensure_topics
+
+    settings = settings_for(args)
+    logging.basicConfig(level=args.loglevel.upper(), format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
+    if not args.no_create_topics:
+        created = ensure_topics(settings.kafka)
+        logging.getLogger("crosstalk.worker").info("topics: %s", created)
+    runtime = build_runtime(settings)
+    worker = faust.Worker(runtime.app, loglevel=args.loglevel, quiet=True)
+    try:
+        worker.execute_from_commandline()  # installs SIGTERM/SIGINT handlers: graceful stop
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streams.worker", description=__doc__)
+    parser.add_argument("--config", help="TOML settings file (default: $CROSSTALK_CONFIG)")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
