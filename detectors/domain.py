@@ -98,11 +98,12 @@ class DomainMonitor:
             *self.canary.observe(ex),
             *self.overlap.observe(ex),
         ]
-        self.overlap.learn(ex)
-        if signals:
-            alert = self._response_alert(ex, corroborate(signals))
-            if alert is not None:
-                alerts.append(alert)
+        alert = self._response_alert(ex, corroborate(signals)) if signals else None
+        # A suspect output is not its receiver's own context: stale pages leak into several outputs,
+        # and indexing a victim's output would make the victim look like the origin of the next leak.
+        self.overlap.learn(ex, include_output=alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"])
+        if alert is not None:
+            alerts.append(alert)
         return alerts
 
     def _pressure_signal(self) -> tuple[float | None, list[Signal]]:

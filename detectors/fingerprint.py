@@ -30,9 +30,42 @@ _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _WORD_CACHE_MAX = 2_000_000
 
 
+def _fold_table() -> bytes:
+    table = bytearray(range(256))
+    for b in range(128):
+        c = chr(b)
+        table[b] = ord(c.lower()) if (c.isalnum() or c == "_") else 0x20
+    return bytes(table)
+
+
+# ASCII bytes: word characters lower-cased, every other ASCII byte a space. Bytes >= 0x80 (the parts
+# of multi-byte UTF-8 sequences) pass unchanged, so a translated UTF-8 text still decodes.
+_FOLD = _fold_table()
+
+
 def words_of(text: str) -> list[str]:
-    """The normalised words the fingerprints are made of."""
-    return _WORD.findall(text.lower())
+    """The normalised words the fingerprints are made of: `re.findall(r"\\w+", text.lower())`, exactly.
+
+    Fast path: one C pass (bytes.translate) replaces ASCII non-word characters by spaces and lower-cases
+    ASCII letters, then str.split. The result is exactly the regex's, since a whitespace or ASCII non-word
+    character is never a word character. Pieces containing non-ASCII characters (rare in code and English)
+    go through the Unicode-aware regex, after the whole text was lower-cased as before, so Unicode texts
+    give the same words as ever (including context-dependent lower-casing such as the final sigma).
+    """
+    if text.isascii():
+        return text.encode("ascii").translate(_FOLD).decode("ascii").split()
+    low = text.lower()
+    pieces = low.encode("utf-8", "surrogatepass").translate(_FOLD).decode("utf-8", "surrogatepass").split()
+    if low.isascii():
+        return pieces
+    out: list[str] = []
+    findall = _WORD.findall
+    for piece in pieces:
+        if piece.isascii():
+            out.append(piece)
+        else:
+            out.extend(findall(piece))
+    return out
 
 
 def key_id_of(key: str) -> str:
@@ -51,6 +84,7 @@ class Fingerprinter:
         # Distinct words are few compared with word occurrences; caching their keyed hash is the
         # difference between hashing every occurrence and hashing the vocabulary once.
         self._cache: dict[str, int] = {}
+        self._hasher = hashlib.blake2b(key=self._key, digest_size=8)
         self._powers = np.array([int(_BASE) ** (k - 1 - j) % 2**64 for j in range(k)], dtype=np.uint64)
 
     @property
@@ -59,27 +93,33 @@ class Fingerprinter:
         return self.k + self.w - 1
 
     def _word_hash(self, word: str) -> int:
-        h = int.from_bytes(hashlib.blake2b(word.encode(), key=self._key, digest_size=8).digest(), "little")
-        if len(self._cache) >= _WORD_CACHE_MAX:
-            self._cache.clear()
-        self._cache[word] = h
-        return h
+        h = self._hasher.copy()  # the keyed state, copied: cheaper than keying a new hash per word
+        h.update(word.encode("utf-8", "surrogatepass"))
+        return int.from_bytes(h.digest(), "little")
 
     def word_hashes(self, words: list[str]) -> np.ndarray:
         cache = self._cache
-        get = cache.get
-        hashes = [get(wd) for wd in words]
-        if None in hashes:
-            hashes = [h if h is not None else self._word_hash(wd) for wd, h in zip(words, hashes, strict=True)]
-        return np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
+        try:
+            # Warm path: every word known, one C-level pass (map + fromiter), no Python loop.
+            return np.fromiter(map(cache.__getitem__, words), dtype=np.uint64, count=len(words))
+        except KeyError:
+            pass
+        missing = set(words).difference(cache)
+        if len(cache) + len(missing) > _WORD_CACHE_MAX:
+            cache.clear()
+            missing = set(words)
+        word_hash = self._word_hash
+        for wd in missing:
+            cache[wd] = word_hash(wd)
+        return np.fromiter(map(cache.__getitem__, words), dtype=np.uint64, count=len(words))
 
     def kgram_hashes(self, wh: np.ndarray) -> np.ndarray:
         n = wh.shape[0] - self.k + 1
         if n <= 0:
             return np.empty(0, dtype=np.uint64)
-        acc = np.zeros(n, dtype=np.uint64)
         with np.errstate(over="ignore"):
-            for j in range(self.k):
+            acc = wh[0:n] * self._powers[0]
+            for j in range(1, self.k):
                 acc += wh[j : j + n] * self._powers[j]
             # Final avalanche so that the selection (a minimum) does not favour particular words.
             acc ^= acc >> np.uint64(31)
@@ -87,29 +127,44 @@ class Fingerprinter:
             acc ^= acc >> np.uint64(29)
         return acc
 
-    def winnow(self, kg: np.ndarray) -> np.ndarray:
-        """Selected fingerprints of a k-gram hash sequence, in text order, each hash once.
+    def _selected(self, kg: np.ndarray) -> list[int]:
+        """Winnowing: the minimum of every window of w consecutive k-grams, each value once, in text order.
 
         Text order matters downstream: a leaked passage shows up as a run of consecutive matches.
+        Only values are reported, so which of equal minima a window selects (the rightmost, in the
+        paper) cannot change the result; the selected positions are non-decreasing, hence the order of
+        first selection is the order of first appearance among the window minima.
         """
         n = kg.shape[0]
         if n == 0:
-            return kg
+            return []
         if n <= self.w:
-            return kg[[n - 1 - int(np.argmin(kg[::-1]))]]
-        windows = np.lib.stride_tricks.sliding_window_view(kg, self.w)
-        # Rightmost minimum: argmin over the reversed window finds the last occurrence.
-        pos = np.unique((self.w - 1 - np.argmin(windows[:, ::-1], axis=1)) + np.arange(windows.shape[0]))
-        selected = kg[pos]
-        _, first = np.unique(selected, return_index=True)
-        return selected[np.sort(first)]
+            return [int(kg.min())]
+        m = n - self.w + 1
+        mins = kg[0:m].copy()
+        for j in range(1, self.w):  # w contiguous, vectorised passes beat argmin over a strided view
+            np.minimum(mins, kg[j : j + m], out=mins)
+        # Consecutive windows mostly share their minimum: drop repeats in numpy, the rest in a dict.
+        change = np.empty(m, dtype=bool)
+        change[0] = True
+        np.not_equal(mins[1:], mins[:-1], out=change[1:])
+        return list(dict.fromkeys(mins[change].tolist()))
+
+    def winnow(self, kg: np.ndarray) -> np.ndarray:
+        """Selected fingerprints of a k-gram hash sequence, in text order, each hash once."""
+        return np.array(self._selected(kg), dtype=np.uint64)
 
     def fingerprint_words(self, words: list[str]) -> np.ndarray:
         return self.winnow(self.kgram_hashes(self.word_hashes(words)))
 
+    def print_words(self, words: list[str]) -> TextPrint:
+        """The fingerprints of already normalised words (words_of), as a TextPrint."""
+        hashes = self._selected(self.kgram_hashes(self.word_hashes(words)))
+        # Our own output is valid by construction: skip re-validating every hash.
+        return TextPrint.model_construct(hashes=hashes, words=len(words))
+
     def print_text(self, text: str) -> TextPrint:
-        words = words_of(text)
-        return TextPrint(hashes=self.fingerprint_words(words).tolist(), words=len(words))
+        return self.print_words(words_of(text))
 
     def fingerprint(self, text: str) -> Fingerprint:
         """The wire form, for producers that fingerprint at the edge and never send text."""

@@ -2,8 +2,9 @@
 
 - exposure recall: contaminated responses flagged high or critical;
 - attribution accuracy: contaminated responses flagged with the right conclusion and origin
-  (cross_tenant_contamination or canary_leak naming the label's source tenant; for leaks from the
-  same tenant's other session, cross_session_contamination);
+  (cross_tenant_contamination or canary_leak naming the label's source tenant — the one with most
+  leaked words; for leaks from the same tenant's other session, cross_session_contamination);
+  also reported leniently: naming any tenant whose pages leaked into the response;
 - false-alarm rate: clean 2xx responses flagged high or critical;
 - detection delay: event time from the first contaminated response to the first alert flagging one.
 """
@@ -31,9 +32,11 @@ class Evaluation:
     clean_2xx: int
     flagged_contaminated: int
     attributed: int
+    attributed_any_source: int
     false_alarms: int
     exposure_recall: float
     attribution_accuracy: float
+    attribution_any_source: float
     false_alarm_rate: float
     detection_delay_s: float | None
     first_contaminated_ts: float | None
@@ -68,7 +71,7 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
     rows = labels["responses"]
     contaminated = [r for r in rows if r["contaminated"]]
     clean_ok = [r for r in rows if not r["contaminated"] and 200 <= r["status_code"] <= 299]
-    flagged, attributed, missed, misattributed, false_alarms = 0, 0, [], [], []
+    flagged, attributed, attributed_any, missed, misattributed, false_alarms = 0, 0, 0, [], [], []
     first_flag: float | None = None
     for r in contaminated:
         found = by_request.get(r["request_id"], [])
@@ -83,6 +86,8 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
             attributed += 1
         else:
             misattributed.append(r["request_id"])
+        if any(_attributes(a, r, lenient=True) for a in found):
+            attributed_any += 1
     for r in clean_ok:
         if any(SEVERITY_RANK[a.severity] >= _HIGH for a in by_request.get(r["request_id"], [])):
             false_alarms.append(r["request_id"])
@@ -94,9 +99,11 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
         clean_2xx=len(clean_ok),
         flagged_contaminated=flagged,
         attributed=attributed,
+        attributed_any_source=attributed_any,
         false_alarms=len(false_alarms),
         exposure_recall=flagged / len(contaminated) if contaminated else 1.0,
         attribution_accuracy=attributed / len(contaminated) if contaminated else 1.0,
+        attribution_any_source=attributed_any / len(contaminated) if contaminated else 1.0,
         false_alarm_rate=len(false_alarms) / len(clean_ok) if clean_ok else 0.0,
         detection_delay_s=delay,
         first_contaminated_ts=first_cont,
@@ -108,7 +115,7 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
     )
 
 
-def _attributes(alert: Alert, row: dict[str, Any]) -> bool:
+def _attributes(alert: Alert, row: dict[str, Any], lenient: bool = False) -> bool:
     # A canary of another tenant in the output is a certain attribution of (part of) the leak, even
     # where another tenant's pages dominate the output.
     if alert.kind == "canary_leak" and row.get("canary_markers"):

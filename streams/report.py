@@ -83,6 +83,9 @@ def print_evaluation(ev: Evaluation, console: Console | None = None) -> None:
     t.add_row("responses / contaminated / clean 2xx", f"{ev.responses:,} / {ev.contaminated:,} / {ev.clean_2xx:,}", "")
     t.add_row("exposure recall", f"{ev.exposure_recall:.2%} ({ev.flagged_contaminated}/{ev.contaminated})", "≥ 99 %")
     t.add_row("attribution accuracy", f"{ev.attribution_accuracy:.2%} ({ev.attributed}/{ev.contaminated})", "≥ 95 %")
+    t.add_row(
+        "  … naming any tenant whose pages leaked", f"{ev.attribution_any_source:.2%} ({ev.attributed_any_source})", ""
+    )
     t.add_row("false-alarm rate", f"{ev.false_alarm_rate:.3%} ({ev.false_alarms}/{ev.clean_2xx})", "≤ 0.1 %")
     delay = "n/a" if ev.detection_delay_s is None else f"{ev.detection_delay_s:.1f} s"
     t.add_row("detection delay (event time)", delay, "≤ 60 s")

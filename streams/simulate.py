@@ -806,6 +806,7 @@ class _Simulator:
             "source_tenant_id": None,
             "source_session_id": None,
             "source_request_ids": [],
+            "source_tenant_ids": [],
             "leaked_words": 0,
             "shortest_passage_words": None,
             "canary_markers": [],
@@ -887,6 +888,8 @@ class _Simulator:
             source_tenant_id=source,
             source_session_id=max(by_session, key=lambda k: by_session[k]),
             source_request_ids=list(dict.fromkeys(p["source_request_id"] for p in passages)),
+            # Every tenant whose pages leaked, most words first: a mixed output has several origins.
+            source_tenant_ids=sorted(by_tenant, key=lambda k: -by_tenant[k]),
             leaked_words=sum(p["words"] for p in passages),
             shortest_passage_words=min(p["words"] for p in passages),
         )

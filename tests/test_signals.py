@@ -282,3 +282,17 @@ def test_cache_pressure_raises_the_score() -> None:
         return a.score
 
     assert score(650_000) > score(100_000)
+
+
+def test_a_flagged_output_is_not_taken_as_its_receivers_own_content() -> None:
+    # The same stale page leaks into two outputs: the second must still name the real owner.
+    events = [
+        stats(ts=0),
+        *_context("alice", "a1", 1, TEXTS[0]),
+        request("b1", "bob", 5, tokens=OVER),
+        response("b1", "bob", 6, input_tokens=1, text=TEXTS[0]),
+        request("c1", "carol", 7, tokens=OVER),
+        response("c1", "carol", 8, input_tokens=1, text=TEXTS[0]),
+    ]
+    found = [(a.tenant_id, a.source_tenant_id) for a in run(events) if a.kind == "cross_tenant_contamination"]
+    assert found == [("bob", "alice"), ("carol", "alice")]

@@ -97,8 +97,8 @@ class OverlapDetector:
             ),
         )
 
-    def learn(self, ex: Exchange) -> None:
+    def learn(self, ex: Exchange, include_output: bool = True) -> None:
         """Add the exchange's own texts to the index, after it has been judged."""
-        for tp, ts in ((ex.prompt_print, ex.ts), (ex.output_print, ex.ts)):
+        for tp in (ex.prompt_print, ex.output_print if include_output else None):
             if tp is not None and tp.hashes:
-                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ts, tp.hashes)
+                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, tp.hashes)
