@@ -220,15 +220,14 @@ class Runtime:
         )
         self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
         self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
-        self.join_table = app.Table(
-            n.join_table, partitions=k.internal_partitions, key_type=bytes, value_type=bytes
-        )
+        self.join_table = app.Table(n.join_table, partitions=k.internal_partitions, key_type=bytes, value_type=bytes)
         self.domain_table = app.Table(
             n.domain_table, partitions=k.internal_partitions, key_type=bytes, value_type=bytes
         )
         app.agent(self.input_topic, name="ingest", concurrency=1)(self._ingest)
         app.agent(self.join_topic, name="join", concurrency=1)(self._join)
         app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
+
         # Faust binds a page function as a View method: plain closures, not bound methods.
         async def health(web: Any, request: Any) -> Any:
             return web.json({"status": "ok", **self.status()})

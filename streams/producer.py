@@ -81,11 +81,15 @@ class GatewayProducer:
         ev = parse_event(raw, max_bytes=self.max_bytes)
         if not self.send_text:
             if isinstance(ev, Request) and ev.prompt_text is not None:
-                ev = ev.model_copy(update={"prompt_fingerprint": self._fingerprint(ev.prompt_text), "prompt_text": None})
+                ev = ev.model_copy(
+                    update={"prompt_fingerprint": self._fingerprint(ev.prompt_text), "prompt_text": None}
+                )
             elif isinstance(ev, Response) and ev.output_text is not None:
                 # Canary scanning needs the words; where text cannot leave the gateway, canaries are
                 # matched through their fingerprints by the overlap detector instead.
-                ev = ev.model_copy(update={"output_fingerprint": self._fingerprint(ev.output_text), "output_text": None})
+                ev = ev.model_copy(
+                    update={"output_fingerprint": self._fingerprint(ev.output_text), "output_text": None}
+                )
             raw = ev.model_dump_json(exclude_none=True).encode()
         return ev, raw
 
@@ -196,9 +200,7 @@ def run(args: argparse.Namespace) -> int:
     show = err.is_terminal and not args.no_progress and bool(total)
     kwargs = {"rate": args.rate, "max_bytes": settings.ingest.max_event_bytes, "send_bad": not args.skip_bad}
     if show:
-        with Progress(
-            TextColumn("produce"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err
-        ) as prog:
+        with Progress(TextColumn("produce"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err) as prog:
             task = prog.add_task("produce", total=total)
             res = produce_file(args.file, k, progress=lambda b: prog.advance(task, b + 1), **kwargs)
     else:

@@ -25,7 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_for(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
-    for flag, name in (("bootstrap", "bootstrap"), ("app_id", "app_id"), ("web_port", "web_port"), ("data_dir", "data_dir")):
+    for flag, name in (
+        ("bootstrap", "bootstrap"),
+        ("app_id", "app_id"),
+        ("web_port", "web_port"),
+        ("data_dir", "data_dir"),
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             overrides[name] = value

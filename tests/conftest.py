@@ -1,0 +1,212 @@
+"""Kafka fixtures: the real broker of scripts/kafka.sh, and crosstalk workers as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
+
+
+def _broker_reachable(bootstrap: str, timeout_s: float = 5.0) -> str | None:
+    """None if a Kafka broker answers a metadata request; else why not."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        return f"no TCP connection to {bootstrap}: {exc}"
+    try:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=int(timeout_s * 1000))
+        try:
+            admin.describe_cluster()
+        finally:
+            admin.close()
+    except Exception as exc:
+        return f"{bootstrap} accepts connections but does not answer as Kafka: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """The broker's bootstrap address; skips the test without a broker, fails on CI (CI=true)."""
+    bootstrap = os.environ.get("CROSSTALK_KAFKA__BOOTSTRAP", DEFAULT_BOOTSTRAP)
+    why = _broker_reachable(bootstrap)
+    if why is not None:
+        msg = f"Kafka broker unavailable ({why}); start it with `scripts/kafka.sh up`"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return bootstrap
+
+
+@dataclass
+class KafkaNames:
+    """Unique topic names and app id for one test, so tests never see each other's messages."""
+
+    bootstrap: str
+    app_id: str = field(default_factory=lambda: f"ct-{uuid.uuid4().hex[:10]}")
+
+    @property
+    def input_topic(self) -> str:
+        return f"{self.app_id}.events"
+
+    @property
+    def alerts_topic(self) -> str:
+        return f"{self.app_id}.alerts"
+
+    @property
+    def deadletter_topic(self) -> str:
+        return f"{self.app_id}.deadletter"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "CROSSTALK_KAFKA__BOOTSTRAP": self.bootstrap,
+            "CROSSTALK_KAFKA__APP_ID": self.app_id,
+            "CROSSTALK_KAFKA__INPUT_TOPIC": self.input_topic,
+            "CROSSTALK_KAFKA__ALERTS_TOPIC": self.alerts_topic,
+            "CROSSTALK_KAFKA__DEADLETTER_TOPIC": self.deadletter_topic,
+        }
+
+    def settings(self, **sections: Any) -> Any:
+        from streams.settings import Settings
+
+        kafka = {
+            "bootstrap": self.bootstrap,
+            "app_id": self.app_id,
+            "input_topic": self.input_topic,
+            "alerts_topic": self.alerts_topic,
+            "deadletter_topic": self.deadletter_topic,
+            **sections.pop("kafka", {}),
+        }
+        return Settings(kafka=kafka, **sections)
+
+
+@pytest.fixture
+def kafka_names(kafka_bootstrap: str) -> Iterator[KafkaNames]:
+    names = KafkaNames(kafka_bootstrap)
+    yield names
+    try:
+        from streams.topics import delete_topics, topic_specs
+
+        delete_topics(kafka_bootstrap, list(topic_specs(names.settings().kafka)))
+    except Exception:
+        pass  # best effort: unique names keep leftovers harmless
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorkerProcess:
+    """One `python -m streams.worker` with its own web port and data dir."""
+
+    def __init__(self, names: KafkaNames, data_dir: Path, log_path: Path, extra_env: dict[str, str]) -> None:
+        self.port = _free_port()
+        self.log_path = log_path
+        env = {**os.environ, **names.env(), **extra_env}
+        env["CROSSTALK_KAFKA__WEB_PORT"] = str(self.port)
+        env["CROSSTALK_KAFKA__DATA_DIR"] = str(data_dir)
+        env.pop("CROSSTALK_CONFIG", None)
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streams.worker", "--loglevel", "info"],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def counters(self) -> dict[str, Any] | None:
+        import json
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/counters", timeout=2) as r:
+                return json.loads(r.read())
+        except Exception:
+            return None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+        return self.proc.returncode
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+class Workers:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[WorkerProcess] = []
+
+    def start(self, names: KafkaNames, name: str = "w", **extra_env: str) -> WorkerProcess:
+        n = len(self.started)
+        data = self.tmp_path / f"{name}-{n}-data"
+        data.mkdir(parents=True, exist_ok=True)
+        w = WorkerProcess(names, data, self.tmp_path / f"{name}-{n}.log", extra_env)
+        self.started.append(w)
+        return w
+
+    def stop_all(self) -> None:
+        for w in self.started:
+            try:
+                w.stop()
+            except Exception:
+                w.proc.kill()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    """Starts workers; every one is stopped at teardown (SIGTERM, then SIGKILL), none left behind."""
+    ws = Workers(tmp_path)
+    try:
+        yield ws
+    finally:
+        ws.stop_all()
+
+
+def wait_for(predicate: Any, timeout_s: float, interval_s: float = 0.25, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)

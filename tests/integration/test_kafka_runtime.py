@@ -1,0 +1,277 @@
+"""The Kafka runtime against the real broker (scripts/kafka.sh up): same alerts as the embedded core.
+
+Workers run as subprocesses. Waits are bounded; nothing asserts on wall-clock durations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.partitioner.default import murmur2
+
+from streams.producer import produce_file
+from streams.runner import EmbeddedRunner
+from streams.settings import Settings
+
+KafkaNames = Workers = Any  # fixtures of tests/conftest.py
+
+pytestmark = pytest.mark.kafka
+
+WAIT_S = 150.0
+
+
+def wait_for(predicate: Any, timeout_s: float, interval_s: float = 0.25, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def _tick_events(last_ts: float, partitions: int) -> list[bytes]:
+    """cache_stats of idle dummy domains, one landing on each join partition, far ahead in event time.
+
+    The streaming pipeline never 'ends'; these move every partition's event time past all pending
+    joins and reorder buffers, as flush() does for the embedded core (which gets the same lines)."""
+    out: list[bytes] = []
+    covered: set[int] = set()
+    i = 0
+    while len(covered) < partitions:
+        domain = f"zz-tick-{i}"
+        part = (murmur2(domain.encode()) & 0x7FFFFFFF) % partitions
+        if part not in covered:
+            covered.add(part)
+            ev = {
+                "type": "cache_stats",
+                "event_id": f"tick-{i}",
+                "ts": last_ts + 3600.0,
+                "cache_domain": domain,
+                "role": "unified",
+                "capacity_tokens": 1_000_000,
+                "used_tokens": 0,
+            }
+            out.append(orjson.dumps(ev))
+        i += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The simulator's incident plus ticks, and the embedded Monitor's alert ids on the same file."""
+    from streams.simulate import SimConfig, write_simulation
+
+    d = tmp_path_factory.mktemp("incident")
+    summary = write_simulation(d, SimConfig(duration_s=240.0, fault_at_s=80.0))
+    lines = Path(summary["events_path"]).read_bytes().splitlines()
+    last_ts = max(orjson.loads(line)["ts"] for line in lines if line.strip())
+    path = d / "events-with-ticks.jsonl.gz"
+    ticks = _tick_events(last_ts, Settings().kafka.internal_partitions)
+    with gzip.open(path, "wb") as f:
+        f.write(b"\n".join([*lines, *ticks]) + b"\n")
+    result = EmbeddedRunner(Settings()).run_files([str(path)])
+    alerts = {a.alert_id: a.kind for a in result.alerts}
+    assert alerts, "the incident must raise alerts, else the comparison proves nothing"
+    return {"path": str(path), "alerts": alerts, "events": sum(1 for _ in lines)}
+
+
+class AlertReader:
+    """Reads the alerts topic from the beginning, accumulating (alert_id -> count)."""
+
+    def __init__(self, names: KafkaNames) -> None:
+        self.consumer = KafkaConsumer(
+            names.alerts_topic,
+            bootstrap_servers=names.bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=None,
+        )
+        self.seen: dict[str, int] = {}
+        self.kinds: dict[str, str] = {}
+
+    def poll(self) -> dict[str, int]:
+        for records in self.consumer.poll(timeout_ms=500).values():
+            for r in records:
+                a = json.loads(r.value)
+                assert r.key == a["alert_id"].encode(), "alerts are keyed by alert_id"
+                self.seen[a["alert_id"]] = self.seen.get(a["alert_id"], 0) + 1
+                self.kinds[a["alert_id"]] = a["kind"]
+        return self.seen
+
+    def wait_for_ids(self, expected: set[str], timeout_s: float = WAIT_S) -> set[str]:
+        def done() -> bool:
+            return expected <= set(self.poll())
+
+        with contextlib.suppress(AssertionError):
+            wait_for(done, timeout_s, interval_s=0.0, what="the expected alert ids")
+        # Settle a little longer: anything extra would show up now.
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            self.poll()
+        return set(self.seen)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _describe_diff(got: set[str], expected: dict[str, str], kinds: dict[str, str]) -> str:
+    missing = {a: expected[a] for a in set(expected) - got}
+    extra = {a: kinds.get(a) for a in got - set(expected)}
+    return f"missing={missing} extra={extra}"
+
+
+def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: list[Any]) -> None:
+    got = reader.wait_for_ids(set(incident["alerts"]))
+    logs = "\n---\n".join(w.log_tail() for w in workers)
+    assert got == set(incident["alerts"]), _describe_diff(got, incident["alerts"], reader.kinds) + "\n" + logs
+
+
+def test_incident_through_kafka_gives_the_embedded_alert_ids(
+    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
+) -> None:
+    w = workers.start(kafka_names)
+    # Topics are created by the worker; the producer waits for them rather than guessing a delay.
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    assert w.alive(), w.log_tail()
+    reader = AlertReader(kafka_names)
+    try:
+        res = produce_file(incident["path"], kafka_names.settings().kafka)
+        assert not res.bad_lines
+        _assert_same_alerts(reader, incident, [w])
+        c = w.counters()
+        assert c is not None and not c["deadletter"], c
+    finally:
+        reader.close()
+
+
+def test_sigkill_mid_stream_loses_no_alert(kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]) -> None:
+    # Small, frequent snapshots so the kill lands between checkpoints with work in flight.
+    env = {"CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
+    w1 = workers.start(kafka_names, "before-kill", **env)
+    wait_for(lambda: w1.counters() is not None or not w1.alive(), 60, what="the worker's web server")
+    reader = AlertReader(kafka_names)
+    try:
+        produce_file(incident["path"], kafka_names.settings().kafka)
+        total = incident["events"]
+
+        def midway() -> bool:
+            c = w1.counters()
+            return bool(
+                c
+                and c["counters"].get("snapshots.domain", 0) >= 2
+                and c["counters"].get("ingest.messages", 0) >= total // 3
+            )
+
+        wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+        before = w1.counters()
+        w1.kill()
+        assert before is not None
+        # A fresh data dir: the state must come back from the changelog, not from local disk.
+        w2 = workers.start(kafka_names, "after-kill", **env)
+        _assert_same_alerts(reader, incident, [w1, w2])
+        c = w2.counters()
+        assert c is not None and c["counters"].get("restores.domain", 0) + c["counters"].get("restores.join", 0) > 0, c
+    finally:
+        reader.close()
+
+
+def test_two_workers_share_partitions_and_give_the_same_alert_ids(
+    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
+) -> None:
+    a = workers.start(kafka_names, "a")
+    b = workers.start(kafka_names, "b")
+    for w in (a, b):
+        wait_for(lambda w=w: w.counters() is not None or not w.alive(), 60, what="the workers' web servers")
+
+    def both_assigned() -> bool:
+        ca, cb = a.counters(), b.counters()
+        return bool(ca and cb and ca["partitions"]["join"] and cb["partitions"]["join"])
+
+    reader = AlertReader(kafka_names)
+    try:
+        produce_file(incident["path"], kafka_names.settings().kafka)
+        _assert_same_alerts(reader, incident, [a, b])
+        wait_for(both_assigned, 30, what="both workers to own join partitions")
+        ca, cb = a.counters(), b.counters()
+        assert ca and cb
+        assert not set(ca["partitions"]["domain"]) & set(cb["partitions"]["domain"])
+    finally:
+        reader.close()
+
+
+def _event(i: int, **fields: Any) -> dict[str, Any]:
+    base = {"event_id": f"e-{i}", "ts": 1_780_000_000.0 + i, "traceparent": None}
+    base.update(fields)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def test_bad_messages_go_to_the_dead_letter_topic_and_the_worker_keeps_going(
+    kafka_names: KafkaNames, workers: Workers
+) -> None:
+    w = workers.start(kafka_names, "dlq", CROSSTALK_INGEST__MAX_EVENT_BYTES="4096")
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    good_req = _event(
+        1, type="request", request_id="r1", tenant_id="t1", model="m", prompt_tokens=10, cache_domain="d1"
+    )
+    good_resp = _event(
+        2, type="response", request_id="r1", tenant_id="t1", model="m", cache_domain="d1", status_code=200
+    )
+    bad: list[tuple[str, bytes | None, bytes]] = [
+        ("not_json", b"x", b"this is not json {"),
+        ("invalid", b"x", orjson.dumps({"type": "request", "event_id": "e-9"})),
+        ("oversized", b"x", orjson.dumps(_event(3, type="canary", tenant_id="t1", marker="m" * 200, pad="p" * 5000))),
+        ("duplicate", b"r1", orjson.dumps(good_req)),
+    ]
+    prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+    prod.send(kafka_names.input_topic, key=b"r1", value=orjson.dumps(good_req))
+    for _, key, value in bad:
+        prod.send(kafka_names.input_topic, key=key, value=value)
+    prod.send(kafka_names.input_topic, key=b"r1", value=orjson.dumps(good_resp))
+    prod.flush()
+    prod.close()
+
+    consumer = KafkaConsumer(
+        kafka_names.deadletter_topic,
+        bootstrap_servers=kafka_names.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    got: dict[str, tuple[bytes, dict[str, bytes]]] = {}
+    try:
+
+        def all_dead_lettered() -> bool:
+            for records in consumer.poll(timeout_ms=500).values():
+                for r in records:
+                    h = dict(r.headers)
+                    got[h["x-crosstalk-reason"].decode()] = (r.value, h)
+            return len(got) >= len(bad)
+
+        wait_for(all_dead_lettered, WAIT_S, interval_s=0.0, what="every bad message in the dead-letter topic")
+    finally:
+        consumer.close()
+    for reason, _, value in bad:
+        assert reason in got, (reason, sorted(got), w.log_tail())
+        raw, headers = got[reason]
+        assert raw == value, reason
+        assert headers["x-crosstalk-detail"], reason
+        assert headers["x-crosstalk-source-topic"].decode() in (kafka_names.input_topic, f"{kafka_names.app_id}.join")
+        assert int(headers["x-crosstalk-source-offset"]) >= 0
+
+    def processed_good_ones() -> dict[str, Any] | None:
+        c = w.counters()
+        return c if c and c["counters"].get("exchanges", 0) >= 1 else None
+
+    c = wait_for(processed_good_ones, 60, what="the good pair to be joined after the bad messages")
+    assert w.alive()
+    assert c["counters"]["events.request"] == 1 and c["counters"]["events.response"] == 1
+    assert c["deadletter"] == {"not_json": 1, "invalid": 1, "oversized": 1, "duplicate": 1}
