@@ -124,10 +124,9 @@ def _attributes(alert: Alert, row: dict[str, Any], lenient: bool = False) -> boo
         return alert.kind == "cross_session_contamination" or (
             alert.kind == "canary_leak" and alert.source_tenant_id == row["source_tenant_id"]
         )
-    return (
-        alert.kind in ("cross_tenant_contamination", "canary_leak")
-        and alert.source_tenant_id == row["source_tenant_id"]
-    )
+    sources = set(row.get("source_tenant_ids") or []) if lenient else set()
+    sources.add(row["source_tenant_id"])
+    return alert.kind in ("cross_tenant_contamination", "canary_leak") and alert.source_tenant_id in sources
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
