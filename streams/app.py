@@ -24,6 +24,7 @@ Only data moves here; every decision is made by detectors/.
 from __future__ import annotations
 
 import heapq
+import io
 import logging
 import pickle
 import time
@@ -39,6 +40,7 @@ from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.exchange import Exchange
+from detectors.fingerprint import Fingerprinter
 from detectors.join import Joiner
 from detectors.monitor import make_fingerprinter
 from detectors.settings import DetectionSettings
@@ -118,17 +120,20 @@ class JoinState:
         return cls(Joiner(s, CanaryRegistry(make_fingerprinter(s))), Deduper(s.dedup_window))
 
     def dumps(self) -> bytes:
-        # The word-hash cache of the fingerprinter is derived data and can be millions of entries.
-        fp = self.joiner.fingerprinter
-        cache, fp._cache = fp._cache, {}
-        try:
-            return zlib.compress(pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL), 1)
-        finally:
-            fp._cache = cache
+        # The fingerprinter (secret key, hash objects, a word cache of millions of entries) is not
+        # state: it is left out of the snapshot and rebuilt from the settings on load.
+        buf = io.BytesIO()
+        pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = lambda obj: "fingerprinter" if isinstance(obj, Fingerprinter) else None  # type: ignore[method-assign]
+        pickler.dump(self)
+        return zlib.compress(buf.getvalue(), 1)
 
     @staticmethod
     def loads(blob: bytes, s: DetectionSettings) -> JoinState:
-        st = pickle.loads(zlib.decompress(blob))
+        fp = make_fingerprinter(s)
+        unpickler = pickle.Unpickler(io.BytesIO(zlib.decompress(blob)))
+        unpickler.persistent_load = lambda pid: fp  # type: ignore[method-assign]
+        st = unpickler.load()
         assert isinstance(st, JoinState)
         st.joiner.settings = s
         return st
@@ -307,7 +312,14 @@ class Runtime:
         # Outputs first, then the snapshot that claims to cover them, then the acks.
         await self.app.producer.flush()
         table = self.join_table if stage == "join" else self.domain_table
-        blob = state.dumps()
+        try:
+            blob = state.dumps()
+        except Exception:
+            # Not fatal: the events stay unacked and are replayed from the last good snapshot.
+            log.exception("%s: snapshot of partition %s failed", stage, partition)
+            self.counters[f"snapshot_errors.{stage}"] += 1
+            self.last_snapshot[key] = now
+            return
         table[f"{stage}:{partition}".encode()] = blob
         self.counters[f"snapshots.{stage}"] += 1
         self.counters[f"snapshot_bytes.{stage}.last"] = len(blob)
