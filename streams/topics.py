@@ -7,6 +7,7 @@ too small for state snapshots. See docs/adr/0001-kafka-topology.md.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -81,10 +82,9 @@ def ensure_topics(k: KafkaSettings, timeout_s: float = 30.0) -> dict[str, str]:
         ]
         result = {name: "exists" for name in specs if name in existing}
         if missing:
-            try:
+            # Another worker may win the race to create them.
+            with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics(missing, timeout_ms=int(timeout_s * 1000))
-            except TopicAlreadyExistsError:
-                pass  # another worker won the race
             for t in missing:
                 result[t.name] = "created"
         _wait_for_metadata(admin, list(specs), timeout_s)
