@@ -1,0 +1,40 @@
+"""Each benchmark script runs end to end at a tiny size and writes its result file (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ["bench_core", "bench_fingerprint", "bench_replay", "bench_memory", "bench_scaling"]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / f"{name}.py"),
+            "--tiny",
+            "--no-progress",
+            "--out",
+            str(out),
+            "--data",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / f"{name}.json").read_text())
+    assert doc["bench"] == name and doc["mode"] == "tiny"
+    for key in ("machine", "params", "figures", "baseline", "ratio"):
+        assert key in doc
+    assert "==" in proc.stdout  # printed a report
