@@ -47,6 +47,7 @@ from detectors.settings import DetectionSettings
 from schemas.alert import Alert
 from schemas.events import CacheStats, Canary, Event, EventError, Request, Response, parse_event
 from streams.settings import Settings
+from streams.sinks import build_sinks
 from streams.topics import TopicNames, topic_names
 
 log = logging.getLogger("crosstalk.app")
@@ -187,6 +188,11 @@ class Runtime:
         self.held: dict[tuple[str, int], list[Any]] = {}  # (stage, partition) -> events not yet acked
         self.last_snapshot: dict[tuple[str, int], float] = {}
         self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark (idleness only)
+        # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode.
+        self.sinks: list[Any] = build_sinks(settings, webhooks=False)
+        for sink in self.sinks:
+            if hasattr(sink, "set_state_size_source"):
+                sink.set_state_size_source(self.state_size)
         self.app = self._build()
 
     # -- construction --
@@ -248,7 +254,13 @@ class Runtime:
         app.page("/ready")(ready)
         app.page("/counters")(counters)
         app.on_partitions_revoked.connect(self._on_revoked)
+
         return app
+
+    def close_sinks(self) -> None:
+        """Flush telemetry on shutdown (spans and metrics still buffered in the exporters)."""
+        for sink in self.sinks:
+            sink.close()
 
     # -- web --
     def status(self) -> dict[str, Any]:
@@ -299,6 +311,8 @@ class Runtime:
             (H_SRC_OFFSET, str(msg.offset).encode()),
         ]
         await self.dlq_topic.send(key=msg.key, value=msg.value if msg.value is not None else b"", headers=headers)
+        for sink in self.sinks:
+            sink.on_reject(reason, detail)
 
     async def _checkpoint(self, stage: str, partition: int, state: JoinState | DomainState, force: bool) -> None:
         key = (stage, partition)
@@ -347,6 +361,9 @@ class Runtime:
                 await self._dead_letter(msg, "invalid", f"{type(exc).__name__}: {exc}")
                 continue
             self.counters[f"ingest.{event.type}"] += 1
+            for sink in self.sinks:
+                if hasattr(sink, "on_event"):
+                    sink.on_event(event.type)
             await self.join_topic.send(
                 key=routing_key(event).encode(),
                 value=raw,
@@ -535,6 +552,8 @@ class Runtime:
         for a in alerts:
             self.counters[f"alerts.{a.kind}.{a.severity}"] += 1
             await self.alerts_topic.send(key=a.alert_id.encode(), value=a.model_dump_json().encode())
+            for sink in self.sinks:
+                sink.on_alert(a)
 
     def _global_wm(self, st: DomainState) -> float:
         n = self.k.internal_partitions
@@ -577,7 +596,10 @@ class Runtime:
         dm = self._domain_of(st, name)
         if isinstance(item, CacheStats):
             return dm.observe_stats(item)
-        return dm.observe_exchange(item)
+        alerts = dm.observe_exchange(item)
+        for sink in self.sinks:
+            sink.on_exchange(item, alerts)
+        return alerts
 
 
 def build_runtime(settings: Settings) -> Runtime:

@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         worker.execute_from_commandline()  # installs SIGTERM/SIGINT handlers: graceful stop
     except SystemExit as exc:
         return int(exc.code or 0)
+    finally:
+        runtime.close_sinks()
     return 0
 
 

@@ -8,7 +8,7 @@ from streams.settings import Settings
 from streams.sinks.base import Sink
 
 
-def build_sinks(settings: Settings) -> list[Sink]:
+def build_sinks(settings: Settings, *, webhooks: bool = True) -> list[Sink]:
     """The sinks the settings ask for, besides the alert output itself.
 
     The OpenTelemetry sink doubles as the webhook sink's metrics, so deliveries and failures are
@@ -21,7 +21,7 @@ def build_sinks(settings: Settings) -> list[Sink]:
 
         otel = OtelSink(settings.otel)
         sinks.append(otel)
-    if settings.webhooks.receivers:
+    if webhooks and settings.webhooks.receivers:
         from streams.sinks.webhook import WebhookSink
 
         sinks.append(WebhookSink(settings.webhooks, metrics=otel))
