@@ -139,7 +139,13 @@ def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: 
 def test_incident_through_kafka_gives_the_embedded_alert_ids(
     kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
 ) -> None:
-    w = workers.start(kafka_names)
+    from test_otel import OtlpReceiver  # the loopback OTLP/HTTP receiver that decodes the protobuf
+
+    otlp = OtlpReceiver()
+    w = workers.start(
+        kafka_names, CROSSTALK_OTEL__ENABLED="true", CROSSTALK_OTEL__ENDPOINT=otlp.endpoint,
+        CROSSTALK_OTEL__EXPORT_INTERVAL_S="1",
+    )  # fmt: skip
     # Topics are created by the worker; the producer waits for them rather than guessing a delay.
     wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
     assert w.alive(), w.log_tail()
@@ -150,8 +156,18 @@ def test_incident_through_kafka_gives_the_embedded_alert_ids(
         _assert_same_alerts(reader, incident, [w])
         c = w.counters()
         assert c is not None and not c["deadletter"], c
+
+        # Every alert also reaches the tracing backend as a span, from the worker itself.
+        def alert_spans() -> set[str]:
+            names = [s for s in otlp.spans() if s.name.startswith("crosstalk.alert ")]
+            ids = {a.value.string_value for s in names for a in s.attributes if a.key == "crosstalk.alert.id"}
+            return ids if ids >= set(incident["alerts"]) else set()
+
+        assert wait_for(alert_spans, 60, what="alert spans over OTLP") == set(incident["alerts"])
+        assert any(s.name == "chat glm-5.3" for s in otlp.spans())
     finally:
         reader.close()
+        otlp.stop()
 
 
 def test_sigkill_mid_stream_loses_no_alert(kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]) -> None:
