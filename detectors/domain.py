@@ -213,7 +213,10 @@ def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal],
         head = f"canary marker of tenant {source} surfaced in a response to tenant {ex.tenant_id} on {domain}"
     elif kind == "cross_tenant_contamination":
         n = by[kind].figures.get("matched_fingerprints")
-        head = f"response to tenant {ex.tenant_id} on {domain} shares {n} fingerprints with tenant {source}'s recent context"
+        head = (
+            f"response to tenant {ex.tenant_id} on {domain} shares {n} fingerprints "
+            f"with tenant {source}'s recent context"
+        )
     elif kind == "cross_session_contamination":
         head = f"response to tenant {ex.tenant_id} (session {ex.session_id}) carries content of its other session"
     else:
