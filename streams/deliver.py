@@ -211,7 +211,10 @@ class DeliveryConsumer:
                 outer.tracker.drop(set(revoked))
 
             def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-                return None
+                # Idleness counts from the moment there is something to be idle on: joining a
+                # group can take seconds on a busy broker.
+                if assigned:  # an empty assignment (topic metadata not there yet) is nothing to idle on
+                    outer._assigned_at = outer.clock()
 
         self.consumer = KafkaConsumer(
             bootstrap_servers=k.bootstrap.split(","),
@@ -223,6 +226,7 @@ class DeliveryConsumer:
             max_poll_interval_ms=int(self.settings.webhooks.deliver_max_poll_interval_s * 1000),
         )
         self.consumer.subscribe([self.topic], listener=Listener())
+        self._assigned_at: float | None = None
         last_activity = self.clock()
         try:
             while not self.stop.is_set():
@@ -238,7 +242,8 @@ class DeliveryConsumer:
                     break
                 self._commit()
                 idle = self.tracker.outstanding() == 0 and all(g.pending_count == 0 for g in self.groupers.values())
-                if max_idle_s is not None and idle and self.clock() - last_activity >= max_idle_s:
+                since = None if self._assigned_at is None else self.clock() - max(last_activity, self._assigned_at)
+                if max_idle_s is not None and idle and since is not None and since >= max_idle_s:
                     break
         finally:
             self.consumer.close(autocommit=False)

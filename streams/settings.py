@@ -1,4 +1,4 @@
-"""The one typed settings object: defaults < TOML file (CROSSTALK_CONFIG or --config) < env vars.
+"""The one typed settings object: defaults < TOML file (CROSSTALK_CONFIG or --config) < env vars < code.
 
 Env vars: CROSSTALK_<SECTION>__<FIELD>, e.g. CROSSTALK_KAFKA__BOOTSTRAP=127.0.0.1:19092,
 CROSSTALK_DETECTION__FINGERPRINT_KEY=... . Defaults work on the embedded runner without a broker.
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from detectors.settings import DetectionSettings
@@ -133,16 +135,30 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # env beats file beats defaults; explicit init kwargs (the file) sit below env.
-        return (env_settings, init_settings)
+        # Earlier wins: values given in code > environment > the TOML file > defaults.
+        return (init_settings, env_settings, _TomlFile(settings_cls))
+
+
+_CONFIG_PATH: ContextVar[str | None] = ContextVar("crosstalk_config_path", default=None)
+
+
+class _TomlFile(PydanticBaseSettingsSource):
+    """The TOML settings file named by load_settings(path) or $CROSSTALK_CONFIG."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # the whole file is returned by __call__
+
+    def __call__(self) -> dict[str, Any]:
+        path = _CONFIG_PATH.get() or os.environ.get("CROSSTALK_CONFIG")
+        if not path:
+            return {}
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
-    """Load settings from a TOML file (argument, else $CROSSTALK_CONFIG, else none) and the environment."""
-    path = path or os.environ.get("CROSSTALK_CONFIG")
-    data: dict[str, Any] = {}
-    if path:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    for section, values in overrides.items():
-        data.setdefault(section, {}).update(values)
-    return Settings(**data)
+    """Settings from defaults < TOML file (`path`, else $CROSSTALK_CONFIG) < env < `overrides` (dicts per section)."""
+    token = _CONFIG_PATH.set(os.fspath(path) if path else None)
+    try:
+        return Settings(**overrides)
+    finally:
+        _CONFIG_PATH.reset(token)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.settings import Settings
+from streams.settings import KafkaSettings, Settings
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse docker-compose.yml (add it to the test extra)")
 
@@ -43,7 +43,7 @@ def test_env_var_names_are_settings_fields() -> None:
 
 def test_topics_and_ports_agree_with_settings_defaults() -> None:
     c = _compose()
-    k = Settings().kafka
+    k = KafkaSettings()  # the defaults, not whatever this shell's environment overrides
     env = c["services"]["worker-1"]["environment"]
     assert env["CROSSTALK_KAFKA__INPUT_TOPIC"] == k.input_topic
     assert env["CROSSTALK_KAFKA__ALERTS_TOPIC"] == k.alerts_topic
