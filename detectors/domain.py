@@ -63,8 +63,16 @@ class DomainMonitor:
         return self._release(float("inf"))
 
     def _push(self, item: Item) -> list[Alert]:
+        if self.s.domain_lateness_s == 0 and not self._buffer:
+            # Nothing to re-sort: evaluate at once (the common, live case).
+            self.watermark = max(self.watermark, item.ts)
+            return self._process(item)
         heapq.heappush(self._buffer, (_order_key(item), next(self._seq), item))
         return self.advance(item.ts)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
 
     def _release(self, upto: float) -> list[Alert]:
         out: list[Alert] = []

@@ -56,7 +56,11 @@ class Joiner:
             tp = None
         for marker in req.canaries:
             self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
-        stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
+        stripped = (
+            req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
+            if req.prompt_text is not None or req.prompt_fingerprint is not None
+            else req  # nothing to strip: no copy on the hot path of text-free traffic
+        )
         resp = self._responses.pop(req.request_id, None)
         if resp is not None:
             return [self._exchange(stripped, tp, resp, max(req.ts, resp.event.ts))]
@@ -72,11 +76,15 @@ class Joiner:
             tp: TextPrint | None = fpr.from_wire(resp.output_fingerprint)
         elif resp.output_text is not None:
             words = words_of(resp.output_text)
-            tp = TextPrint(hashes=fpr.fingerprint_words(words).tolist(), words=len(words))
+            tp = fpr.print_words(words)
             hits = self.canaries.scan(words)
         else:
             tp = None
-        stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
+        stripped = (
+            resp.model_copy(update={"output_text": None, "output_fingerprint": None})
+            if resp.output_text is not None or resp.output_fingerprint is not None
+            else resp
+        )
         half = _Half(stripped, resp.ts + self.settings.response_wait_s, tp, hits)
         req = self._requests.pop(resp.request_id, None)
         if req is not None:
@@ -90,13 +98,15 @@ class Joiner:
     @staticmethod
     def _exchange(req: Request, prompt: TextPrint | None, resp: _Half, ts: float) -> Exchange:
         assert isinstance(resp.event, Response)
-        return Exchange(
+        # Built from already-validated parts: construct without re-validating (hot path).
+        return Exchange.model_construct(
             ts=ts,
             request=req,
             response=resp.event,
             prompt_print=prompt,
             output_print=resp.text_print,
             canary_hits=resp.canary_hits,
+            orphan=None,
         )
 
     def _orphan(self, half: _Half, ts: float) -> Exchange:
