@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from conftest import wait_for  # one bounded-wait helper for all Kafka tests
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.partitioner.default import murmur2
 
@@ -26,17 +27,6 @@ KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 pytestmark = pytest.mark.kafka
 
 WAIT_S = 150.0
-
-
-def wait_for(predicate: Any, timeout_s: float, interval_s: float = 0.25, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(interval_s)
 
 
 def _tick_events(last_ts: float, partitions: int) -> list[bytes]:
