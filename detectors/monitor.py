@@ -22,6 +22,7 @@ from schemas.events import CacheStats, Canary, Event, EventError, Request, Respo
 
 ExchangeHook = Callable[[Exchange, list[Alert]], None]
 _ADVANCE_STEP_S = 1.0
+_EVENT_KEYS = {t: f"events.{t}" for t in ("request", "response", "cache_stats", "canary")}
 
 
 def make_fingerprinter(settings: DetectionSettings) -> Fingerprinter:
@@ -53,7 +54,7 @@ class Monitor:
             self.joiner.check(event)
         if self.dedup.seen(event.event_id):
             raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
-        self.counters[f"events.{event.type}"] += 1
+        self.counters[_EVENT_KEYS[event.type]] += 1
         alerts: list[Alert] = []
         if event.ts >= self._next_advance:
             # Expiry needs no finer clock than a second of event time; checking it on every
