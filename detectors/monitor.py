@@ -35,7 +35,7 @@ class Monitor:
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter)
         self.joiner = Joiner(settings, self.canaries)
-        self.dedup = Deduper(settings.dedup_window)
+        self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
         self.domains: dict[str, DomainMonitor] = {}
         self.counters: Counter[str] = Counter()
         self.watermark = float("-inf")
@@ -52,7 +52,7 @@ class Monitor:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
         if isinstance(event, (Request, Response)):
             self.joiner.check(event)
-        if self.dedup.seen(event.event_id):
+        if self.dedup.seen(event.event_id, event.ts):
             raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
         self.counters[_EVENT_KEYS[event.type]] += 1
         alerts: list[Alert] = []

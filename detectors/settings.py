@@ -19,6 +19,9 @@ class DetectionSettings(BaseModel):
     response_wait_s: float = Field(default=30.0, gt=0, description="how long a response waits for its request")
     max_pending_joins: int = Field(default=200_000, ge=1)
     dedup_window: int = Field(default=1_000_000, ge=1, description="event ids remembered for duplicate detection")
+    dedup_window_s: float = Field(
+        default=3600.0, gt=0, description="how long (event time) an event id is remembered for duplicate detection"
+    )
 
     # Signals.
     overlong_min_status: int = 200

@@ -118,7 +118,7 @@ class JoinState:
 
     @classmethod
     def fresh(cls, s: DetectionSettings) -> JoinState:
-        return cls(Joiner(s, CanaryRegistry(make_fingerprinter(s))), Deduper(s.dedup_window))
+        return cls(Joiner(s, CanaryRegistry(make_fingerprinter(s))), Deduper(s.dedup_window, s.dedup_window_s))
 
     def dumps(self) -> bytes:
         # The fingerprinter (secret key, hash objects, a word cache of millions of entries) is not
@@ -435,7 +435,7 @@ class Runtime:
         try:
             if isinstance(event, (Request, Response)):
                 st.joiner.check(event)
-            if st.dedup.seen(event.event_id):
+            if st.dedup.seen(event.event_id, event.ts):
                 raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
         except EventError as exc:
             await self._dead_letter(msg, exc.reason, exc.detail)

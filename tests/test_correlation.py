@@ -171,3 +171,14 @@ def test_domain_state_snapshot_round_trip() -> None:
     m.domains["d1"] = restored
     alerts = feed(m, [request("b1", "bob", 3), response("b1", "bob", 4, text=TEXTS[0])])
     assert [a.source_tenant_id for a in alerts] == ["alice"]
+
+
+def test_dedup_forgets_ids_older_than_its_window() -> None:
+    from detectors.dedup import Deduper
+
+    d = Deduper(capacity=1_000, window_s=60)
+    assert not d.seen("a", 0) and d.seen("a", 10)
+    for i in range(100):
+        d.seen(f"id{i}", 100 + i)
+    assert d.state_size() <= 61  # ids older than 60 s of event time are gone
+    assert not d.seen("a", 200)  # far outside the window: not a retry any more
