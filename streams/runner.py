@@ -99,6 +99,10 @@ class EmbeddedRunner:
                 source, line, exc.reason, exc.detail, raw if raw is not None else event.model_dump_json().encode()
             )
             return []
+        except Exception as exc:  # a bug must not stop a replay of millions of lines: dead-letter, count, go on
+            raw = raw if raw is not None else event.model_dump_json().encode()
+            self.reject(source, line, "internal_error", f"{type(exc).__name__}: {exc}", raw)
+            return []
         self.result.events[event.type] += 1
         for listener in self._event_listeners:
             listener(event.type)

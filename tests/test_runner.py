@@ -1,0 +1,33 @@
+"""The embedded runner keeps going when the core fails on one event: dead-lettered, counted."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from factories import request, response, stats
+
+from streams.runner import EmbeddedRunner
+from streams.settings import Settings
+
+
+def test_a_failure_inside_the_core_is_dead_lettered_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    rejects = io.BytesIO()
+    runner = EmbeddedRunner(Settings(), rejects_out=rejects)
+    real_observe = runner.monitor.observe
+
+    def flaky(event):  # type: ignore[no-untyped-def]
+        if getattr(event, "request_id", None) == "boom":
+            raise RuntimeError("detector bug")
+        return real_observe(event)
+
+    monkeypatch.setattr(runner.monitor, "observe", flaky)
+    runner.feed(stats(ts=0, context_window=None), "f", 1)
+    runner.feed(request("boom", "t", 1), "f", 2)
+    runner.feed(request("r1", "t", 2, tokens=900_000), "f", 3)
+    alerts = runner.feed(response("r1", "t", 3, input_tokens=1), "f", 4)
+    assert [a.kind for a in alerts] == ["overlong_accepted"]
+    (row,) = [json.loads(x) for x in rejects.getvalue().splitlines()]
+    assert (row["line"], row["reason"]) == (2, "internal_error") and "detector bug" in row["detail"]
+    assert runner.rejects.counts["internal_error"] == 1
