@@ -38,3 +38,34 @@ def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
     for key in ("machine", "params", "figures", "baseline", "ratio"):
         assert key in doc
     assert "==" in proc.stdout  # printed a report
+
+
+@pytest.mark.kafka
+def test_bench_kafka_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_kafka.py"),
+            "--tiny",
+            "--no-progress",
+            "--no-defaults-latency",
+            "--bootstrap",
+            kafka_bootstrap,
+            "--out",
+            str(out),
+            "--data",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "bench_kafka.json").read_text())
+    assert doc["bench"] == "bench_kafka" and doc["mode"] == "tiny"
+    for key in ("machine", "params", "figures", "baseline", "ratio", "targets", "tables"):
+        assert key in doc
+    assert doc["runs"]["two_workers"]["workers"] == 2
+    assert "==" in proc.stdout
