@@ -40,8 +40,10 @@ class Joiner:
             if why is not None:
                 raise EventError("fingerprint_params", why)
 
-    def observe(self, event: Request | Response) -> list[Exchange]:
-        self.check(event)
+    def observe(self, event: Request | Response, *, checked: bool = False) -> list[Exchange]:
+        """Join one half; `checked=True` when the caller already ran check() before deduplicating."""
+        if not checked:
+            self.check(event)
         if isinstance(event, Request):
             return self._observe_request(event)
         return self._observe_response(event)

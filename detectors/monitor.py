@@ -66,7 +66,7 @@ class Monitor:
         elif isinstance(event, CacheStats):
             alerts += self.domain(event.cache_domain).observe_stats(event)
         else:
-            for ex in self.joiner.observe(event):
+            for ex in self.joiner.observe(event, checked=True):
                 alerts += self._route(ex)
         return self._count(alerts)
 

@@ -451,7 +451,7 @@ class Runtime:
         elif isinstance(event, CacheStats):
             await to_domain(event.cache_domain, msg.value, b"stats")
         else:
-            await route(st.joiner.observe(event))
+            await route(st.joiner.observe(event, checked=True))
             if isinstance(event, Request):
                 for i, marker in enumerate(event.canaries):
                     broadcast.append(
