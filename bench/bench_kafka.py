@@ -26,9 +26,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 import orjson
+
+from streams.workerproc import WorkerProcess
 
 NAME = "bench_kafka"
 TARGET_RATIO = 0.5
@@ -97,59 +96,12 @@ class Names:
             delete_topics(self.bootstrap, list(topic_specs(self.kafka())))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Worker:
-    """One `python -m streams.worker` subprocess with its own web port and data dir."""
+class Worker(WorkerProcess):
+    """A worker subprocess for one stage of the run (quiet logs: the benchmark reads /counters)."""
 
     def __init__(self, names: Names, workdir: Path, label: str, extra_env: dict[str, str] | None = None) -> None:
-        self.port = _free_port()
-        data = workdir / f"{label}-data"
-        data.mkdir(parents=True, exist_ok=True)
-        self.log_path = workdir / f"{label}.log"
-        env = {**os.environ, **names.env(), **(extra_env or {})}
-        env["CROSSTALK_KAFKA__WEB_PORT"] = str(self.port)
-        env["CROSSTALK_KAFKA__DATA_DIR"] = str(data)
-        env.pop("CROSSTALK_CONFIG", None)
-        self._log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.worker", "--loglevel", "warning"],
-            cwd=c.ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def counters(self) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/counters", timeout=2) as r:
-                return orjson.loads(r.read())
-        except Exception:
-            return None
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
-
-    def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        env = {**names.env(), **(extra_env or {})}
+        super().__init__(env, workdir / f"{label}-data", workdir / f"{label}.log", loglevel="warning")
 
 
 def wait_ready(workers: list[Worker], timeout_s: float) -> None:

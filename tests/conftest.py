@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +13,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from streams.workerproc import WorkerProcess
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 
 
@@ -108,68 +106,6 @@ def kafka_names(kafka_bootstrap: str) -> Iterator[KafkaNames]:
         pass  # best effort: unique names keep leftovers harmless
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class WorkerProcess:
-    """One `python -m streams.worker` with its own web port and data dir."""
-
-    def __init__(self, names: KafkaNames, data_dir: Path, log_path: Path, extra_env: dict[str, str]) -> None:
-        self.port = _free_port()
-        self.log_path = log_path
-        env = {**os.environ, **names.env(), **extra_env}
-        env["CROSSTALK_KAFKA__WEB_PORT"] = str(self.port)
-        env["CROSSTALK_KAFKA__DATA_DIR"] = str(data_dir)
-        env.pop("CROSSTALK_CONFIG", None)
-        self._log = log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.worker", "--loglevel", "info"],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def counters(self) -> dict[str, Any] | None:
-        import json
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/counters", timeout=2) as r:
-                return json.loads(r.read())
-        except Exception:
-            return None
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self, timeout_s: float = 30.0) -> int | None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
-        return self.proc.returncode
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-
 class Workers:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
@@ -179,7 +115,7 @@ class Workers:
         n = len(self.started)
         data = self.tmp_path / f"{name}-{n}-data"
         data.mkdir(parents=True, exist_ok=True)
-        w = WorkerProcess(names, data, self.tmp_path / f"{name}-{n}.log", extra_env)
+        w = WorkerProcess({**names.env(), **extra_env}, data, self.tmp_path / f"{name}-{n}.log")
         self.started.append(w)
         return w
 

@@ -1,0 +1,78 @@
+"""A `crosstalk worker` run as a child process, with its own web port and data dir.
+
+Used by the Kafka tests and the Kafka benchmark (and handy in operators' scripts): start, read the
+/counters endpoint, stop gracefully (SIGTERM, then SIGKILL), or kill outright.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str], data_dir: Path, log_path: Path, loglevel: str = "info") -> None:
+        """`env`: settings for the worker (CROSSTALK_KAFKA__*, ...) on top of this process's environment."""
+        self.port = free_port()
+        self.log_path = log_path
+        data_dir.mkdir(parents=True, exist_ok=True)
+        full_env = {**os.environ, **env}
+        full_env["CROSSTALK_KAFKA__WEB_PORT"] = str(self.port)
+        full_env["CROSSTALK_KAFKA__DATA_DIR"] = str(data_dir)
+        full_env.pop("CROSSTALK_CONFIG", None)
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streams.worker", "--loglevel", loglevel],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def counters(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/counters", timeout=2) as r:
+                return json.loads(r.read())
+        except Exception:
+            return None  # not up yet, or gone
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+        return self.proc.returncode
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
