@@ -35,6 +35,7 @@ from typing import Any
 
 import faust
 import orjson
+from faust.types import TP
 
 from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
@@ -190,9 +191,12 @@ class Runtime:
         self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark (idleness only)
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode.
         self.sinks: list[Any] = build_sinks(settings, webhooks=False)
+        self.input_positions: dict[int, int] = {}  # input partition -> last offset ingested
         for sink in self.sinks:
             if hasattr(sink, "set_state_size_source"):
                 sink.set_state_size_source(self.state_size)
+            if hasattr(sink, "set_lag_source"):
+                sink.set_lag_source(self.consumer_lag)
         self.app = self._build()
 
     # -- construction --
@@ -271,7 +275,20 @@ class Runtime:
             "counters": dict(sorted(self.counters.items())),
             "deadletter": {k[len("deadletter.") :]: v for k, v in self.counters.items() if k.startswith("deadletter.")},
             "state_size": self.state_size(),
+            "consumer_lag": self.consumer_lag(),
         }
+
+    def consumer_lag(self) -> dict[str, int]:
+        """Messages of the input topic not yet ingested, per partition this worker has read."""
+        out: dict[str, int] = {}
+        for partition, offset in list(self.input_positions.items()):
+            try:
+                highwater = self.app.consumer.highwater(TP(self.names.input, partition))
+            except Exception:  # not assigned any more, or no fetch yet: nothing to report
+                continue
+            if highwater is not None:
+                out[str(partition)] = max(0, int(highwater) - offset - 1)
+        return out
 
     def state_size(self) -> dict[str, int]:
         size: Counter[str] = Counter()
@@ -348,6 +365,7 @@ class Runtime:
         async for ev in stream.events():
             msg = ev.message
             self.counters["ingest.messages"] += 1
+            self.input_positions[msg.partition] = msg.offset
             raw = msg.value
             if raw is None:
                 await self._dead_letter(msg, "invalid", "empty message (tombstone)")

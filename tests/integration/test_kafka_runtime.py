@@ -155,6 +155,16 @@ def test_incident_through_kafka_gives_the_embedded_alert_ids(
 
         assert wait_for(alert_spans, 60, what="alert spans over OTLP") == set(incident["alerts"])
         assert any(s.name == "chat glm-5.3" for s in otlp.spans())
+
+        # Consumer lag of the input topic: in /counters and as a metric; all read, so it drains to 0.
+        def drained() -> dict[str, int] | None:
+            c = w.counters()
+            lag = c.get("consumer_lag") if c else None
+            return lag if lag and not any(lag.values()) else None
+
+        assert set(wait_for(drained, 30, what="consumer lag 0")) <= {str(p) for p in range(4)}
+        lag_points = wait_for(lambda: otlp.metric_points().get("crosstalk.consumer.lag"), 30, what="lag metric")
+        assert all(p.as_int == 0 for p in lag_points)
     finally:
         reader.close()
         otlp.stop()
