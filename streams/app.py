@@ -493,7 +493,7 @@ class Runtime:
                         headers=[(H_POS, f"j{p}:{offset}:{seq}".encode()), (H_KIND, b"canary")],
                     )
                     seq += 1
-        wm = st.wm - self.settings.ingest.reorder_lateness_s
+        wm = st.wm - self.k.watermark_lateness_s
         if wm >= st.sent_wm + self.k.watermark_step_s or st.sent_wm == float("-inf"):
             st.sent_wm = wm
             value = orjson.dumps({"wm": wm, "src": p})

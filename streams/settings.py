@@ -55,6 +55,12 @@ class KafkaSettings(_Section):
         default=2000, ge=1, description="checkpoint a partition's state after this many messages"
     )
     snapshot_interval_s: float = Field(default=2.0, gt=0, description="... or after this long (wall clock)")
+    watermark_lateness_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="how far a join partition's watermark trails its newest event time: tolerance for producers "
+        "writing slightly out of event-time order; every second here is a second of alert latency",
+    )
     watermark_step_s: float = Field(
         default=1.0, gt=0, description="event time between watermark messages of the join stage"
     )
