@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c
 import orjson
 
-from streams.workerproc import WorkerProcess
+from streams.workerproc import WorkerProcess, kafka_env
 
 NAME = "bench_kafka"
 TARGET_RATIO = 0.5
@@ -65,13 +65,7 @@ class Names:
         self.deadletter_topic = f"{self.app_id}.deadletter"
 
     def env(self) -> dict[str, str]:
-        return {
-            "CROSSTALK_KAFKA__BOOTSTRAP": self.bootstrap,
-            "CROSSTALK_KAFKA__APP_ID": self.app_id,
-            "CROSSTALK_KAFKA__INPUT_TOPIC": self.input_topic,
-            "CROSSTALK_KAFKA__ALERTS_TOPIC": self.alerts_topic,
-            "CROSSTALK_KAFKA__DEADLETTER_TOPIC": self.deadletter_topic,
-        }
+        return kafka_env(self.bootstrap, self.app_id)
 
     def kafka(self) -> Any:
         from streams.settings import KafkaSettings

@@ -30,6 +30,7 @@ import pickle
 import time
 import zlib
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -399,20 +400,29 @@ class Runtime:
         return st
 
     async def _join(self, stream: Any) -> Any:
+        await self._stateful("join", stream, self._join_state, self._join_one)
+
+    async def _stateful(
+        self,
+        stage: str,
+        stream: Any,
+        state_of: Callable[[int], JoinState | DomainState],
+        handle: Callable[[Any, Any, dict[str, bytes]], Awaitable[None]],
+    ) -> None:
+        """The loop both stateful stages share: handle each message once, ack only via a snapshot."""
         async for ev in stream.noack().events():
             msg = ev.message
             p = msg.partition
-            st = self._join_state(p)
-            self.held.setdefault(("join", p), []).append(ev)
-            hdr = _headers(msg.headers)
+            st = state_of(p)
+            self.held.setdefault((stage, p), []).append(ev)
             if msg.offset > st.offset:
                 try:
-                    await self._join_one(st, msg, hdr)
+                    await handle(st, msg, _headers(msg.headers))
                 except Exception as exc:  # a bug must not wedge the partition; the message is kept
-                    log.exception("join: message %s:%s failed", p, msg.offset)
+                    log.exception("%s: message %s:%s failed", stage, p, msg.offset)
                     await self._dead_letter(msg, "internal_error", f"{type(exc).__name__}: {exc}")
                 st.offset = msg.offset
-            await self._checkpoint("join", p, st, force=False)
+            await self._checkpoint(stage, p, st, force=False)
 
     async def _join_one(self, st: JoinState, msg: Any, hdr: dict[str, bytes]) -> None:
         pos_raw = hdr.get(H_POS)
@@ -511,19 +521,7 @@ class Runtime:
         return st
 
     async def _domain(self, stream: Any) -> Any:
-        async for ev in stream.noack().events():
-            msg = ev.message
-            p = msg.partition
-            st = self._domain_state(p)
-            self.held.setdefault(("domain", p), []).append(ev)
-            if msg.offset > st.offset:
-                try:
-                    await self._domain_one(st, msg, _headers(msg.headers))
-                except Exception as exc:
-                    log.exception("domain: message %s:%s failed", p, msg.offset)
-                    await self._dead_letter(msg, "internal_error", f"{type(exc).__name__}: {exc}")
-                st.offset = msg.offset
-            await self._checkpoint("domain", p, st, force=False)
+        await self._stateful("domain", stream, self._domain_state, self._domain_one)
 
     def _domain_of(self, st: DomainState, name: str) -> DomainMonitor:
         dm = st.domains.get(name)

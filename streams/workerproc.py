@@ -19,6 +19,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def kafka_env(bootstrap: str, app_id: str) -> dict[str, str]:
+    """Settings env for a worker whose topics are named after its app id (one isolated pipeline)."""
+    return {
+        "CROSSTALK_KAFKA__BOOTSTRAP": bootstrap,
+        "CROSSTALK_KAFKA__APP_ID": app_id,
+        "CROSSTALK_KAFKA__INPUT_TOPIC": f"{app_id}.events",
+        "CROSSTALK_KAFKA__ALERTS_TOPIC": f"{app_id}.alerts",
+        "CROSSTALK_KAFKA__DEADLETTER_TOPIC": f"{app_id}.deadletter",
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

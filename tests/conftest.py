@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from streams.workerproc import WorkerProcess
+from streams.workerproc import WorkerProcess, kafka_env
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 
@@ -72,13 +72,7 @@ class KafkaNames:
         return f"{self.app_id}.deadletter"
 
     def env(self) -> dict[str, str]:
-        return {
-            "CROSSTALK_KAFKA__BOOTSTRAP": self.bootstrap,
-            "CROSSTALK_KAFKA__APP_ID": self.app_id,
-            "CROSSTALK_KAFKA__INPUT_TOPIC": self.input_topic,
-            "CROSSTALK_KAFKA__ALERTS_TOPIC": self.alerts_topic,
-            "CROSSTALK_KAFKA__DEADLETTER_TOPIC": self.deadletter_topic,
-        }
+        return kafka_env(self.bootstrap, self.app_id)
 
     def settings(self, **sections: Any) -> Any:
         from streams.settings import Settings
