@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c
 import orjson
 
+from streams.settings import Settings
+from streams.topics import covering_keys, partition_of
 from streams.workerproc import WorkerProcess, kafka_env
 
 NAME = "bench_kafka"
@@ -123,19 +125,13 @@ def routing_key(ev: dict[str, Any]) -> bytes:
     return ev["tenant_id"].encode()
 
 
-def _partition(key: str, partitions: int) -> int:
-    from kafka.partitioner.default import murmur2
-
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
-
-
 def one_per_partition(prefix: str, partitions: int) -> list[str]:
-    """Names whose key lands on each partition once (the default murmur2 partitioner of the workers)."""
+    """Names whose key lands on each internal partition once (streams.topics.partition_of)."""
     out: dict[int, str] = {}
     i = 0
     while len(out) < partitions:
         name = f"{prefix}-{i}"
-        out.setdefault(_partition(name, partitions), name)
+        out.setdefault(partition_of(name, partitions), name)
         i += 1
     return [out[p] for p in range(partitions)]
 
@@ -181,7 +177,7 @@ def prefill_stats(domain: str, ts: float) -> dict[str, Any]:
 def end_of_data(last_ts: float, partitions: int) -> tuple[list[dict[str, Any]], list[str]]:
     """End markers (an over-long pair on one domain per domain partition) and tick events.
 
-    The ticks (idle domains far ahead in event time, one per join partition) move every watermark
+    The ticks (idle domains far ahead in event time, on every input and join partition) move every watermark
     past everything; the markers' alerts then come out of every domain partition after the last
     real item of that partition: when all have been read, the pipeline has processed everything."""
     events: list[dict[str, Any]] = []
@@ -189,7 +185,8 @@ def end_of_data(last_ts: float, partitions: int) -> tuple[list[dict[str, Any]], 
     for d in domains:
         events.append(prefill_stats(d, last_ts + 0.5))
         events.extend(overlong_pair(f"{d}-marker", d, last_ts + 1.0))
-    for i, d in enumerate(one_per_partition("zz-tick", partitions)):
+    k = Settings().kafka
+    for i, d in enumerate(covering_keys("zz-tick", k.input_partitions, k.internal_partitions)):
         events.append(
             {
                 "type": "cache_stats",
@@ -593,7 +590,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     # Produce retries right after topic creation (NotLeaderForPartition) are expected and retried.
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    from streams.settings import Settings
 
     defaults = Settings()
     partitions = defaults.kafka.internal_partitions

@@ -4,10 +4,14 @@ Topology (docs/adr/0001-kafka-topology.md has the why):
 
     input --ingest--> <app>.join --join--> <app>.domain --domain--> alerts
       |  parse, dead-letter,    |  dedup, canaries,      |  event-time order (watermarks),
-      |  re-key by request_id / |  Joiner, orphans,      |  DomainMonitor per cache domain
+      |  route by request_id /  |  Joiner, orphans,      |  DomainMonitor per cache domain
       |  cache_domain / tenant  |  watermarks            |
       v                         v
     dead-letter               dead-letter (duplicate, fingerprint_params)
+
+The internal topics carry batches (streams/frames.py): ingest takes up to `batch_max` input messages
+at once and sends one message per join partition; the join stage sends one message per domain
+partition for each message it handles, with its watermark. Every item keeps its source position.
 
 Stateful stages (join, domain) keep their state in memory per partition and checkpoint it as one
 snapshot per partition into a Faust table (changelog topic). A snapshot records the position of the
@@ -15,8 +19,8 @@ last message it covers. Acks are held until the snapshot that covers a message h
 after every output produced so far was flushed; so a committed offset always lies behind a durable
 snapshot, and a snapshot never covers an output that was lost. After a crash, messages between the
 committed offset and the snapshot position are skipped by position; the rest are reprocessed and,
-the core being deterministic, re-produce exactly the outputs already sent: duplicates downstream are
-skipped by position, duplicate alerts carry the same alert_id.
+the core being deterministic, re-produce exactly the outputs already sent: replayed items downstream
+are skipped by their position, duplicate alerts carry the same alert_id.
 
 Only data moves here; every decision is made by detectors/.
 """
@@ -35,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-import orjson
 from faust.types import TP
 
 from detectors.canaries import CanaryRegistry
@@ -48,9 +51,10 @@ from detectors.monitor import make_fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
 from schemas.events import CacheStats, Canary, Event, EventError, Request, Response, parse_event
+from streams import frames
 from streams.settings import Settings
 from streams.sinks import build_sinks
-from streams.topics import TopicNames, topic_names
+from streams.topics import TopicNames, partition_of, topic_names
 
 log = logging.getLogger("crosstalk.app")
 
@@ -59,10 +63,6 @@ H_DETAIL = "x-crosstalk-detail"
 H_SRC_TOPIC = "x-crosstalk-source-topic"
 H_SRC_PARTITION = "x-crosstalk-source-partition"
 H_SRC_OFFSET = "x-crosstalk-source-offset"
-# Internal: position of the message that caused an output ("<stream><partition>:<offset>:<seq>") and its kind.
-H_POS = "x-ct-pos"
-H_KIND = "x-ct-kind"
-
 Pos = tuple[int, int]  # (offset, seq) within one source partition
 
 
@@ -85,18 +85,6 @@ def routing_key(event: Event) -> str:
     return event.tenant_id
 
 
-def _headers(msg_headers: Any) -> dict[str, bytes]:
-    if not msg_headers:
-        return {}
-    items = msg_headers.items() if isinstance(msg_headers, dict) else msg_headers
-    return {k: v for k, v in items}
-
-
-def _parse_pos(raw: bytes) -> tuple[str, Pos]:
-    src, offset, seq = raw.decode().split(":")
-    return src, (int(offset), int(seq))
-
-
 def _late_or_dup(last: dict[str, Pos], src: str, pos: Pos) -> bool:
     """True if this position was already applied (a replay of an upstream that restarted)."""
     seen = last.get(src)
@@ -113,8 +101,9 @@ def _late_or_dup(last: dict[str, Pos], src: str, pos: Pos) -> bool:
 class JoinState:
     joiner: Joiner
     dedup: Deduper
-    wm: float = float("-inf")
+    wm: float = float("-inf")  # newest event time seen here: drives the Joiner's expiry
     sent_wm: float = float("-inf")
+    marks: dict[str, float] = field(default_factory=dict)  # input partition -> newest event time read
     last: dict[str, Pos] = field(default_factory=dict)
     offset: int = -1  # last join-topic offset covered
 
@@ -154,7 +143,8 @@ class DomainState:
     domains: dict[str, DomainMonitor] = field(default_factory=dict)
     wms: dict[int, float] = field(default_factory=dict)  # join partition -> its watermark
     released: float = float("-inf")  # items up to this event time were handed to the domains
-    pending: list[tuple[tuple[float, int, str], int, str, bytes]] = field(default_factory=list)
+    # Items waiting for the watermark; the order key and a sequence number decide, never the item.
+    pending: list[tuple[tuple[float, int, str], int, str, CacheStats | Exchange]] = field(default_factory=list)
     seq: int = 0
     last: dict[str, Pos] = field(default_factory=dict)
     offset: int = -1
@@ -190,9 +180,14 @@ class Runtime:
         self.held: dict[tuple[str, int], list[Any]] = {}  # (stage, partition) -> events not yet acked
         self.last_snapshot: dict[tuple[str, int], float] = {}
         self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark (idleness only)
+        self.mark_heard: dict[tuple[int, str], float] = {}  # (join partition, input source) -> wall clock
+        self.input_max: dict[int, float] = {}  # input partition -> newest event time ingested
+        self.sent_marks: dict[int, dict[str, float]] = {}  # join partition -> marks last sent to it
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode.
         self.sinks: list[Any] = build_sinks(settings, webhooks=False)
         self.input_positions: dict[int, int] = {}  # input partition -> last offset ingested
+        # Payload bytes per internal message: half the message limit leaves room for the header.
+        self.batch_bytes = settings.kafka.max_message_bytes // 2
         for sink in self.sinks:
             if hasattr(sink, "set_state_size_source"):
                 sink.set_state_size_source(self.state_size)
@@ -311,7 +306,9 @@ class Runtime:
         # A revoked partition may be processed elsewhere before it comes back: its in-memory state and
         # held (unacked) events are stale from now on; the snapshot table is the truth.
         for tp in revoked:
-            if tp.topic == self.names.join:
+            if tp.topic == self.names.input:
+                self.input_max.pop(tp.partition, None)
+            elif tp.topic == self.names.join:
                 self.join_states.pop(tp.partition, None)
                 self.held.pop(("join", tp.partition), None)
             elif tp.topic == self.names.domain:
@@ -319,16 +316,20 @@ class Runtime:
                 self.held.pop(("domain", tp.partition), None)
 
     # -- helpers --
-    async def _dead_letter(self, msg: Any, reason: str, detail: str) -> None:
+    async def _dead_letter(
+        self, key: bytes | None, value: bytes, reason: str, detail: str, src: tuple[str, int, int]
+    ) -> None:
+        """Park what cannot be used, with the reason and where it came from (input topic position)."""
         self.counters[f"deadletter.{reason}"] += 1
+        topic, partition, offset = src
         headers = [
             (H_REASON, reason.encode()),
             (H_DETAIL, detail[:2000].encode("utf-8", "replace")),
-            (H_SRC_TOPIC, msg.topic.encode()),
-            (H_SRC_PARTITION, str(msg.partition).encode()),
-            (H_SRC_OFFSET, str(msg.offset).encode()),
+            (H_SRC_TOPIC, topic.encode()),
+            (H_SRC_PARTITION, str(partition).encode()),
+            (H_SRC_OFFSET, str(offset).encode()),
         ]
-        await self.dlq_topic.send(key=msg.key, value=msg.value if msg.value is not None else b"", headers=headers)
+        await self.dlq_topic.send(key=key, value=value, headers=headers)
         for sink in self.sinks:
             sink.on_reject(reason, detail)
 
@@ -363,31 +364,70 @@ class Runtime:
     # -- stage 1: ingest (stateless) --
     async def _ingest(self, stream: Any) -> Any:
         max_bytes = self.settings.ingest.max_event_bytes
-        async for ev in stream.events():
-            msg = ev.message
-            self.counters["ingest.messages"] += 1
-            self.input_positions[msg.partition] = msg.offset
-            raw = msg.value
-            if raw is None:
-                await self._dead_letter(msg, "invalid", "empty message (tombstone)")
-                continue
-            try:
-                event = parse_event(raw, max_bytes=max_bytes)
-            except EventError as exc:
-                await self._dead_letter(msg, exc.reason, exc.detail)
-                continue
-            except Exception as exc:  # never let one message stop the worker
-                await self._dead_letter(msg, "invalid", f"{type(exc).__name__}: {exc}")
-                continue
-            self.counters[f"ingest.{event.type}"] += 1
-            for sink in self.sinks:
-                if hasattr(sink, "on_event"):
-                    sink.on_event(event.type)
-            await self.join_topic.send(
-                key=routing_key(event).encode(),
-                value=raw,
-                headers=[(H_POS, f"i{msg.partition}:{msg.offset}:0".encode()), (H_KIND, b"event")],
-            )
+        n = self.k.internal_partitions
+        # take_events acks a batch only after this body has sent it; a commit flushes the producer first.
+        async for events in stream.take_events(self.k.batch_max, within=self.k.batch_wait_s):
+            out: dict[int, list[frames.Item]] = {}
+            for ev in events:
+                msg = ev.message
+                self.counters["ingest.messages"] += 1
+                self.input_positions[msg.partition] = msg.offset
+                raw = msg.value
+                if raw is None:
+                    await self._dead_letter(msg.key, b"", "invalid", "empty message (tombstone)", self._src_of(msg))
+                    continue
+                try:
+                    event = parse_event(raw, max_bytes=max_bytes)
+                except EventError as exc:
+                    await self._dead_letter(msg.key, raw, exc.reason, exc.detail, self._src_of(msg))
+                    continue
+                except Exception as exc:  # never let one message stop the worker
+                    await self._dead_letter(msg.key, raw, "invalid", f"{type(exc).__name__}: {exc}", self._src_of(msg))
+                    continue
+                self.counters[f"ingest.{event.type}"] += 1
+                if event.ts > self.input_max.get(msg.partition, float("-inf")):
+                    self.input_max[msg.partition] = event.ts
+                for sink in self.sinks:
+                    if hasattr(sink, "on_event"):
+                        sink.on_event(event.type)
+                q = partition_of(routing_key(event), n)
+                src = f"i{msg.partition}"
+                out.setdefault(q, []).append(frames.Item(src, msg.offset, 0, "event", raw))
+                # Canaries are global: every join partition must know every marker before the outputs
+                # that follow it in the input. Sent with the event itself, not relayed by its partition,
+                # so no partition can see a leak of a marker that is still on its way from another.
+                for seq, payload in enumerate(_canaries_of(event), start=1):
+                    for r in range(n):
+                        if r != q:
+                            out.setdefault(r, []).append(frames.Item(src, msg.offset, seq, "canary", payload))
+            # Event-time progress per input partition goes to every join partition (with its items, or
+            # alone once it moved a watermark step): Kafka orders nothing across partitions, so a join
+            # partition may promise no more than the slowest input partition has reached.
+            marks = {f"i{i}": ts for i, ts in self.input_max.items()}
+            step = self.k.watermark_step_s
+            for q in range(n):
+                items = out.get(q, [])
+                sent = self.sent_marks.setdefault(q, {})
+                if not items and not any(ts - sent.get(src, float("-inf")) >= step for src, ts in marks.items()):
+                    continue
+                runs = frames.split(items, self.batch_bytes)
+                for i, run in enumerate(runs):
+                    batch = frames.Batch(run, marks=marks if i == len(runs) - 1 else None)
+                    await self.join_topic.send(key=None, value=frames.encode(batch), partition=q)
+                    self.counters["ingest.batches"] += 1
+                sent.update(marks)
+
+    async def _item_failed(self, stage: str, it: frames.Item, exc: Exception) -> None:
+        log.exception("%s: item %s:%s:%s failed", stage, it.src, it.offset, it.seq)
+        detail = f"{type(exc).__name__}: {exc}"
+        await self._dead_letter(None, it.payload, "internal_error", detail, self._src_of_item(it))
+
+    def _src_of(self, msg: Any) -> tuple[str, int, int]:
+        return (msg.topic, msg.partition, msg.offset)
+
+    def _src_of_item(self, it: frames.Item) -> tuple[str, int, int]:
+        topic = self.names.input if it.src.startswith("i") else self.names.join
+        return (topic, int(it.src[1:]), it.offset)
 
     # -- stage 2: join --
     def _join_state(self, partition: int) -> JoinState:
@@ -396,18 +436,21 @@ class Runtime:
             blob = self.join_table.get(f"join:{partition}".encode())
             st = JoinState.loads(blob, self.det) if blob else JoinState.fresh(self.det)
             self.join_states[partition] = st
+            now = time.monotonic()
+            for src in st.marks:  # restored marks count as just heard, and may go idle from now
+                self.mark_heard[(partition, src)] = now
             self.counters["restores.join" if blob else "fresh.join"] += 1
         return st
 
     async def _join(self, stream: Any) -> Any:
-        await self._stateful("join", stream, self._join_state, self._join_one)
+        await self._stateful("join", stream, self._join_state, self._join_batch)
 
     async def _stateful(
         self,
         stage: str,
         stream: Any,
         state_of: Callable[[int], JoinState | DomainState],
-        handle: Callable[[Any, Any, dict[str, bytes]], Awaitable[None]],
+        handle: Callable[[Any, int, int, frames.Batch], Awaitable[None]],
     ) -> None:
         """The loop both stateful stages share: handle each message once, ack only via a snapshot."""
         async for ev in stream.noack().events():
@@ -417,46 +460,54 @@ class Runtime:
             self.held.setdefault((stage, p), []).append(ev)
             if msg.offset > st.offset:
                 try:
-                    await handle(st, msg, _headers(msg.headers))
-                except Exception as exc:  # a bug must not wedge the partition; the message is kept
-                    log.exception("%s: message %s:%s failed", stage, p, msg.offset)
-                    await self._dead_letter(msg, "internal_error", f"{type(exc).__name__}: {exc}")
+                    batch = frames.decode(msg.value or b"")
+                except frames.FrameError as exc:
+                    await self._dead_letter(msg.key, msg.value or b"", "internal_error", str(exc), self._src_of(msg))
+                else:
+                    await handle(st, p, msg.offset, batch)
                 st.offset = msg.offset
             await self._checkpoint(stage, p, st, force=False)
 
-    async def _join_one(self, st: JoinState, msg: Any, hdr: dict[str, bytes]) -> None:
-        pos_raw = hdr.get(H_POS)
-        if pos_raw is not None:
-            src, pos = _parse_pos(pos_raw)
-            if _late_or_dup(st.last, src, pos):
+    async def _join_batch(self, st: JoinState, p: int, offset: int, batch: frames.Batch) -> None:
+        out = _Outbox(f"j{p}", offset, self.k.internal_partitions)
+        for it in batch.items:
+            if _late_or_dup(st.last, it.src, it.pos):
                 self.counters["join.replayed_skipped"] += 1
-                return
-        kind = hdr.get(H_KIND, b"event")
-        p, offset = msg.partition, msg.offset
-        seq = 0
+                continue
+            try:
+                await self._join_item(st, it, out)
+            except Exception as exc:  # a bug must not wedge the partition; the item is kept
+                await self._item_failed("join", it, exc)
+        if batch.marks:
+            now = time.monotonic()
+            for src, ts in batch.marks.items():
+                st.marks[src] = max(st.marks.get(src, float("-inf")), ts)
+                self.mark_heard[(p, src)] = now
+        wm = self._join_wm(st, p) - self.k.watermark_lateness_s
+        wm_due = wm > float("-inf") and (wm >= st.sent_wm + self.k.watermark_step_s or st.sent_wm == float("-inf"))
+        if wm_due:
+            st.sent_wm = wm
+        for q in range(self.k.internal_partitions):
+            items = out.domain.get(q)
+            if items or wm_due:
+                mark = (p, st.sent_wm) if st.sent_wm != float("-inf") else None
+                # The watermark rides on the last run: it must not pass the items it covers.
+                runs = frames.split(items or [], self.batch_bytes)
+                for i, run in enumerate(runs):
+                    value = frames.encode(frames.Batch(run, mark if i == len(runs) - 1 else None))
+                    await self.domain_topic.send(key=None, value=value, partition=q)
+                    self.counters["join.batches"] += 1
 
-        async def to_domain(key: str, value: bytes, what: bytes, partition: int | None = None) -> None:
-            nonlocal seq
-            await self.domain_topic.send(
-                key=key.encode() if partition is None else None,
-                value=value,
-                partition=partition,
-                headers=[(H_POS, f"j{p}:{offset}:{seq}".encode()), (H_KIND, what)],
-            )
-            seq += 1
+    def _join_wm(self, st: JoinState, p: int) -> float:
+        """The slowest input partition's event time, skipping partitions silent for watermark_idle_s."""
+        now = time.monotonic()
+        idle = self.k.watermark_idle_s
+        live = [ts for src, ts in st.marks.items() if now - self.mark_heard.get((p, src), now) <= idle]
+        return min(live) if live else float("-inf")
 
-        async def route(exchanges: list[Exchange]) -> None:
-            for ex in exchanges:
-                if ex.cache_domain is None:
-                    self.counters["exchanges.unroutable"] += 1
-                    continue
-                self.counters["exchanges"] += 1
-                if ex.orphan:
-                    self.counters[f"orphans.{ex.orphan}"] += 1
-                await to_domain(ex.cache_domain, ex.model_dump_json().encode(), b"exchange")
-
-        event = parse_event(msg.value, max_bytes=self.settings.ingest.max_event_bytes)
-        if kind == b"canary":  # a broadcast from the partition that owns this canary
+    async def _join_item(self, st: JoinState, it: frames.Item, out: _Outbox) -> None:
+        event = parse_event(it.payload, max_bytes=self.settings.ingest.max_event_bytes)
+        if it.kind == "canary":  # a marker planted elsewhere (see _ingest)
             assert isinstance(event, Canary)
             st.joiner.canaries.register_event(event)
             return
@@ -466,49 +517,28 @@ class Runtime:
             if st.dedup.seen(event.event_id, event.ts):
                 raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
         except EventError as exc:
-            await self._dead_letter(msg, exc.reason, exc.detail)
+            await self._dead_letter(None, it.payload, exc.reason, exc.detail, self._src_of_item(it))
             return
         self.counters[f"events.{event.type}"] += 1
         if event.ts > st.wm:
-            await route(st.joiner.advance(event.ts))
+            self._route(st.joiner.advance(event.ts), out)
             st.wm = event.ts
-        broadcast: list[Canary] = []
         if isinstance(event, Canary):
             st.joiner.canaries.register_event(event)
-            broadcast.append(event)
         elif isinstance(event, CacheStats):
-            await to_domain(event.cache_domain, msg.value, b"stats")
+            out.to_domain(event.cache_domain, "stats", it.payload)
         else:
-            await route(st.joiner.observe(event, checked=True))
-            if isinstance(event, Request):
-                for i, marker in enumerate(event.canaries):
-                    broadcast.append(
-                        Canary(
-                            type="canary",
-                            event_id=f"{event.event_id}#canary{i}",
-                            ts=event.ts,
-                            tenant_id=event.tenant_id,
-                            marker=marker,
-                            session_id=event.session_id,
-                        )
-                    )
-        # Canaries are global: every join partition registers every marker, in its own stream order.
-        for c in broadcast:
-            for q in range(self.k.internal_partitions):
-                if q != p:
-                    await self.join_topic.send(
-                        key=None,
-                        value=c.model_dump_json().encode(),
-                        partition=q,
-                        headers=[(H_POS, f"j{p}:{offset}:{seq}".encode()), (H_KIND, b"canary")],
-                    )
-                    seq += 1
-        wm = st.wm - self.k.watermark_lateness_s
-        if wm >= st.sent_wm + self.k.watermark_step_s or st.sent_wm == float("-inf"):
-            st.sent_wm = wm
-            value = orjson.dumps({"wm": wm, "src": p})
-            for q in range(self.k.internal_partitions):
-                await to_domain("", value, b"wm", partition=q)
+            self._route(st.joiner.observe(event, checked=True), out)
+
+    def _route(self, exchanges: list[Exchange], out: _Outbox) -> None:
+        for ex in exchanges:
+            if ex.cache_domain is None:
+                self.counters["exchanges.unroutable"] += 1
+                continue
+            self.counters["exchanges"] += 1
+            if ex.orphan:
+                self.counters[f"orphans.{ex.orphan}"] += 1
+            out.to_domain(ex.cache_domain, "exchange", ex.model_dump_json().encode())
 
     # -- stage 3: domains --
     def _domain_state(self, partition: int) -> DomainState:
@@ -521,7 +551,7 @@ class Runtime:
         return st
 
     async def _domain(self, stream: Any) -> Any:
-        await self._stateful("domain", stream, self._domain_state, self._domain_one)
+        await self._stateful("domain", stream, self._domain_state, self._domain_batch)
 
     def _domain_of(self, st: DomainState, name: str) -> DomainMonitor:
         dm = st.domains.get(name)
@@ -529,47 +559,48 @@ class Runtime:
             dm = st.domains[name] = DomainMonitor(name, self.det)
         return dm
 
-    async def _domain_one(self, st: DomainState, msg: Any, hdr: dict[str, bytes]) -> None:
-        pos_raw = hdr.get(H_POS)
-        if pos_raw is not None:
-            src, pos = _parse_pos(pos_raw)
-            if _late_or_dup(st.last, src, pos):
-                self.counters["domain.replayed_skipped"] += 1
-                return
-        kind = hdr.get(H_KIND, b"")
+    async def _domain_batch(self, st: DomainState, p: int, offset: int, batch: frames.Batch) -> None:
         alerts: list[Alert] = []
-        if kind == b"wm":
-            w = orjson.loads(msg.value)
-            src_p = int(w["src"])
-            st.wms[src_p] = max(st.wms.get(src_p, float("-inf")), float(w["wm"]))
+        for it in batch.items:
+            if _late_or_dup(st.last, it.src, it.pos):
+                self.counters["domain.replayed_skipped"] += 1
+                continue
+            try:
+                alerts += self._domain_item(st, it)
+            except Exception as exc:  # a bug must not wedge the partition; the item is kept
+                await self._item_failed("domain", it, exc)
+        if batch.wm is not None:
+            src_p, wm = batch.wm
+            # max(): a replayed (older) watermark never moves time back.
+            st.wms[src_p] = max(st.wms.get(src_p, float("-inf")), wm)
             self.wm_heard[src_p] = time.monotonic()
             alerts += self._release(st)
-        elif kind in (b"exchange", b"stats"):
-            item: CacheStats | Exchange
-            if kind == b"stats":
-                ev = parse_event(msg.value, max_bytes=self.settings.ingest.max_event_bytes)
-                assert isinstance(ev, CacheStats)
-                item, name = ev, ev.cache_domain
-            else:
-                item = Exchange.model_validate_json(msg.value)
-                name = item.cache_domain or ""
-            if item.ts <= st.released:
-                # Later than the watermark promised (input more disordered than the lateness allows):
-                # evaluated at once rather than dropped.
-                self.counters["domain.late_items"] += 1
-                alerts += self._feed(st, name, item)
-            else:
-                st.seq += 1
-                heapq.heappush(
-                    st.pending, (_order_key(item), st.seq, name, msg.value if kind == b"stats" else b"x" + msg.value)
-                )
-        else:
-            self.counters["domain.unknown_kind"] += 1
         for a in alerts:
             self.counters[f"alerts.{a.kind}.{a.severity}"] += 1
             await self.alerts_topic.send(key=a.alert_id.encode(), value=a.model_dump_json().encode())
             for sink in self.sinks:
                 sink.on_alert(a)
+
+    def _domain_item(self, st: DomainState, it: frames.Item) -> list[Alert]:
+        item: CacheStats | Exchange
+        if it.kind == "stats":
+            ev = parse_event(it.payload, max_bytes=self.settings.ingest.max_event_bytes)
+            assert isinstance(ev, CacheStats)
+            item, name = ev, ev.cache_domain
+        elif it.kind == "exchange":
+            item = Exchange.model_validate_json(it.payload)
+            name = item.cache_domain or ""
+        else:
+            self.counters["domain.unknown_kind"] += 1
+            return []
+        if item.ts <= st.released:
+            # Later than the watermark promised (input more disordered than the lateness allows):
+            # evaluated at once rather than dropped.
+            self.counters["domain.late_items"] += 1
+            return self._feed(st, name, item)
+        st.seq += 1
+        heapq.heappush(st.pending, (_order_key(item), st.seq, name, item))
+        return []
 
     def _global_wm(self, st: DomainState) -> float:
         n = self.k.internal_partitions
@@ -594,14 +625,7 @@ class Runtime:
         if upto <= st.released:
             return alerts
         while st.pending and st.pending[0][0][0] <= upto:
-            _, _, name, blob = heapq.heappop(st.pending)
-            item: CacheStats | Exchange
-            if blob[:1] == b"x":
-                item = Exchange.model_validate_json(blob[1:])
-            else:
-                ev = parse_event(blob, max_bytes=self.settings.ingest.max_event_bytes)
-                assert isinstance(ev, CacheStats)
-                item = ev
+            _, _, name, item = heapq.heappop(st.pending)
             alerts += self._feed(st, name, item)
         st.released = upto
         for name in sorted(st.domains):
@@ -616,6 +640,43 @@ class Runtime:
         for sink in self.sinks:
             sink.on_exchange(item, alerts)
         return alerts
+
+
+class _Outbox:
+    """What handling one join message produces, by domain partition, with consecutive positions."""
+
+    def __init__(self, src: str, offset: int, partitions: int) -> None:
+        self.src = src
+        self.offset = offset
+        self.partitions = partitions
+        self.seq = 0
+        self.domain: dict[int, list[frames.Item]] = {}
+
+    def to_domain(self, cache_domain: str, kind: str, payload: bytes) -> None:
+        q = partition_of(cache_domain, self.partitions)
+        self.domain.setdefault(q, []).append(frames.Item(self.src, self.offset, self.seq, kind, payload))
+        self.seq += 1
+
+
+def _canaries_of(event: Event) -> list[bytes]:
+    """The markers an event plants, as canary events for the other join partitions."""
+    if isinstance(event, Canary):
+        return [event.model_dump_json().encode()]
+    if isinstance(event, Request) and event.canaries:
+        return [
+            Canary(
+                type="canary",
+                event_id=f"{event.event_id}#canary{i}",
+                ts=event.ts,
+                tenant_id=event.tenant_id,
+                marker=marker,
+                session_id=event.session_id,
+            )
+            .model_dump_json()
+            .encode()
+            for i, marker in enumerate(event.canaries)
+        ]
+    return []
 
 
 def build_runtime(settings: Settings) -> Runtime:

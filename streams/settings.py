@@ -51,6 +51,12 @@ class KafkaSettings(_Section):
         default=33_554_432, ge=1_048_576, description="topic max.message.bytes and producer limit (state snapshots)"
     )
     commit_interval_s: float = Field(default=2.0, gt=0, description="how often acked offsets are committed")
+    batch_max: int = Field(
+        default=1000, ge=1, description="input messages the ingest stage takes at once (one internal message each way)"
+    )
+    batch_wait_s: float = Field(
+        default=0.01, gt=0, description="... or whatever arrived within this long: the batching's added latency"
+    )
     snapshot_every: int = Field(
         default=2000, ge=1, description="checkpoint a partition's state after this many messages"
     )

@@ -16,11 +16,11 @@ import orjson
 import pytest
 from conftest import wait_for  # one bounded-wait helper for all Kafka tests
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.partitioner.default import murmur2
 
 from streams.producer import produce_file
 from streams.runner import EmbeddedRunner
-from streams.settings import Settings
+from streams.settings import KafkaSettings, Settings
+from streams.topics import covering_keys
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 
@@ -29,30 +29,23 @@ pytestmark = pytest.mark.kafka
 WAIT_S = 150.0
 
 
-def _tick_events(last_ts: float, partitions: int) -> list[bytes]:
-    """cache_stats of idle dummy domains, one landing on each join partition, far ahead in event time.
+def _tick_events(last_ts: float, k: KafkaSettings) -> list[bytes]:
+    """cache_stats of idle dummy domains, covering every input and join partition, far ahead in event time.
 
     The streaming pipeline never 'ends'; these move every partition's event time past all pending
     joins and reorder buffers, as flush() does for the embedded core (which gets the same lines)."""
     out: list[bytes] = []
-    covered: set[int] = set()
-    i = 0
-    while len(covered) < partitions:
-        domain = f"zz-tick-{i}"
-        part = (murmur2(domain.encode()) & 0x7FFFFFFF) % partitions
-        if part not in covered:
-            covered.add(part)
-            ev = {
-                "type": "cache_stats",
-                "event_id": f"tick-{i}",
-                "ts": last_ts + 3600.0,
-                "cache_domain": domain,
-                "role": "unified",
-                "capacity_tokens": 1_000_000,
-                "used_tokens": 0,
-            }
-            out.append(orjson.dumps(ev))
-        i += 1
+    for i, domain in enumerate(covering_keys("zz-tick", k.input_partitions, k.internal_partitions)):
+        ev = {
+            "type": "cache_stats",
+            "event_id": f"tick-{i}",
+            "ts": last_ts + 3600.0,
+            "cache_domain": domain,
+            "role": "unified",
+            "capacity_tokens": 1_000_000,
+            "used_tokens": 0,
+        }
+        out.append(orjson.dumps(ev))
     return out
 
 
@@ -66,7 +59,7 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lines = Path(summary["events_path"]).read_bytes().splitlines()
     last_ts = max(orjson.loads(line)["ts"] for line in lines if line.strip())
     path = d / "events-with-ticks.jsonl.gz"
-    ticks = _tick_events(last_ts, Settings().kafka.internal_partitions)
+    ticks = _tick_events(last_ts, Settings().kafka)
     with gzip.open(path, "wb") as f:
         f.write(b"\n".join([*lines, *ticks]) + b"\n")
     result = EmbeddedRunner(Settings()).run_files([str(path)])
