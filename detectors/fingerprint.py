@@ -7,6 +7,10 @@ word hashes combine into a k-gram hash, and in every window of w consecutive k-g
 texts yields at least one shared fingerprint, because the window lying inside the passage has the
 same contents, hence the same selection, in both. Density is about 2 / (w + 1) fingerprints per word.
 
+Word hashes are cached per distinct word in an open-addressing table of numpy arrays keyed by the word's
+bytes (exact, no Python object per word), so a whole text is looked up in a few vectorised passes; for
+ASCII text `print_text` splits the folded bytes of `words_of`'s fast path itself and never makes the words.
+
 Without the key the hashes reveal nothing about the words, so stored state does not leak text.
 This module is also the producer-side helper: gateways fingerprint at the edge with the same
 parameters and send `prompt_fingerprint` / `output_fingerprint` instead of text.
@@ -27,6 +31,8 @@ _WORD = re.compile(r"\w+")
 # Odd multiplier for the polynomial k-gram combination; arithmetic wraps modulo 2**64 on purpose.
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
+_S31 = np.uint64(31)
+_S29 = np.uint64(29)
 _WORD_CACHE_MAX = 2_000_000
 
 
@@ -73,6 +79,21 @@ def key_id_of(key: str) -> str:
     return hashlib.blake2b(b"crosstalk-key-id", key=key.encode()[:64], digest_size=6).hexdigest()
 
 
+# Word-hash table. A word of at most 16 UTF-8 bytes is identified exactly by its bytes zero-padded to two
+# little-endian 64-bit integers (k0, k1): word bytes are never 0 (NUL is not a word character; word lists
+# containing it take the per-word path), so the padding cannot be confused with content, and k0 != 0.
+_KEY_BYTES = 16
+_SPACE = 0x20
+_PAD = b" " * _KEY_BYTES  # lets an unaligned 8-byte read at any word start + 8 stay inside the buffer
+# Masks keeping the first min(L, 8) bytes (k0) and the next min(max(L - 8, 0), 8) bytes (k1) of a word of
+# L bytes; index 17 stands for every longer word and gives the key (0, 0), which no short word has.
+_M0 = np.array([(1 << 8 * min(n, 8)) - 1 for n in range(_KEY_BYTES + 1)] + [0], dtype=np.uint64)
+_M1 = np.array([(1 << 8 * min(max(n - 8, 0), 8)) - 1 for n in range(_KEY_BYTES + 1)] + [0], dtype=np.uint64)
+_LONG = _KEY_BYTES + 1
+_H0 = np.uint64(0x9E3779B97F4A7C15)  # multiplicative hashing of a key into a slot
+_MIN_BITS = 10  # 1,024 slots (24 KiB) to start with; the table doubles at half load
+
+
 class Fingerprinter:
     def __init__(self, key: str, k: int, w: int) -> None:
         if k < 1 or w < 1:
@@ -82,49 +103,196 @@ class Fingerprinter:
         self._key = key.encode()[:64]
         self.key_id = key_id_of(key)
         # Distinct words are few compared with word occurrences; caching their keyed hash is the
-        # difference between hashing every occurrence and hashing the vocabulary once.
-        self._cache: dict[str, int] = {}
+        # difference between hashing every occurrence and hashing the vocabulary once. Words of at most
+        # 16 bytes live in an open-addressing table of numpy arrays (linear probing, looked up for a whole
+        # text at once, 48-96 bytes a word); longer words (about 1 % of words) in a dict keyed by bytes.
+        self._reset_cache()
         self._hasher = hashlib.blake2b(key=self._key, digest_size=8)
-        self._powers = np.array([int(_BASE) ** (k - 1 - j) % 2**64 for j in range(k)], dtype=np.uint64)
 
     @property
     def guarantee_words(self) -> int:
         """t: the shortest shared passage that is certain to share a fingerprint."""
         return self.k + self.w - 1
 
+    @property
+    def cached_words(self) -> int:
+        """How many distinct words have their keyed hash cached."""
+        return self._count + len(self._long)
+
+    def _reset_cache(self) -> None:
+        self._tables(_MIN_BITS)
+        self._long: dict[bytes, int] = {}
+
+    def _tables(self, bits: int) -> None:
+        self._bits = bits
+        self._shift = np.uint64(64 - bits)
+        self._tk0 = np.zeros(1 << bits, dtype=np.uint64)  # 0: a free slot
+        self._tk1 = np.zeros(1 << bits, dtype=np.uint64)
+        self._tval = np.zeros(1 << bits, dtype=np.uint64)
+        self._count = 0
+        self._reach = 0  # the largest distance of a key from its home slot
+        self._steps = np.arange(1, 1)
+
     def _word_hash(self, word: str) -> int:
+        return self._bytes_hash(word.encode("utf-8", "surrogatepass"))
+
+    def _bytes_hash(self, data: bytes) -> int:
         h = self._hasher.copy()  # the keyed state, copied: cheaper than keying a new hash per word
-        h.update(word.encode("utf-8", "surrogatepass"))
+        h.update(data)
         return int.from_bytes(h.digest(), "little")
 
+    def _home(self, k0: np.ndarray, k1: np.ndarray) -> np.ndarray:
+        """Multiplicative hashing: the top bits of (k0 ^ k1) * odd constant. The key (0, 0) of every long
+        word goes to slot 0, which no key takes: it "finds" its all-zero entry there at no cost."""
+        h = k0 ^ k1  # array arithmetic wraps modulo 2**64 silently
+        h *= _H0
+        h >>= self._shift
+        return h.view(np.intp)  # < 2**bits: the same values
+
+    def _insert(self, k0: np.ndarray, k1: np.ndarray, val: np.ndarray) -> None:
+        """Add distinct keys that are not in the table yet (vectorised linear probing; there is room)."""
+        tk0, tk1, tval = self._tk0, self._tk1, self._tval
+        mask = tk0.shape[0] - 1
+        home = self._home(k0, k1)
+        slot = home.copy()
+        pend = np.arange(k0.shape[0])
+        placed = np.zeros(k0.shape[0], dtype=bool)
+        while pend.size:
+            s = slot[pend]
+            free = tk0[s] == 0
+            free &= s != 0  # slot 0 is kept for the long words
+            # Of the keys arriving at the same free slot, the first takes it; the others probe on.
+            taken, first = np.unique(s[free], return_index=True)
+            win = pend[free][first]
+            tk0[taken] = k0[win]
+            tk1[taken] = k1[win]
+            tval[taken] = val[win]
+            placed[win] = True
+            pend = pend[~placed[pend]]
+            slot[pend] = (slot[pend] + 1) & mask
+        self._count += k0.shape[0]
+        if k0.shape[0]:  # the longest probe sequence, so that lookups know how far to look
+            self._reach = max(self._reach, int(((slot - home) & mask).max()))
+            self._steps = np.arange(1, self._reach + 1)
+
+    def _add(self, tb: bytes, starts: np.ndarray, ends: np.ndarray, k0: np.ndarray, k1: np.ndarray) -> None:
+        """Hash and add the words at these offsets of `tb` (absent from the table, possibly repeated)."""
+        first: dict[bytes, int] = {}
+        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            first.setdefault(tb[s:e], i)
+        idx = np.fromiter(first.values(), dtype=np.intp, count=len(first))
+        val = np.fromiter(map(self._bytes_hash, first), dtype=np.uint64, count=len(first))
+        bits = self._bits
+        while (self._count + len(first)) * 2 > 1 << bits:
+            bits += 1
+        if bits != self._bits:  # keep the load at most one half
+            used = np.flatnonzero(self._tk0)
+            old = self._tk0[used], self._tk1[used], self._tval[used]
+            self._tables(bits)
+            self._insert(*old)
+        self._insert(k0[idx], k1[idx], val)
+
+    def _probe(self, k0: np.ndarray, k1: np.ndarray, slot: np.ndarray, found: np.ndarray) -> np.ndarray:
+        """Look for the keys not found at their home `slot` in the next `_reach` slots (no key is further
+        from home), all at once; update `slot` in place. Returns the positions of the absent keys."""
+        pend = (~found).nonzero()[0]
+        if pend.size == 0 or self._reach == 0:
+            return pend
+        tk0 = self._tk0
+        home = slot[pend]
+        cand = home[:, None] + self._steps
+        cand &= tk0.shape[0] - 1
+        hit = tk0[cand] == k0[pend][:, None]
+        hit &= self._tk1[cand] == k1[pend][:, None]
+        home += hit.argmax(axis=1)  # the first hit's step - 1; cand[:, 0] is home + 1
+        home += 1
+        home &= tk0.shape[0] - 1
+        slot[pend] = home
+        return pend[~hit.any(axis=1)]
+
+    def _lookup(self, tb: bytes, n: int, bounded: bool = True, joined: int = -1) -> np.ndarray | None:
+        """The keyed hashes of the words of `tb[:n]`: the maximal runs of bytes other than a space (no run
+        contains a 0 byte). `tb` continues with at least 16 spaces after `n`. With `joined` >= 0, `tb[:n]`
+        is that many words joined by single spaces, and None is returned if it does not split back into
+        them (some word was empty or contained a space)."""
+        b = np.frombuffer(tb, dtype=np.uint8)
+        inword = np.empty(n + 2, dtype=bool)
+        inword[0] = False
+        np.not_equal(b[: n + 1], _SPACE, out=inword[1:])  # b[n] is padding: the last run ends
+        edges = (inword[1:] != inword[:-1]).nonzero()[0]
+        starts = edges[0::2]
+        ends = edges[1::2]
+        lengths = ends - starts
+        if joined >= 0 and (starts.shape[0] != joined or int(lengths.sum()) != n - joined + 1):
+            return None
+        # The key: unaligned little-endian 8-byte reads at the word starts (through a view, no copy).
+        u8 = np.ndarray((len(tb) - 7,), dtype="<u8", buffer=tb, strides=(1,))
+        cls = np.minimum(lengths, _LONG)
+        k0 = u8[starts]
+        k0 &= _M0[cls]
+        k1 = u8[starts + 8]
+        k1 &= _M1[cls]
+        slot = self._home(k0, k1)
+        found = self._tk0[slot] == k0
+        found &= self._tk1[slot] == k1
+        if not found.all():
+            missing = self._probe(k0, k1, slot, found)
+            if missing.size:
+                if bounded and self.cached_words + missing.size > _WORD_CACHE_MAX:
+                    self._reset_cache()  # bounded memory: start over, keeping this text's words
+                    return self._lookup(tb, n, bounded=False, joined=joined)
+                self._add(tb, starts[missing], ends[missing], k0[missing], k1[missing])
+                slot = self._home(k0, k1)  # the table may have grown
+                found = self._tk0[slot] == k0
+                found &= self._tk1[slot] == k1
+                self._probe(k0, k1, slot, found)
+        wh = self._tval[slot]
+        longs = (lengths > _KEY_BYTES).nonzero()[0]
+        if longs.size:
+            # Words longer than a key (about 1 % of words), so far given slot 0's 0: the bytes dict.
+            cache = self._long
+            pieces = list(map(tb.__getitem__, map(slice, starts[longs].tolist(), ends[longs].tolist())))
+            try:
+                wh[longs] = list(map(cache.__getitem__, pieces))
+            except KeyError:
+                for wb in pieces:
+                    if wb not in cache:
+                        cache[wb] = self._bytes_hash(wb)
+                wh[longs] = list(map(cache.__getitem__, pieces))
+            if bounded and self.cached_words > _WORD_CACHE_MAX:
+                self._reset_cache()
+        return wh
+
     def word_hashes(self, words: list[str]) -> np.ndarray:
-        cache = self._cache
-        try:
-            # Warm path: every word known, one C-level pass (map + fromiter), no Python loop.
-            return np.fromiter(map(cache.__getitem__, words), dtype=np.uint64, count=len(words))
-        except KeyError:
-            pass
-        missing = set(words).difference(cache)
-        if len(cache) + len(missing) > _WORD_CACHE_MAX:
-            cache.clear()
-            missing = set(words)
-        word_hash = self._word_hash
-        for wd in missing:
-            cache[wd] = word_hash(wd)
-        return np.fromiter(map(cache.__getitem__, words), dtype=np.uint64, count=len(words))
+        """The keyed hash of each word (blake2b of its UTF-8 bytes), as uint64, in order."""
+        if not words:
+            return np.empty(0, dtype=np.uint64)
+        # Normalised words are not empty and contain neither spaces nor NUL: joined by spaces, they split
+        # back exactly (checked: as many runs as words, and only the joining spaces).
+        tb = " ".join(words).encode("utf-8", "surrogatepass")
+        if b"\0" not in tb:
+            wh = self._lookup(tb + _PAD, len(tb), joined=len(words))
+            if wh is not None:
+                return wh
+        # Not words as words_of makes them: hash each, uncached.
+        return np.fromiter(map(self._word_hash, words), dtype=np.uint64, count=len(words))
 
     def kgram_hashes(self, wh: np.ndarray) -> np.ndarray:
         n = wh.shape[0] - self.k + 1
         if n <= 0:
             return np.empty(0, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            acc = wh[0:n] * self._powers[0]
-            for j in range(1, self.k):
-                acc += wh[j : j + n] * self._powers[j]
-            # Final avalanche so that the selection (a minimum) does not favour particular words.
-            acc ^= acc >> np.uint64(31)
-            acc *= _MIX
-            acc ^= acc >> np.uint64(29)
+        # sum_j wh[i + j] * BASE**(k - 1 - j) (mod 2**64: array arithmetic wraps silently), by Horner's
+        # rule, in place.
+        acc = wh[0:n].copy()
+        for j in range(1, self.k):
+            acc *= _BASE
+            acc += wh[j : j + n]
+        # Final avalanche so that the selection (a minimum) does not favour particular words.
+        tmp = acc >> _S31
+        acc ^= tmp
+        acc *= _MIX
+        np.right_shift(acc, _S29, out=tmp)
+        acc ^= tmp
         return acc
 
     def _selected(self, kg: np.ndarray) -> list[int]:
@@ -138,12 +306,19 @@ class Fingerprinter:
         n = kg.shape[0]
         if n == 0:
             return []
-        if n <= self.w:
+        w = self.w
+        if n <= w:
             return [int(kg.min())]
-        m = n - self.w + 1
-        mins = kg[0:m].copy()
-        for j in range(1, self.w):  # w contiguous, vectorised passes beat argmin over a strided view
-            np.minimum(mins, kg[j : j + m], out=mins)
+        # Sliding-window minimum by doubling: mins[i] = min(kg[i : i + span]) for span = 2, 4, 8, ...,
+        # then two overlapping windows of the largest span cover w: log2(w) + 1 passes instead of w - 1.
+        mins = kg
+        span = 1
+        while span * 2 <= w:
+            mins = np.minimum(mins[:-span], mins[span:])
+            span *= 2
+        m = n - w + 1
+        if span < w:
+            mins = np.minimum(mins[:m], mins[w - span : w - span + m])
         # Consecutive windows mostly share their minimum: drop repeats in numpy, the rest in a dict.
         change = np.empty(m, dtype=bool)
         change[0] = True
@@ -157,14 +332,27 @@ class Fingerprinter:
     def fingerprint_words(self, words: list[str]) -> np.ndarray:
         return self.winnow(self.kgram_hashes(self.word_hashes(words)))
 
+    def _print(self, wh: np.ndarray) -> TextPrint:
+        hashes = self._selected(self.kgram_hashes(wh))
+        # Our own output is valid by construction: skip re-validating every hash.
+        return TextPrint.model_construct(hashes=hashes, words=wh.shape[0])
+
     def print_words(self, words: list[str]) -> TextPrint:
         """The fingerprints of already normalised words (words_of), as a TextPrint."""
-        hashes = self._selected(self.kgram_hashes(self.word_hashes(words)))
-        # Our own output is valid by construction: skip re-validating every hash.
-        return TextPrint.model_construct(hashes=hashes, words=len(words))
+        return self._print(self.word_hashes(words))
+
+    def text_hashes(self, text: str) -> np.ndarray:
+        """word_hashes(words_of(text)), without making the words when the text is ASCII."""
+        if text.isascii():
+            # words_of's fast path stops at the folded bytes: their space-separated runs are the words.
+            tb = text.encode("ascii").translate(_FOLD)
+            wh = self._lookup(tb + _PAD, len(tb))
+            assert wh is not None
+            return wh
+        return self.word_hashes(words_of(text))
 
     def print_text(self, text: str) -> TextPrint:
-        return self.print_words(words_of(text))
+        return self._print(self.text_hashes(text))
 
     def fingerprint(self, text: str) -> Fingerprint:
         """The wire form, for producers that fingerprint at the edge and never send text."""

@@ -3,9 +3,10 @@
 Topology (docs/adr/0001-kafka-topology.md has the why):
 
     input --ingest--> <app>.join --join--> <app>.domain --domain--> alerts
-      |  parse, dead-letter,    |  dedup, canaries,      |  event-time order (watermarks),
-      |  route by request_id /  |  Joiner, orphans,      |  DomainMonitor per cache domain
-      |  cache_domain / tenant  |  watermarks            |
+      |  parse, dead-letter,    |  dedup, Joiner,        |  event-time order (watermarks),
+      |  route by request_id /  |  orphans, watermarks   |  DomainMonitor per cache domain
+      |  cache_domain / tenant, |  (min over input       |
+      |  canaries to all, marks |  partitions' marks)    |
       v                         v
     dead-letter               dead-letter (duplicate, fingerprint_params)
 
