@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
+from typing import Any
 
 
 class Deduper:
@@ -15,7 +16,14 @@ class Deduper:
     def __init__(self, capacity: int, window_s: float = float("inf")) -> None:
         self.capacity = capacity
         self.window_s = window_s
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        # A plain dict plus a queue of its keys in insertion order, rather than an OrderedDict: ids
+        # leave only from the front, so the queue stays exactly the dict's key order, and every
+        # event pays a dict insert and an append instead of the OrderedDict's slower insert.
+        self._seen: dict[str, float] = {}
+        self._order: deque[str] = deque()
+        # The time of the front (oldest) id, so that the common call, which expires nothing, reads
+        # one attribute instead of looking the front up.
+        self._front_ts = float("-inf")
 
     def seen(self, event_id: str, ts: float = 0.0) -> bool:
         """True if event_id was seen before (a duplicate); records it otherwise."""
@@ -23,11 +31,26 @@ class Deduper:
         if event_id in seen:
             return True
         seen[event_id] = ts
+        order = self._order
+        order.append(event_id)
+        size = len(seen)
+        if size == 1:
+            self._front_ts = ts
         horizon = ts - self.window_s
-        # Insertion order is close to event-time order: the front holds the oldest ids.
-        while len(seen) > self.capacity or next(iter(seen.values())) < horizon:
-            seen.popitem(last=False)
+        if size > self.capacity or self._front_ts < horizon:
+            # Insertion order is close to event-time order: the front holds the oldest ids.
+            while len(seen) > self.capacity or seen[order[0]] < horizon:
+                del seen[order.popleft()]
+            self._front_ts = seen[order[0]]
         return False
 
     def state_size(self) -> int:
         return len(self._seen)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "_order" not in state:
+            # A snapshot from before the queue: its _seen is an OrderedDict in insertion order.
+            self._seen = dict(self._seen)
+            self._order = deque(self._seen)
+            self._front_ts = float("-inf")  # unknown: the next call takes the exact path and sets it

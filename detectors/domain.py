@@ -53,6 +53,12 @@ class DomainMonitor:
         return self._push(ev)
 
     def observe_exchange(self, ex: Exchange) -> list[Alert]:
+        if not self._buffer and self.s.domain_lateness_s == 0:
+            # _push's immediate case, without its type dispatch: every exchange goes through here.
+            ts = ex.ts
+            if ts > self.watermark:  # max() without the call
+                self.watermark = ts
+            return self._evaluate(ex)
         return self._push(ex)
 
     def advance(self, ts: float) -> list[Alert]:
@@ -92,24 +98,35 @@ class DomainMonitor:
     def _evaluate(self, ex: Exchange) -> list[Alert]:
         self.exchanges += 1
         alerts: list[Alert] = []
-        if ex.request is not None:
-            self.capacity.observe_window(ex.request.context_window)
-            gap = self.capacity.gap()
+        # Fields read once into locals: a model's attribute reads are slow lookups, and this runs per exchange.
+        ts = ex.ts
+        request = ex.request
+        output_print = ex.output_print
+        capacity = self.capacity
+        if request is not None and capacity.observe_window(request.context_window):
+            gap = capacity.gap()
             if gap:
-                alerts.append(self._domain_alert(gap, ex.ts, None))
-        self.overlap.index.advance(ex.ts)
-        self.incidents.advance(ex.ts)
+                alerts.append(self._domain_alert(gap, ts, None))
+        overlap = self.overlap
+        overlap.index.advance(ts)
+        self.incidents.advance(ts)
+        response = ex.response
         signals: list[Signal] = [
-            *self.overlong.observe(ex, self.capacity.prefill_capacity),
-            *self.accounting.observe(ex),
-            *self.prefill.observe(ex),
-            *self.canary.observe(ex),
-            *self.overlap.observe(ex),
+            *self.overlong.observe(request, response, capacity.prefill_capacity),
+            *self.accounting.observe(request, response),
+            *self.prefill.observe(request, response),
         ]
+        # Both detectors return nothing without their input; most exchanges have neither, so the
+        # calls are skipped rather than made.
+        if ex.canary_hits:
+            signals += self.canary.observe(ex)
+        if output_print is not None:
+            signals += overlap.observe(ex)
         alert = self._response_alert(ex, corroborate(signals)) if signals else None
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.
-        self.overlap.learn(ex, include_output=alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"])
+        if ex.prompt_print is not None or output_print is not None:  # learn() indexes only these
+            overlap.learn(ex, include_output=alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"])
         if alert is not None:
             alerts.append(alert)
         return alerts

@@ -61,9 +61,12 @@ class Exchange(BaseModel):
 
     @property
     def cache_domain(self) -> str | None:
-        if self.response is not None:
-            return self.response.cache_domain
-        return self.request.cache_domain if self.request is not None else None
+        # Read once per exchange on the hot path; each field read of a model is a slow attribute lookup.
+        response = self.response
+        if response is not None:
+            return response.cache_domain
+        request = self.request
+        return request.cache_domain if request is not None else None
 
     @property
     def traceparent(self) -> str | None:
@@ -71,3 +74,50 @@ class Exchange(BaseModel):
             if half is not None and half.traceparent:
                 return half.traceparent
         return None
+
+
+_new = object.__new__
+# BaseModel's own slot descriptors: setting through them skips an attribute lookup per call.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_FIELDS = ("ts", "request", "response", "prompt_print", "output_print", "canary_hits", "orphan")
+_PAIR_SET = frozenset(_FIELDS[:-1])  # the fields a joined pair sets; `orphan` keeps its default
+if tuple(Exchange.model_fields) != _FIELDS:
+    # joined() below fills __dict__ by hand: a new Exchange field must be added there too.
+    raise RuntimeError("Exchange fields changed: update detectors.exchange.joined")
+
+
+def joined(
+    ts: float,
+    request: Request,
+    response: Response,
+    prompt_print: TextPrint | None,
+    output_print: TextPrint | None,
+    canary_hits: list[CanaryHit],
+) -> Exchange:
+    """What `Exchange(ts=, request=, response=, prompt_print=, output_print=, canary_hits=)` builds.
+
+    The join hands over parts that are already model instances, so validation only re-checks their
+    types, yet it was a fifth of a text-free event's cost. This skips it (the model stays frozen and
+    serialises alike); `model_construct` would not help, it walks every field in Python.
+    """
+    ex = _new(Exchange)
+    # Same keys in the same (field) order, same fields_set, and a fresh list as validation makes.
+    _set_dict(
+        ex,
+        {
+            "ts": float(ts),
+            "request": request,
+            "response": response,
+            "prompt_print": prompt_print,
+            "output_print": output_print,
+            "canary_hits": list(canary_hits) if canary_hits else [],
+            "orphan": None,
+        },
+    )
+    _set_fields_set(ex, set(_PAIR_SET))
+    _set_extra(ex, None)
+    _set_private(ex, None)
+    return ex

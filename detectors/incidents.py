@@ -35,12 +35,18 @@ class Incident:
 
 
 class IncidentTracker:
+    # No open incident has last_ts below this (a lower bound): advance() skips its scan until the
+    # quiet period from here has passed. The class default serves snapshots pickled before it
+    # existed: -inf makes their first advance() scan and set it.
+    _oldest_last_ts: float = float("-inf")
+
     def __init__(self, quiet_s: float, max_request_ids: int, max_closed: int = 1000) -> None:
         self.quiet_s = quiet_s
         self.max_request_ids = max_request_ids
         self.max_closed = max_closed
         self.open: dict[str, Incident] = {}
         self.closed: list[Incident] = []
+        self._oldest_last_ts = float("inf")  # nothing open
 
     def assign(
         self,
@@ -62,6 +68,8 @@ class IncidentTracker:
             iid = hashlib.sha256(f"{key}\x1f{first_alert_id}".encode()).hexdigest()[:24]
             inc = Incident(iid, key, cache_domain, ts, ts)
             self.open[key] = inc
+            if ts < self._oldest_last_ts:
+                self._oldest_last_ts = ts
         inc.last_ts = max(inc.last_ts, ts)
         inc.alerts += 1
         inc.kinds[kind] += 1
@@ -78,8 +86,13 @@ class IncidentTracker:
         return key, inc.incident_id
 
     def advance(self, ts: float) -> None:
+        # Runs for every exchange; an incident can close only once the quiet period has passed
+        # since the oldest last_ts, so until then the scan would find nothing.
+        if ts - self._oldest_last_ts <= self.quiet_s:
+            return
         for key in [k for k, inc in self.open.items() if ts - inc.last_ts > self.quiet_s]:
             self._close(key)
+        self._oldest_last_ts = min((inc.last_ts for inc in self.open.values()), default=float("inf"))
 
     def _close(self, key: str) -> None:
         self.closed.append(self.open.pop(key))

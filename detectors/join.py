@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from detectors.canaries import CanaryRegistry
-from detectors.exchange import CanaryHit, Exchange, TextPrint
+from detectors.exchange import CanaryHit, Exchange, TextPrint, joined
 from detectors.fingerprint import Fingerprinter, words_of
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
@@ -45,71 +45,69 @@ class Joiner:
         if not checked:
             self.check(event)
         if isinstance(event, Request):
-            return self._observe_request(event)
-        return self._observe_response(event)
+            return self.observe_request(event)
+        return self.observe_response(event)
 
-    def _observe_request(self, req: Request) -> list[Exchange]:
-        fpr = self.fingerprinter
-        if req.prompt_fingerprint is not None:
-            tp: TextPrint | None = fpr.from_wire(req.prompt_fingerprint)
-        elif req.prompt_text is not None:
-            tp = fpr.print_text(req.prompt_text)
-        else:
-            tp = None
-        for marker in req.canaries:
-            self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
-        stripped = (
-            req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
-            if req.prompt_text is not None or req.prompt_fingerprint is not None
-            else req  # nothing to strip: no copy on the hot path of text-free traffic
-        )
-        resp = self._responses.pop(req.request_id, None)
+    def observe_request(self, req: Request) -> list[Exchange]:
+        """observe() for a caller that already ran check() and knows the half is a request."""
+        tp: TextPrint | None = None
+        stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
+        if req.prompt_fingerprint is not None or req.prompt_text is not None:
+            fpr = self.fingerprinter
+            if req.prompt_fingerprint is not None:
+                tp = fpr.from_wire(req.prompt_fingerprint)
+            else:
+                assert req.prompt_text is not None
+                tp = fpr.print_text(req.prompt_text)
+            stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
+        if req.canaries:
+            for marker in req.canaries:
+                self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
+        rid = req.request_id
+        ts = req.ts
+        resp = self._responses.pop(rid, None)
         if resp is not None:
-            return [self._exchange(stripped, tp, resp, max(req.ts, resp.event.ts))]
-        if req.request_id in self._requests:
+            rts = resp.event.ts
+            return [_exchange(stripped, tp, resp, rts if rts > ts else ts)]
+        requests = self._requests
+        if rid in requests:
             return []  # a second request with the same id: keep the first (event ids differ, ids clash)
-        self._requests[req.request_id] = _Half(stripped, req.ts + self.settings.request_wait_s, tp, [])
-        return self._enforce_bound()
+        requests[rid] = _Half(stripped, ts + self.settings.request_wait_s, tp, [])
+        if len(requests) + len(self._responses) > self.settings.max_pending_joins:
+            return self._enforce_bound()
+        return []
 
-    def _observe_response(self, resp: Response) -> list[Exchange]:
-        fpr = self.fingerprinter
+    def observe_response(self, resp: Response) -> list[Exchange]:
+        """observe() for a caller that already ran check() and knows the half is a response."""
         hits: list[CanaryHit] = []
-        if resp.output_fingerprint is not None:
-            tp: TextPrint | None = fpr.from_wire(resp.output_fingerprint)
-        elif resp.output_text is not None:
-            words = words_of(resp.output_text)
-            tp = fpr.print_words(words)
-            hits = self.canaries.scan(words)
-        else:
-            tp = None
-        stripped = (
-            resp.model_copy(update={"output_text": None, "output_fingerprint": None})
-            if resp.output_text is not None or resp.output_fingerprint is not None
-            else resp
-        )
-        half = _Half(stripped, resp.ts + self.settings.response_wait_s, tp, hits)
-        req = self._requests.pop(resp.request_id, None)
+        tp: TextPrint | None = None
+        stripped = resp
+        ts = resp.ts
+        if resp.output_fingerprint is not None or resp.output_text is not None:
+            fpr = self.fingerprinter
+            if resp.output_fingerprint is not None:
+                tp = fpr.from_wire(resp.output_fingerprint)
+            else:
+                assert resp.output_text is not None
+                words = words_of(resp.output_text)
+                tp = fpr.print_words(words)
+                hits = self.canaries.scan(words)
+            stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
+        rid = resp.request_id
+        req = self._requests.pop(rid, None)
         if req is not None:
-            assert isinstance(req.event, Request)
-            return [self._exchange(req.event, req.text_print, half, max(req.event.ts, resp.ts))]
-        if resp.request_id in self._responses:
+            # The pair completes now: build it straight from the parts, no _Half for the response.
+            qev = req.event
+            assert isinstance(qev, Request)
+            qts = qev.ts
+            return [joined(ts if ts > qts else qts, qev, stripped, req.text_print, tp, hits)]
+        responses = self._responses
+        if rid in responses:
             return []
-        self._responses[resp.request_id] = half
-        return self._enforce_bound()
-
-    @staticmethod
-    def _exchange(req: Request, prompt: TextPrint | None, resp: _Half, ts: float) -> Exchange:
-        assert isinstance(resp.event, Response)
-        # Validated construction is cheap here: the parts are model instances, not re-validated, and
-        # it measured faster than model_construct (0.9 vs 2.1 µs).
-        return Exchange(
-            ts=ts,
-            request=req,
-            response=resp.event,
-            prompt_print=prompt,
-            output_print=resp.text_print,
-            canary_hits=resp.canary_hits,
-        )
+        responses[rid] = _Half(stripped, ts + self.settings.response_wait_s, tp, hits)
+        if len(self._requests) + len(responses) > self.settings.max_pending_joins:
+            return self._enforce_bound()
+        return []
 
     def _orphan(self, half: _Half, ts: float) -> Exchange:
         if isinstance(half.event, Request):
@@ -155,3 +153,8 @@ class Joiner:
 
     def state_size(self) -> int:
         return len(self._requests) + len(self._responses)
+
+
+def _exchange(req: Request, prompt: TextPrint | None, resp: _Half, ts: float) -> Exchange:
+    assert isinstance(resp.event, Response)
+    return joined(ts, req, resp.event, prompt, resp.text_print, resp.canary_hits)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
@@ -25,6 +26,17 @@ _ADVANCE_STEP_S = 1.0
 _EVENT_KEYS = {t: f"events.{t}" for t in ("request", "response", "cache_stats", "canary")}
 
 
+class _Counts(Counter[str]):
+    """A Counter whose `c[key] += 1` runs at plain-dict speed; the monitor counts twice per event.
+
+    Counter defines __delitem__ in Python, and CPython then routes every item store through a
+    Python-level slot too (twice the cost of a dict's). Taking dict's own __delitem__ back restores
+    the C slot; the one difference is that deleting a missing key raises KeyError, as for a dict.
+    """
+
+    __delitem__ = dict.__delitem__  # type: ignore[assignment]
+
+
 def make_fingerprinter(settings: DetectionSettings) -> Fingerprinter:
     return Fingerprinter(settings.fingerprint_key, settings.k, settings.w)
 
@@ -37,7 +49,7 @@ class Monitor:
         self.joiner = Joiner(settings, self.canaries)
         self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
         self.domains: dict[str, DomainMonitor] = {}
-        self.counters: Counter[str] = Counter()
+        self.counters: Counter[str] = _Counts()
         self.watermark = float("-inf")
         self._next_advance = float("-inf")
         self._on_exchange = on_exchange
@@ -50,25 +62,42 @@ class Monitor:
 
     def observe(self, event: Event) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
-        if isinstance(event, (Request, Response)):
-            self.joiner.check(event)
-        if self.dedup.seen(event.event_id, event.ts):
+        # One type test per event, and check() only where there is a fingerprint for it to check:
+        # on text-free traffic this per-event overhead is most of the core's cost.
+        join: Callable[[Any], list[Exchange]] | None
+        if isinstance(event, Response):
+            if event.output_fingerprint is not None:
+                self.joiner.check(event)
+            join = self.joiner.observe_response
+            key = "events.response"
+        elif isinstance(event, Request):
+            if event.prompt_fingerprint is not None:
+                self.joiner.check(event)
+            join = self.joiner.observe_request
+            key = "events.request"
+        else:
+            join = None
+            key = _EVENT_KEYS[event.type]
+        ts = event.ts
+        if self.dedup.seen(event.event_id, ts):
             raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
-        self.counters[_EVENT_KEYS[event.type]] += 1
-        alerts: list[Alert] = []
-        if event.ts >= self._next_advance:
+        self.counters[key] += 1
+        if ts >= self._next_advance:
             # Expiry needs no finer clock than a second of event time; checking it on every
             # event was a fifth of the core's cost.
-            alerts += self.advance(event.ts)
-            self._next_advance = event.ts + _ADVANCE_STEP_S
-        if isinstance(event, Canary):
-            self.canaries.register_event(event)
+            alerts = self.advance(ts)
+            self._next_advance = ts + _ADVANCE_STEP_S
+        else:
+            alerts = []
+        if join is not None:
+            for ex in join(event):
+                alerts += self._route(ex)
         elif isinstance(event, CacheStats):
             alerts += self.domain(event.cache_domain).observe_stats(event)
         else:
-            for ex in self.joiner.observe(event, checked=True):
-                alerts += self._route(ex)
-        return self._count(alerts)
+            assert isinstance(event, Canary)
+            self.canaries.register_event(event)
+        return self._count(alerts) if alerts else alerts
 
     def _route(self, ex: Exchange) -> list[Alert]:
         domain = ex.cache_domain
@@ -79,7 +108,8 @@ class Monitor:
         self.counters["exchanges"] += 1
         if ex.orphan:
             self.counters[f"orphans.{ex.orphan}"] += 1
-        alerts = self.domain(domain).observe_exchange(ex)
+        dm = self.domains.get(domain)
+        alerts = (dm if dm is not None else self.domain(domain)).observe_exchange(ex)
         if self._on_exchange is not None:
             self._on_exchange(ex, alerts)
         return alerts

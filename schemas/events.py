@@ -121,6 +121,10 @@ class Canary(_EventBase):
 
 Event = Annotated[Request | Response | CacheStats | Canary, Field(discriminator="type")]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+# The adapter's core validator, called directly: TypeAdapter.validate_json only forwards its default
+# arguments to it (same rules, same errors) but costs a Python call and argument checks per event,
+# a tenth of parse_event's time on small text-free events.
+_validate_json = EVENT_ADAPTER.validator.validate_json
 EVENT_TYPES: dict[str, type[_EventBase]] = {
     "request": Request,
     "response": Response,
@@ -153,7 +157,7 @@ def parse_event(raw: bytes | str, *, max_bytes: int = 4 * 1024 * 1024) -> Event:
     if size > max_bytes:
         raise EventError("oversized", f"{size} bytes > limit {max_bytes}")
     try:
-        return EVENT_ADAPTER.validate_json(raw)
+        return _validate_json(raw)
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise EventError("not_json", exc.errors()[0]["msg"]) from None

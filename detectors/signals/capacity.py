@@ -24,10 +24,16 @@ class CapacityTracker:
         if ev.context_window:
             self.context_window = ev.context_window
 
-    def observe_window(self, context_window: int | None) -> None:
-        """Requests also tell the advertised window; the largest one seen is what clients were promised."""
+    def observe_window(self, context_window: int | None) -> bool:
+        """Requests also tell the advertised window; the largest one seen is what clients were promised.
+
+        Returns whether the window grew: if not, gap() has nothing new to say (it ran after every
+        earlier change), so the caller may skip it.
+        """
         if context_window and (self.context_window is None or context_window > self.context_window):
             self.context_window = context_window
+            return True
+        return False
 
     def gap(self) -> Signal | None:
         cap, win = self.prefill_capacity, self.context_window

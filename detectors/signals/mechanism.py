@@ -1,5 +1,8 @@
 """Signals of the placeholder mechanism itself, read off one exchange's figures.
 
+Each detector is given the exchange's two halves, not the exchange: they run for every exchange,
+and a model's attribute reads are slow lookups, so the caller reads each half once for all three.
+
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
 - token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent
   (a one-token placeholder), beyond tokenizer differences of a few percent.
@@ -8,26 +11,28 @@
 
 from __future__ import annotations
 
-from detectors.exchange import Exchange
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
+from schemas.events import Request, Response
 
 
-def _accepted(ex: Exchange, s: DetectionSettings) -> bool:
-    return ex.response is not None and s.overlong_min_status <= ex.response.status_code <= s.overlong_max_status
+def _accepted(response: Response, s: DetectionSettings) -> bool:
+    return s.overlong_min_status <= response.status_code <= s.overlong_max_status
 
 
 class OverlongDetector:
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
-    def observe(self, ex: Exchange, prefill_capacity: int | None) -> list[Signal]:
-        if ex.request is None or prefill_capacity is None or not _accepted(ex, self.s):
+    def observe(self, request: Request | None, response: Response | None, prefill_capacity: int | None) -> list[Signal]:
+        # The cheapest, most selective test first: almost every prompt fits.
+        if request is None or prefill_capacity is None:
             return []
-        tokens = ex.request.prompt_tokens
+        tokens = request.prompt_tokens
         if tokens <= prefill_capacity:
             return []
-        assert ex.response is not None
+        if response is None or not _accepted(response, self.s):
+            return []
         return [
             Signal(
                 name="overlong_accepted",
@@ -37,7 +42,7 @@ class OverlongDetector:
                     "prompt_tokens": tokens,
                     "prefill_capacity_tokens": prefill_capacity,
                     "excess_tokens": tokens - prefill_capacity,
-                    "status_code": ex.response.status_code,
+                    "status_code": response.status_code,
                 },
             )
         ]
@@ -47,16 +52,24 @@ class AccountingDetector:
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
-    def observe(self, ex: Exchange) -> list[Signal]:
-        if ex.request is None or ex.response is None or ex.response.usage is None or not _accepted(ex, self.s):
+    def observe(self, request: Request | None, response: Response | None) -> list[Signal]:
+        if request is None or response is None:
             return []
-        engine = ex.response.usage.input_tokens
-        gateway = ex.request.prompt_tokens
-        if engine is None or gateway < self.s.accounting_min_gateway_tokens:
+        usage = response.usage
+        if usage is None:
+            return []
+        s = self.s
+        engine = usage.input_tokens
+        gateway = request.prompt_tokens
+        if engine is None:
+            return []
+        # The ratio decides for almost every exchange, so it is tested first; a zero gateway count
+        # is left to the division below, after the other tests, as it always was.
+        if gateway and engine / gateway >= s.accounting_min_ratio:
+            return []
+        if gateway < s.accounting_min_gateway_tokens or not _accepted(response, s):
             return []
         ratio = engine / gateway
-        if ratio >= self.s.accounting_min_ratio:
-            return []
         return [
             Signal(
                 name="token_accounting_mismatch",
@@ -71,13 +84,14 @@ class PrefillDetector:
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
-    def observe(self, ex: Exchange) -> list[Signal]:
-        if ex.request is None or ex.response is None or ex.response.ttft_ms is None or not _accepted(ex, self.s):
+    def observe(self, request: Request | None, response: Response | None) -> list[Signal]:
+        if request is None or response is None or response.ttft_ms is None:
             return []
-        tokens = ex.request.prompt_tokens
-        if tokens < self.s.prefill_min_tokens:
+        tokens = request.prompt_tokens
+        # Short prompts (most) are not judged: test that before the status.
+        if tokens < self.s.prefill_min_tokens or not _accepted(response, self.s):
             return []
-        ttft_s = ex.response.ttft_ms / 1000.0
+        ttft_s = response.ttft_ms / 1000.0
         bound = self.s.prefill_max_tokens_per_s
         if ttft_s > 0 and tokens / ttft_s <= bound:
             return []
@@ -89,7 +103,7 @@ class PrefillDetector:
                 score=0.6 if rate == float("inf") else min(1.0, 0.5 + 0.1 * rate / bound),
                 figures={
                     "prompt_tokens": tokens,
-                    "ttft_ms": ex.response.ttft_ms,
+                    "ttft_ms": response.ttft_ms,
                     "implied_tokens_per_s": None if rate == float("inf") else round(rate),
                     "bound_tokens_per_s": bound,
                 },
