@@ -30,13 +30,22 @@ class CanaryRegistry:
         # output's word set with the anchors instead of searching for every marker.
         self._by_anchor: dict[str, list[_Marker]] = {}
         self._ids: dict[str, _Marker] = {}
+        # Probers plant the same marker in request after request: its id (a tokenisation and a keyed
+        # hash) is remembered by the raw text. Bounded like the registry.
+        self._id_of: dict[str, str] = {}
 
     def register(self, tenant_id: str, marker: str, session_id: str | None, ts: float) -> bool:
         """Record a marker; returns False when it is unusable (no words) or already known."""
+        mid = self._id_of.get(marker)
+        if mid is not None and mid in self._ids:
+            return False
         words = tuple(words_of(marker))
         if not words:
             return False
-        mid = self.fingerprinter.marker_id(marker)
+        if mid is None:
+            if len(self._id_of) >= 2 * self.max_markers:
+                self._id_of.clear()
+            mid = self._id_of[marker] = self.fingerprinter.marker_id(marker)
         if mid in self._ids:
             return False
         if len(self._ids) >= self.max_markers:

@@ -133,6 +133,11 @@ EVENT_TYPES: dict[str, type[_EventBase]] = {
 }
 
 
+# The content type (Kafka header "content-type") of an input message that carries many events, one
+# JSON object per line. Without it a message is exactly one event.
+NDJSON_CONTENT_TYPE = b"application/x-ndjson"
+
+
 class EventError(ValueError):
     """A line or message that is not a valid event; `reason` is a short machine label."""
 

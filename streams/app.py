@@ -28,6 +28,7 @@ Only data moves here; every decision is made by detectors/.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import io
 import logging
@@ -51,7 +52,16 @@ from detectors.join import Joiner
 from detectors.monitor import make_fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
-from schemas.events import CacheStats, Canary, Event, EventError, Request, Response, parse_event
+from schemas.events import (
+    NDJSON_CONTENT_TYPE,
+    CacheStats,
+    Canary,
+    Event,
+    EventError,
+    Request,
+    Response,
+    parse_event,
+)
 from streams import frames
 from streams.settings import Settings
 from streams.sinks import build_sinks
@@ -64,7 +74,15 @@ H_DETAIL = "x-crosstalk-detail"
 H_SRC_TOPIC = "x-crosstalk-source-topic"
 H_SRC_PARTITION = "x-crosstalk-source-partition"
 H_SRC_OFFSET = "x-crosstalk-source-offset"
+H_SRC_LINE = "x-crosstalk-source-line"
 Pos = tuple[int, int]  # (offset, seq) within one source partition
+# Part of every snapshot's table key: state pickled by a version with another layout is not loaded
+# (the partition starts fresh from its committed offset) instead of failing on missing attributes.
+SNAPSHOT_FORMAT = 2
+
+
+def snapshot_key(stage: str, partition: int) -> bytes:
+    return f"{stage}:v{SNAPSHOT_FORMAT}:{partition}".encode()
 
 
 def store_url(setting: str) -> str:
@@ -102,9 +120,10 @@ def _late_or_dup(last: dict[str, Pos], src: str, pos: Pos) -> bool:
 class JoinState:
     joiner: Joiner
     dedup: Deduper
-    wm: float = float("-inf")  # newest event time seen here: drives the Joiner's expiry
+    wm: float = float("-inf")  # the watermark the Joiner's expiry has been advanced to
     sent_wm: float = float("-inf")
     marks: dict[str, float] = field(default_factory=dict)  # input partition -> newest event time read
+    idle: set[str] = field(default_factory=set)  # input partitions the ingest reported quiet
     last: dict[str, Pos] = field(default_factory=dict)
     offset: int = -1  # last join-topic offset covered
 
@@ -183,6 +202,8 @@ class Runtime:
         self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark (idleness only)
         self.mark_heard: dict[tuple[int, str], float] = {}  # (join partition, input source) -> wall clock
         self.input_max: dict[int, float] = {}  # input partition -> newest event time ingested
+        self.input_heard: dict[int, float] = {}  # input partition -> wall clock of its last message
+        self.send_lock = asyncio.Lock()
         self.sent_marks: dict[int, dict[str, float]] = {}  # join partition -> marks last sent to it
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode.
         self.sinks: list[Any] = build_sinks(settings, webhooks=False)
@@ -237,6 +258,7 @@ class Runtime:
             n.domain_table, partitions=k.internal_partitions, key_type=bytes, value_type=bytes
         )
         app.agent(self.input_topic, name="ingest", concurrency=1)(self._ingest)
+        app.timer(interval=self.k.heartbeat_interval_s)(self._heartbeat)
         app.agent(self.join_topic, name="join", concurrency=1)(self._join)
         app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
 
@@ -309,6 +331,7 @@ class Runtime:
         for tp in revoked:
             if tp.topic == self.names.input:
                 self.input_max.pop(tp.partition, None)
+                self.input_heard.pop(tp.partition, None)
             elif tp.topic == self.names.join:
                 self.join_states.pop(tp.partition, None)
                 self.held.pop(("join", tp.partition), None)
@@ -318,11 +341,17 @@ class Runtime:
 
     # -- helpers --
     async def _dead_letter(
-        self, key: bytes | None, value: bytes, reason: str, detail: str, src: tuple[str, int, int]
+        self,
+        key: bytes | None,
+        value: bytes,
+        reason: str,
+        detail: str,
+        src: tuple[str, int, int] | tuple[str, int, int, int | None],
     ) -> None:
-        """Park what cannot be used, with the reason and where it came from (input topic position)."""
+        """Park what cannot be used, with the reason and where it came from (topic, partition, offset,
+        and the line within a batched input message)."""
         self.counters[f"deadletter.{reason}"] += 1
-        topic, partition, offset = src
+        topic, partition, offset = src[:3]
         headers = [
             (H_REASON, reason.encode()),
             (H_DETAIL, detail[:2000].encode("utf-8", "replace")),
@@ -330,6 +359,9 @@ class Runtime:
             (H_SRC_PARTITION, str(partition).encode()),
             (H_SRC_OFFSET, str(offset).encode()),
         ]
+        line = src[3] if len(src) > 3 else None
+        if line is not None:
+            headers.append((H_SRC_LINE, str(line).encode()))
         await self.dlq_topic.send(key=key, value=value, headers=headers)
         for sink in self.sinks:
             sink.on_reject(reason, detail)
@@ -354,7 +386,7 @@ class Runtime:
             self.counters[f"snapshot_errors.{stage}"] += 1
             self.last_snapshot[key] = now
             return
-        table[f"{stage}:{partition}".encode()] = blob
+        table[snapshot_key(stage, partition)] = blob
         self.counters[f"snapshots.{stage}"] += 1
         self.counters[f"snapshot_bytes.{stage}.last"] = len(blob)
         for ev in held:
@@ -369,54 +401,93 @@ class Runtime:
         # take_events acks a batch only after this body has sent it; a commit flushes the producer first.
         async for events in stream.take_events(self.k.batch_max, within=self.k.batch_wait_s):
             out: dict[int, list[frames.Item]] = {}
+            newest: dict[int, float] = {}  # published to input_max only together with the items
             for ev in events:
                 msg = ev.message
                 self.counters["ingest.messages"] += 1
                 self.input_positions[msg.partition] = msg.offset
+                self.input_heard[msg.partition] = time.monotonic()
                 raw = msg.value
                 if raw is None:
                     await self._dead_letter(msg.key, b"", "invalid", "empty message (tombstone)", self._src_of(msg))
                     continue
-                try:
-                    event = parse_event(raw, max_bytes=max_bytes)
-                except EventError as exc:
-                    await self._dead_letter(msg.key, raw, exc.reason, exc.detail, self._src_of(msg))
-                    continue
-                except Exception as exc:  # never let one message stop the worker
-                    await self._dead_letter(msg.key, raw, "invalid", f"{type(exc).__name__}: {exc}", self._src_of(msg))
-                    continue
-                self.counters[f"ingest.{event.type}"] += 1
-                if event.ts > self.input_max.get(msg.partition, float("-inf")):
-                    self.input_max[msg.partition] = event.ts
-                for sink in self.sinks:
-                    if hasattr(sink, "on_event"):
-                        sink.on_event(event.type)
-                q = partition_of(routing_key(event), n)
+                batched = _is_ndjson(msg.headers)
                 src = f"i{msg.partition}"
-                out.setdefault(q, []).append(frames.Item(src, msg.offset, 0, "event", raw))
-                # Canaries are global: every join partition must know every marker before the outputs
-                # that follow it in the input. Sent with the event itself, not relayed by its partition,
-                # so no partition can see a leak of a marker that is still on its way from another.
-                for seq, payload in enumerate(_canaries_of(event), start=1):
-                    for r in range(n):
-                        if r != q:
-                            out.setdefault(r, []).append(frames.Item(src, msg.offset, seq, "canary", payload))
-            # Event-time progress per input partition goes to every join partition (with its items, or
-            # alone once it moved a watermark step): Kafka orders nothing across partitions, so a join
-            # partition may promise no more than the slowest input partition has reached.
-            marks = {f"i{i}": ts for i, ts in self.input_max.items()}
-            step = self.k.watermark_step_s
-            for q in range(n):
-                items = out.get(q, [])
-                sent = self.sent_marks.setdefault(q, {})
-                if not items and not any(ts - sent.get(src, float("-inf")) >= step for src, ts in marks.items()):
-                    continue
-                runs = frames.split(items, self.batch_bytes)
-                for i, run in enumerate(runs):
-                    batch = frames.Batch(run, marks=marks if i == len(runs) - 1 else None)
-                    await self.join_topic.send(key=None, value=frames.encode(batch), partition=q)
-                    self.counters["ingest.batches"] += 1
-                sent.update(marks)
+                seq = 0  # position of each item within its message: stable, since it depends on content only
+                for line_no, line in enumerate(raw.split(b"\n") if batched else (raw,), start=1):
+                    if batched and not line.strip():
+                        continue
+                    where = (*self._src_of(msg), line_no if batched else None)
+                    try:
+                        event = parse_event(line, max_bytes=max_bytes)
+                    except EventError as exc:
+                        await self._dead_letter(msg.key, line, exc.reason, exc.detail, where)
+                        continue
+                    except Exception as exc:  # never let one message stop the worker
+                        await self._dead_letter(msg.key, line, "invalid", f"{type(exc).__name__}: {exc}", where)
+                        continue
+                    self.counters[f"ingest.{event.type}"] += 1
+                    if event.ts > newest.get(msg.partition, float("-inf")):
+                        newest[msg.partition] = event.ts
+                    for sink in self.sinks:
+                        if hasattr(sink, "on_event"):
+                            sink.on_event(event.type)
+                    q = partition_of(routing_key(event), n)
+                    out.setdefault(q, []).append(frames.Item(src, msg.offset, seq, "event", line))
+                    seq += 1
+                    # Canaries are global: every join partition must know every marker before the outputs
+                    # that follow it in the input. Sent with the event itself, not relayed by its partition,
+                    # so no partition can see a leak of a marker that is still on its way from another.
+                    for payload in _canaries_of(event):
+                        for r in range(n):
+                            if r != q:
+                                out.setdefault(r, []).append(frames.Item(src, msg.offset, seq, "canary", payload))
+                        seq += 1
+            # Under the lock: the heartbeat must not send marks that cover items not yet sent.
+            async with self.send_lock:
+                for i, ts in newest.items():
+                    if ts > self.input_max.get(i, float("-inf")):
+                        self.input_max[i] = ts
+                await self._send_to_join(out, force=False)
+
+    def _marks(self) -> tuple[dict[str, float], list[str]]:
+        """Event time per input partition read here, and the partitions silent for watermark_idle_s (the
+        join partitions stop waiting for those)."""
+        now = time.monotonic()
+        idle_s = self.k.watermark_idle_s
+        heard = self.input_heard
+        marks = {f"i{i}": ts for i, ts in self.input_max.items()}
+        return marks, sorted(f"i{i}" for i in self.input_max if now - heard.get(i, now) > idle_s)
+
+    async def _send_to_join(self, out: dict[int, list[frames.Item]], force: bool) -> None:
+        # Event-time progress per input partition goes to every join partition (with its items, or
+        # alone once it moved a watermark step): Kafka orders nothing across partitions, so a join
+        # partition may promise no more than the slowest input partition has reached.
+        marks, idle = self._marks()
+        step = self.k.watermark_step_s
+        for q in range(self.k.internal_partitions):
+            items = out.get(q, [])
+            sent = self.sent_marks.setdefault(q, {})
+            moved = any(ts - sent.get(src, float("-inf")) >= step for src, ts in marks.items())
+            if not (items or moved or force):
+                continue
+            runs = frames.split(items, self.batch_bytes)
+            for i, run in enumerate(runs):
+                last = i == len(runs) - 1
+                batch = frames.Batch(run, marks=marks if last else None, idle=idle if last else None)
+                await self.join_topic.send(key=None, value=frames.encode(batch), partition=q)
+                self.counters["ingest.batches"] += 1
+            sent.update(marks)
+
+    async def _heartbeat(self) -> None:
+        """Marks to every join partition on a wall-clock timer, so that watermarks (and the alerts they
+        hold back) move on when input goes quiet: a join or domain partition re-evaluates idleness only
+        when a message reaches it. Every worker sends, even one that has read nothing (yet): after a
+        rebalance the partitions' new reader knows nothing of them until it reads a message."""
+        if not self.app.rebalancing:
+            async with self.send_lock:
+                await self._send_to_join({}, force=True)
+            self.counters["ingest.heartbeats"] += 1
 
     async def _item_failed(self, stage: str, it: frames.Item, exc: Exception) -> None:
         log.exception("%s: item %s:%s:%s failed", stage, it.src, it.offset, it.seq)
@@ -434,7 +505,7 @@ class Runtime:
     def _join_state(self, partition: int) -> JoinState:
         st = self.join_states.get(partition)
         if st is None:
-            blob = self.join_table.get(f"join:{partition}".encode())
+            blob = self.join_table.get(snapshot_key("join", partition))
             st = JoinState.loads(blob, self.det) if blob else JoinState.fresh(self.det)
             self.join_states[partition] = st
             now = time.monotonic()
@@ -481,10 +552,21 @@ class Runtime:
                 await self._item_failed("join", it, exc)
         if batch.marks:
             now = time.monotonic()
+            quiet = set(batch.idle or ())
             for src, ts in batch.marks.items():
                 st.marks[src] = max(st.marks.get(src, float("-inf")), ts)
                 self.mark_heard[(p, src)] = now
+                if src in quiet:
+                    st.idle.add(src)
+                else:
+                    st.idle.discard(src)
         wm = self._join_wm(st, p) - self.k.watermark_lateness_s
+        if wm > st.wm:
+            # Pending halves expire on the watermark, not on the newest event seen here: one input
+            # partition read ahead of another (a backlog, a tick far ahead) must not orphan requests
+            # whose responses are still unread elsewhere. Orphans precede the watermark that passes them.
+            self._route(st.joiner.advance(wm), out)
+            st.wm = wm
         wm_due = wm > float("-inf") and (wm >= st.sent_wm + self.k.watermark_step_s or st.sent_wm == float("-inf"))
         if wm_due:
             st.sent_wm = wm
@@ -500,11 +582,25 @@ class Runtime:
                     self.counters["join.batches"] += 1
 
     def _join_wm(self, st: JoinState, p: int) -> float:
-        """The slowest input partition's event time, skipping partitions silent for watermark_idle_s."""
+        """The slowest input partition's event time, skipping partitions silent for watermark_idle_s.
+
+        When every input partition is silent, everything written has been read: the newest mark holds."""
         now = time.monotonic()
         idle = self.k.watermark_idle_s
-        live = [ts for src, ts in st.marks.items() if now - self.mark_heard.get((p, src), now) <= idle]
-        return min(live) if live else float("-inf")
+        if now - self.started_mono <= idle and any(f"i{i}" not in st.marks for i in range(self.k.input_partitions)):
+            # An input partition not heard of yet may be read by another worker that has not sent its
+            # first batch: waiting for it (at most watermark_idle_s after start) keeps its items on time.
+            return float("-inf")
+        # Quiet by the ingest's word (it reads the partition), or not heard of at all for that long
+        # (the worker that read it is gone).
+        live = [
+            ts
+            for src, ts in st.marks.items()
+            if src not in st.idle and now - self.mark_heard.get((p, src), now) <= idle
+        ]
+        if live:
+            return min(live)
+        return max(st.marks.values(), default=float("-inf"))
 
     async def _join_item(self, st: JoinState, it: frames.Item, out: _Outbox) -> None:
         event = parse_event(it.payload, max_bytes=self.settings.ingest.max_event_bytes)
@@ -521,9 +617,6 @@ class Runtime:
             await self._dead_letter(None, it.payload, exc.reason, exc.detail, self._src_of_item(it))
             return
         self.counters[f"events.{event.type}"] += 1
-        if event.ts > st.wm:
-            self._route(st.joiner.advance(event.ts), out)
-            st.wm = event.ts
         if isinstance(event, Canary):
             st.joiner.canaries.register_event(event)
         elif isinstance(event, CacheStats):
@@ -545,7 +638,7 @@ class Runtime:
     def _domain_state(self, partition: int) -> DomainState:
         st = self.domain_states.get(partition)
         if st is None:
-            blob = self.domain_table.get(f"domain:{partition}".encode())
+            blob = self.domain_table.get(snapshot_key("domain", partition))
             st = DomainState.loads(blob, self.det) if blob else DomainState()
             self.domain_states[partition] = st
             self.counters["restores.domain" if blob else "fresh.domain"] += 1
@@ -657,6 +750,13 @@ class _Outbox:
         q = partition_of(cache_domain, self.partitions)
         self.domain.setdefault(q, []).append(frames.Item(self.src, self.offset, self.seq, kind, payload))
         self.seq += 1
+
+
+def _is_ndjson(headers: Any) -> bool:
+    if not headers:
+        return False
+    items = headers.items() if isinstance(headers, dict) else headers
+    return any(k.lower() == "content-type" and bytes(v).split(b";")[0].strip() == NDJSON_CONTENT_TYPE for k, v in items)
 
 
 def _canaries_of(event: Event) -> list[bytes]:

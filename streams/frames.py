@@ -11,7 +11,7 @@ drops replayed items one by one however a restarted upstream cuts its batches.
 Layout: an orjson header line, then the payloads back to back (their lengths are in the header):
 
     {"v":1,"items":[[src,offset,seq,kind,length],...],"wm":[join_partition,watermark]|null,
-     "marks":{"i<partition>":newest_event_time,...}|null}\\n<payloads>
+     "marks":{"i<partition>":newest_event_time,...}|null,"idle":["i<partition>",...]|null}\\n<payloads>
 
 Payloads stay opaque bytes (raw event JSON, an Exchange's JSON): no escaping, no second parse.
 """
@@ -48,6 +48,7 @@ class Batch:
     wm: tuple[int, float] | None = None  # join -> domain: (join partition, its watermark)
     # ingest -> join: the newest event time read so far from each input partition ("i<partition>")
     marks: dict[str, float] | None = None
+    idle: list[str] | None = None  # ... and which of those input partitions have gone quiet
 
 
 def split(items: list[Item], max_bytes: int) -> list[list[Item]]:
@@ -71,6 +72,7 @@ def encode(batch: Batch) -> bytes:
             "items": [[it.src, it.offset, it.seq, it.kind, len(it.payload)] for it in batch.items],
             "wm": list(batch.wm) if batch.wm is not None else None,
             "marks": batch.marks,
+            "idle": batch.idle,
         }
     )
     return b"\n".join((header, b"".join(it.payload for it in batch.items)))
@@ -94,10 +96,12 @@ def decode(value: bytes) -> Batch:
             raise FrameError(f"payload lengths add up to {at}, body has {len(body)} bytes")
         wm = h.get("wm")
         marks = h.get("marks")
+        idle = h.get("idle")
         return Batch(
             items,
             (int(wm[0]), float(wm[1])) if wm is not None else None,
             {str(k): float(v) for k, v in marks.items()} if marks is not None else None,
+            [str(x) for x in idle] if idle is not None else None,
         )
     except FrameError:
         raise

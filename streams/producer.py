@@ -19,7 +19,7 @@ from kafka import KafkaProducer
 
 from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
-from schemas.events import Event, EventError, Fingerprint, Request, Response, parse_event
+from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
 from streams.ingest import open_binary
 from streams.settings import KafkaSettings, Settings, load_settings
 
@@ -118,6 +118,9 @@ class ProduceResult:
     seconds: float = 0.0
 
 
+BATCH_BYTES = 1024 * 1024  # per batched message: well under the producer's request limit
+
+
 def iter_lines(path: str) -> Iterator[bytes]:
     with open_binary(path) as f:
         for line in f:
@@ -135,14 +138,31 @@ def produce_file(
     send_bad: bool = True,
     producer: KafkaProducer | None = None,
     progress: Any = None,
+    batch: int = 1,
 ) -> ProduceResult:
     """Publish every line; bad lines are counted and (send_bad) published too, keyless, so the
-    workers dead-letter them with their reason: nothing is dropped silently on the way in."""
+    workers dead-letter them with their reason: nothing is dropped silently on the way in.
+
+    batch > 1 puts up to that many lines into one message (newline-separated, content-type
+    application/x-ndjson, no key: the workers route each event themselves). Each Kafka message costs
+    a worker far more than one event does, so batches raise a worker's rate several times over."""
     own = producer is None
     prod = producer or make_producer(k)
     res = ProduceResult()
     start = time.monotonic()
     n = 0
+    pending: list[bytes] = []
+    pending_bytes = 0
+    batch_bytes = BATCH_BYTES
+
+    def send_pending() -> None:
+        nonlocal pending_bytes
+        if pending:
+            headers = [("content-type", NDJSON_CONTENT_TYPE)]
+            prod.send(k.input_topic, key=None, value=b"\n".join(pending), headers=headers)
+            pending.clear()
+            pending_bytes = 0
+
     try:
         for line in iter_lines(path):
             key: bytes | None
@@ -158,7 +178,15 @@ def produce_file(
                 if not send_bad:
                     continue
                 key = None
-            prod.send(k.input_topic, key=key, value=line, headers=headers)
+            if batch > 1:
+                if pending and pending_bytes + len(line) + 1 > batch_bytes:
+                    send_pending()
+                pending.append(line)
+                pending_bytes += len(line) + 1
+                if len(pending) >= batch:
+                    send_pending()
+            else:
+                prod.send(k.input_topic, key=key, value=line, headers=headers)
             n += 1
             if progress is not None:
                 progress(len(line))
@@ -167,6 +195,7 @@ def produce_file(
                 ahead = n / rate - (time.monotonic() - start)
                 if ahead > 0:
                     time.sleep(ahead)
+        send_pending()
         prod.flush()
     finally:
         if own:
@@ -181,6 +210,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: kafka.bootstrap)")
     parser.add_argument("--topic", help="input topic (default: kafka.input_topic)")
     parser.add_argument("--skip-bad", action="store_true", help="count bad lines but do not publish them")
+    parser.add_argument(
+        "--batch", type=int, default=1, help="events per Kafka message (newline-separated, application/x-ndjson)"
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -198,7 +230,12 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     total = input_size([args.file])
     show = err.is_terminal and not args.no_progress and bool(total)
-    kwargs = {"rate": args.rate, "max_bytes": settings.ingest.max_event_bytes, "send_bad": not args.skip_bad}
+    kwargs = {
+        "rate": args.rate,
+        "max_bytes": settings.ingest.max_event_bytes,
+        "send_bad": not args.skip_bad,
+        "batch": max(1, args.batch),
+    }
     if show:
         with Progress(TextColumn("produce"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err) as prog:
             task = prog.add_task("produce", total=total)

@@ -71,7 +71,14 @@ class KafkaSettings(_Section):
         default=1.0, gt=0, description="event time between watermark messages of the join stage"
     )
     watermark_idle_s: float = Field(
-        default=30.0, gt=0, description="a join partition silent this long (wall clock) stops holding domains back"
+        default=30.0,
+        gt=0,
+        description="an input or join partition silent this long (wall clock) stops holding watermarks back",
+    )
+    heartbeat_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="wall clock between event-time marks sent while input is quiet (releases the last alerts)",
     )
 
 

@@ -194,7 +194,7 @@ def test_sigkill_mid_stream_loses_no_alert(kafka_names: KafkaNames, workers: Wor
         reader.close()
 
 
-def test_two_workers_share_partitions_and_give_the_same_alert_ids(
+def test_two_workers_share_partitions_and_give_the_same_alert_ids_on_batched_input(
     kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
 ) -> None:
     a = workers.start(kafka_names, "a")
@@ -208,7 +208,8 @@ def test_two_workers_share_partitions_and_give_the_same_alert_ids(
 
     reader = AlertReader(kafka_names)
     try:
-        produce_file(incident["path"], kafka_names.settings().kafka)
+        # Batched input (25 events per message, application/x-ndjson): the same alerts as one per message.
+        produce_file(incident["path"], kafka_names.settings().kafka, batch=25)
         _assert_same_alerts(reader, incident, [a, b])
         wait_for(both_assigned, 30, what="both workers to own join partitions")
         ca, cb = a.counters(), b.counters()
@@ -284,3 +285,46 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_worker_keeps_going(
     assert w.alive()
     assert c["counters"]["events.request"] == 1 and c["counters"]["events.response"] == 1
     assert c["deadletter"] == {"not_json": 1, "invalid": 1, "oversized": 1, "duplicate": 1}
+
+
+def test_a_bad_line_in_a_batched_message_is_dead_lettered_alone(kafka_names: KafkaNames, workers: Workers) -> None:
+    w = workers.start(kafka_names, "ndjson")
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    req = _event(1, type="request", request_id="r1", tenant_id="t1", model="m", prompt_tokens=10, cache_domain="d1")
+    resp = _event(2, type="response", request_id="r1", tenant_id="t1", model="m", cache_domain="d1", status_code=200)
+    value = b"\n".join([orjson.dumps(req), b"{broken", orjson.dumps(resp), b""])
+    prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+    prod.send(kafka_names.input_topic, value=value, headers=[("content-type", b"application/x-ndjson")])
+    prod.flush()
+    prod.close()
+    consumer = KafkaConsumer(
+        kafka_names.deadletter_topic,
+        bootstrap_servers=kafka_names.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    got: list[Any] = []
+    try:
+        wait_for(
+            lambda: got.extend(r for rs in consumer.poll(timeout_ms=500).values() for r in rs) or got,
+            WAIT_S,
+            interval_s=0.0,
+            what="the bad line in the dead-letter topic",
+        )
+    finally:
+        consumer.close()
+    assert len(got) == 1
+    h = dict(got[0].headers)
+    assert got[0].value == b"{broken"
+    assert h["x-crosstalk-reason"] == b"not_json"
+    assert h["x-crosstalk-source-line"] == b"2"
+    assert h["x-crosstalk-source-topic"].decode() == kafka_names.input_topic
+
+    def joined() -> dict[str, Any] | None:
+        c = w.counters()
+        return c if c and c["counters"].get("exchanges", 0) >= 1 else None
+
+    c = wait_for(joined, 60, what="the good lines around the bad one to be joined")
+    assert c["counters"]["events.request"] == 1 and c["counters"]["events.response"] == 1
+    assert c["counters"]["ingest.messages"] == 1
+    assert c["deadletter"] == {"not_json": 1}
