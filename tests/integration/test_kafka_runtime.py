@@ -219,6 +219,15 @@ def test_two_workers_share_partitions_and_give_the_same_alert_ids_on_batched_inp
         reader.close()
 
 
+def _deadletter_consumer(names: KafkaNames) -> KafkaConsumer:
+    return KafkaConsumer(
+        names.deadletter_topic,
+        bootstrap_servers=names.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+
+
 def _event(i: int, **fields: Any) -> dict[str, Any]:
     base = {"event_id": f"e-{i}", "ts": 1_780_000_000.0 + i, "traceparent": None}
     base.update(fields)
@@ -250,12 +259,7 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_worker_keeps_going(
     prod.flush()
     prod.close()
 
-    consumer = KafkaConsumer(
-        kafka_names.deadletter_topic,
-        bootstrap_servers=kafka_names.bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    consumer = _deadletter_consumer(kafka_names)
     got: dict[str, tuple[bytes, dict[str, bytes]]] = {}
     try:
 
@@ -297,12 +301,7 @@ def test_a_bad_line_in_a_batched_message_is_dead_lettered_alone(kafka_names: Kaf
     prod.send(kafka_names.input_topic, value=value, headers=[("content-type", b"application/x-ndjson")])
     prod.flush()
     prod.close()
-    consumer = KafkaConsumer(
-        kafka_names.deadletter_topic,
-        bootstrap_servers=kafka_names.bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    consumer = _deadletter_consumer(kafka_names)
     got: list[Any] = []
     try:
         wait_for(
