@@ -78,7 +78,7 @@ H_SRC_LINE = "x-crosstalk-source-line"
 Pos = tuple[int, int]  # (offset, seq) within one source partition
 # Part of every snapshot's table key: state pickled by a version with another layout is not loaded
 # (the partition starts fresh from its committed offset) instead of failing on missing attributes.
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 
 
 def snapshot_key(stage: str, partition: int) -> bytes:
@@ -164,7 +164,7 @@ class DomainState:
     wms: dict[int, float] = field(default_factory=dict)  # join partition -> its watermark
     released: float = float("-inf")  # items up to this event time were handed to the domains
     # Items waiting for the watermark; the order key and a sequence number decide, never the item.
-    pending: list[tuple[tuple[float, int, str], int, str, CacheStats | Exchange]] = field(default_factory=list)
+    pending: list[tuple[tuple[float, int, str], int, str, tuple[str, bytes]]] = field(default_factory=list)
     seq: int = 0
     last: dict[str, Pos] = field(default_factory=dict)
     offset: int = -1
@@ -620,7 +620,7 @@ class Runtime:
         if isinstance(event, Canary):
             st.joiner.canaries.register_event(event)
         elif isinstance(event, CacheStats):
-            out.to_domain(event.cache_domain, "stats", it.payload)
+            out.to_domain(event.cache_domain, "stats", it.payload, (event.ts, event.event_id))
         else:
             self._route(st.joiner.observe(event, checked=True), out)
 
@@ -632,7 +632,7 @@ class Runtime:
             self.counters["exchanges"] += 1
             if ex.orphan:
                 self.counters[f"orphans.{ex.orphan}"] += 1
-            out.to_domain(ex.cache_domain, "exchange", ex.model_dump_json().encode())
+            out.to_domain(ex.cache_domain, "exchange", ex.model_dump_json().encode(), (ex.ts, ex.request_id))
 
     # -- stage 3: domains --
     def _domain_state(self, partition: int) -> DomainState:
@@ -676,25 +676,33 @@ class Runtime:
                 sink.on_alert(a)
 
     def _domain_item(self, st: DomainState, it: frames.Item) -> list[Alert]:
-        item: CacheStats | Exchange
-        if it.kind == "stats":
-            ev = parse_event(it.payload, max_bytes=self.settings.ingest.max_event_bytes)
-            assert isinstance(ev, CacheStats)
-            item, name = ev, ev.cache_domain
-        elif it.kind == "exchange":
-            item = Exchange.model_validate_json(it.payload)
-            name = item.cache_domain or ""
-        else:
+        if it.kind not in ("stats", "exchange"):
             self.counters["domain.unknown_kind"] += 1
             return []
-        if item.ts <= st.released:
+        if it.meta is None:  # from a join stage that sent no order key: validate to learn it
+            item = self._validated(it.kind, it.payload)
+            name = item.cache_domain or ""
+            key = _order_key(item)
+        else:
+            ts, ident, name = it.meta
+            key = (ts, 0 if it.kind == "stats" else 1, ident)
+        if key[0] <= st.released:
             # Later than the watermark promised (input more disordered than the lateness allows):
             # evaluated at once rather than dropped.
             self.counters["domain.late_items"] += 1
-            return self._feed(st, name, item)
+            return self._feed(st, name, self._validated(it.kind, it.payload))
+        # Held as bytes: a held item is pickled into every snapshot until released, and bytes pickle
+        # for free where a model costs more than validating it once on release.
         st.seq += 1
-        heapq.heappush(st.pending, (_order_key(item), st.seq, name, item))
+        heapq.heappush(st.pending, (key, st.seq, name, (it.kind, it.payload)))
         return []
+
+    def _validated(self, kind: str, payload: bytes) -> CacheStats | Exchange:
+        if kind == "exchange":
+            return Exchange.model_validate_json(payload)
+        ev = parse_event(payload, max_bytes=self.settings.ingest.max_event_bytes)
+        assert isinstance(ev, CacheStats)
+        return ev
 
     def _global_wm(self, st: DomainState) -> float:
         n = self.k.internal_partitions
@@ -719,8 +727,8 @@ class Runtime:
         if upto <= st.released:
             return alerts
         while st.pending and st.pending[0][0][0] <= upto:
-            _, _, name, item = heapq.heappop(st.pending)
-            alerts += self._feed(st, name, item)
+            _, _, name, (kind, payload) = heapq.heappop(st.pending)
+            alerts += self._feed(st, name, self._validated(kind, payload))
         st.released = upto
         for name in sorted(st.domains):
             alerts += st.domains[name].advance(upto)
@@ -746,9 +754,10 @@ class _Outbox:
         self.seq = 0
         self.domain: dict[int, list[frames.Item]] = {}
 
-    def to_domain(self, cache_domain: str, kind: str, payload: bytes) -> None:
+    def to_domain(self, cache_domain: str, kind: str, payload: bytes, key: tuple[float, str]) -> None:
         q = partition_of(cache_domain, self.partitions)
-        self.domain.setdefault(q, []).append(frames.Item(self.src, self.offset, self.seq, kind, payload))
+        meta = (key[0], key[1], cache_domain)
+        self.domain.setdefault(q, []).append(frames.Item(self.src, self.offset, self.seq, kind, payload, meta))
         self.seq += 1
 
 

@@ -10,7 +10,7 @@ drops replayed items one by one however a restarted upstream cuts its batches.
 
 Layout: an orjson header line, then the payloads back to back (their lengths are in the header):
 
-    {"v":1,"items":[[src,offset,seq,kind,length],...],"wm":[join_partition,watermark]|null,
+    {"v":1,"items":[[src,offset,seq,kind,length(,[ts,id,cache_domain])],...],"wm":[join_partition,watermark]|null,
      "marks":{"i<partition>":newest_event_time,...}|null,"idle":["i<partition>",...]|null}\\n<payloads>
 
 Payloads stay opaque bytes (raw event JSON, an Exchange's JSON): no escaping, no second parse.
@@ -36,6 +36,9 @@ class Item:
     seq: int  # n-th output caused by that message
     kind: str  # event | canary | exchange | stats
     payload: bytes
+    # join -> domain: (event time, id, cache domain) of the item, so that the domain stage can order
+    # and hold it as bytes, validating it once when it is released
+    meta: tuple[float, str, str] | None = None
 
     @property
     def pos(self) -> tuple[int, int]:
@@ -69,7 +72,10 @@ def encode(batch: Batch) -> bytes:
     header = orjson.dumps(
         {
             "v": VERSION,
-            "items": [[it.src, it.offset, it.seq, it.kind, len(it.payload)] for it in batch.items],
+            "items": [
+                [it.src, it.offset, it.seq, it.kind, len(it.payload), *([list(it.meta)] if it.meta else [])]
+                for it in batch.items
+            ],
             "wm": list(batch.wm) if batch.wm is not None else None,
             "marks": batch.marks,
             "idle": batch.idle,
@@ -89,8 +95,10 @@ def decode(value: bytes) -> Batch:
         items: list[Item] = []
         at = 0
         view = memoryview(body)
-        for src, offset, seq, kind, length in h["items"]:
-            items.append(Item(src, int(offset), int(seq), kind, bytes(view[at : at + length])))
+        for entry in h["items"]:
+            src, offset, seq, kind, length = entry[:5]
+            meta = (float(entry[5][0]), str(entry[5][1]), str(entry[5][2])) if len(entry) > 5 else None
+            items.append(Item(src, int(offset), int(seq), kind, bytes(view[at : at + length]), meta))
             at += length
         if at != len(body):
             raise FrameError(f"payload lengths add up to {at}, body has {len(body)} bytes")

@@ -68,5 +68,6 @@ def test_bench_kafka_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
     for key in ("machine", "params", "figures", "baseline", "ratio", "targets", "tables"):
         assert key in doc
     assert doc["runs"]["two_workers"]["workers"] == 2
-    assert doc["runs"]["one_worker_batched_input"]["end_to_end_events_per_s"] > 0
+    # The batched run read the same events (a tiny run is too short for its rates to mean much).
+    assert doc["runs"]["one_worker_batched_input"]["messages"] == doc["runs"]["one_worker"]["messages"]
     assert "==" in proc.stdout
