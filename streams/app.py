@@ -210,6 +210,8 @@ class Runtime:
         self.input_positions: dict[int, int] = {}  # input partition -> last offset ingested
         # Payload bytes per internal message: half the message limit leaves room for the header.
         self.batch_bytes = settings.kafka.max_message_bytes // 2
+        # Bound once: the ingest loop calls these for every event.
+        self.on_event_sinks = [sink.on_event for sink in self.sinks if hasattr(sink, "on_event")]
         for sink in self.sinks:
             if hasattr(sink, "set_state_size_source"):
                 sink.set_state_size_source(self.state_size)
@@ -417,21 +419,22 @@ class Runtime:
                 for line_no, line in enumerate(raw.split(b"\n") if batched else (raw,), start=1):
                     if batched and not line.strip():
                         continue
-                    where = (*self._src_of(msg), line_no if batched else None)
                     try:
                         event = parse_event(line, max_bytes=max_bytes)
-                    except EventError as exc:
-                        await self._dead_letter(msg.key, line, exc.reason, exc.detail, where)
-                        continue
-                    except Exception as exc:  # never let one message stop the worker
-                        await self._dead_letter(msg.key, line, "invalid", f"{type(exc).__name__}: {exc}", where)
+                    except Exception as exc:  # EventError has its reason; anything else must not stop the worker
+                        reason, detail = (
+                            (exc.reason, exc.detail)
+                            if isinstance(exc, EventError)
+                            else ("invalid", f"{type(exc).__name__}: {exc}")
+                        )
+                        where = (*self._src_of(msg), line_no if batched else None)
+                        await self._dead_letter(msg.key, line, reason, detail, where)
                         continue
                     self.counters[f"ingest.{event.type}"] += 1
                     if event.ts > newest.get(msg.partition, float("-inf")):
                         newest[msg.partition] = event.ts
-                    for sink in self.sinks:
-                        if hasattr(sink, "on_event"):
-                            sink.on_event(event.type)
+                    for on_event in self.on_event_sinks:
+                        on_event(event.type)
                     q = partition_of(routing_key(event), n)
                     out.setdefault(q, []).append(frames.Item(src, msg.offset, seq, "event", line))
                     seq += 1
@@ -471,13 +474,17 @@ class Runtime:
             moved = any(ts - sent.get(src, float("-inf")) >= step for src, ts in marks.items())
             if not (items or moved or force):
                 continue
-            runs = frames.split(items, self.batch_bytes)
-            for i, run in enumerate(runs):
-                last = i == len(runs) - 1
-                batch = frames.Batch(run, marks=marks if last else None, idle=idle if last else None)
-                await self.join_topic.send(key=None, value=frames.encode(batch), partition=q)
-                self.counters["ingest.batches"] += 1
+            await self._send_runs(self.join_topic, q, items, "ingest.batches", marks=marks, idle=idle)
             sent.update(marks)
+
+    async def _send_runs(self, topic: Any, q: int, items: list[frames.Item], counter: str, **progress: Any) -> None:
+        """Items to partition q in as many messages as their size needs. The event-time progress (a
+        watermark, input marks) rides on the last one: it must not pass the items it covers."""
+        runs = frames.split(items, self.batch_bytes)
+        for i, run in enumerate(runs):
+            batch = frames.Batch(run, **(progress if i == len(runs) - 1 else {}))
+            await topic.send(key=None, value=frames.encode(batch), partition=q)
+            self.counters[counter] += 1
 
     async def _heartbeat(self) -> None:
         """Marks to every join partition on a wall-clock timer, so that watermarks (and the alerts they
@@ -574,12 +581,7 @@ class Runtime:
             items = out.domain.get(q)
             if items or wm_due:
                 mark = (p, st.sent_wm) if st.sent_wm != float("-inf") else None
-                # The watermark rides on the last run: it must not pass the items it covers.
-                runs = frames.split(items or [], self.batch_bytes)
-                for i, run in enumerate(runs):
-                    value = frames.encode(frames.Batch(run, mark if i == len(runs) - 1 else None))
-                    await self.domain_topic.send(key=None, value=value, partition=q)
-                    self.counters["join.batches"] += 1
+                await self._send_runs(self.domain_topic, q, items or [], "join.batches", wm=mark)
 
     def _join_wm(self, st: JoinState, p: int) -> float:
         """The slowest input partition's event time, skipping partitions silent for watermark_idle_s.
@@ -620,7 +622,7 @@ class Runtime:
         if isinstance(event, Canary):
             st.joiner.canaries.register_event(event)
         elif isinstance(event, CacheStats):
-            out.to_domain(event.cache_domain, "stats", it.payload, (event.ts, event.event_id))
+            out.to_domain(event.cache_domain, "stats", it.payload, _order_key(event))
         else:
             self._route(st.joiner.observe(event, checked=True), out)
 
@@ -632,7 +634,7 @@ class Runtime:
             self.counters["exchanges"] += 1
             if ex.orphan:
                 self.counters[f"orphans.{ex.orphan}"] += 1
-            out.to_domain(ex.cache_domain, "exchange", ex.model_dump_json().encode(), (ex.ts, ex.request_id))
+            out.to_domain(ex.cache_domain, "exchange", ex.model_dump_json().encode(), _order_key(ex))
 
     # -- stage 3: domains --
     def _domain_state(self, partition: int) -> DomainState:
@@ -679,14 +681,11 @@ class Runtime:
         if it.kind not in ("stats", "exchange"):
             self.counters["domain.unknown_kind"] += 1
             return []
-        if it.meta is None:  # from a join stage that sent no order key: validate to learn it
-            item = self._validated(it.kind, it.payload)
-            name = item.cache_domain or ""
-            key = _order_key(item)
-        else:
-            ts, ident, name = it.meta
-            key = (ts, 0 if it.kind == "stats" else 1, ident)
-        if key[0] <= st.released:
+        if it.meta is None:
+            raise frames.FrameError(f"{it.kind} item without its order key")
+        ts, rank, ident, name = it.meta
+        key = (ts, rank, ident)
+        if ts <= st.released:
             # Later than the watermark promised (input more disordered than the lateness allows):
             # evaluated at once rather than dropped.
             self.counters["domain.late_items"] += 1
@@ -754,9 +753,9 @@ class _Outbox:
         self.seq = 0
         self.domain: dict[int, list[frames.Item]] = {}
 
-    def to_domain(self, cache_domain: str, kind: str, payload: bytes, key: tuple[float, str]) -> None:
+    def to_domain(self, cache_domain: str, kind: str, payload: bytes, key: tuple[float, int, str]) -> None:
         q = partition_of(cache_domain, self.partitions)
-        meta = (key[0], key[1], cache_domain)
+        meta = (*key, cache_domain)
         self.domain.setdefault(q, []).append(frames.Item(self.src, self.offset, self.seq, kind, payload, meta))
         self.seq += 1
 

@@ -10,7 +10,7 @@ drops replayed items one by one however a restarted upstream cuts its batches.
 
 Layout: an orjson header line, then the payloads back to back (their lengths are in the header):
 
-    {"v":1,"items":[[src,offset,seq,kind,length(,[ts,id,cache_domain])],...],"wm":[join_partition,watermark]|null,
+    {"v":1,"items":[[src,offset,seq,kind,length(,[ts,rank,id,cache_domain])],...],"wm":[join_partition,watermark]|null,
      "marks":{"i<partition>":newest_event_time,...}|null,"idle":["i<partition>",...]|null}\\n<payloads>
 
 Payloads stay opaque bytes (raw event JSON, an Exchange's JSON): no escaping, no second parse.
@@ -36,9 +36,9 @@ class Item:
     seq: int  # n-th output caused by that message
     kind: str  # event | canary | exchange | stats
     payload: bytes
-    # join -> domain: (event time, id, cache domain) of the item, so that the domain stage can order
-    # and hold it as bytes, validating it once when it is released
-    meta: tuple[float, str, str] | None = None
+    # join -> domain: the item's order key (event time, kind rank, id) and its cache domain, so that
+    # the domain stage can order and hold it as bytes, validating it once when it is released
+    meta: tuple[float, int, str, str] | None = None
 
     @property
     def pos(self) -> tuple[int, int]:
@@ -97,7 +97,8 @@ def decode(value: bytes) -> Batch:
         view = memoryview(body)
         for entry in h["items"]:
             src, offset, seq, kind, length = entry[:5]
-            meta = (float(entry[5][0]), str(entry[5][1]), str(entry[5][2])) if len(entry) > 5 else None
+            m = entry[5] if len(entry) > 5 else None
+            meta = (float(m[0]), int(m[1]), str(m[2]), str(m[3])) if m is not None else None
             items.append(Item(src, int(offset), int(seq), kind, bytes(view[at : at + length]), meta))
             at += length
         if at != len(body):

@@ -153,13 +153,12 @@ def produce_file(
     n = 0
     pending: list[bytes] = []
     pending_bytes = 0
-    batch_bytes = BATCH_BYTES
 
     def send_pending() -> None:
         nonlocal pending_bytes
         if pending:
-            headers = [("content-type", NDJSON_CONTENT_TYPE)]
-            prod.send(k.input_topic, key=None, value=b"\n".join(pending), headers=headers)
+            ndjson = [("content-type", NDJSON_CONTENT_TYPE)]
+            prod.send(k.input_topic, key=None, value=b"\n".join(pending), headers=ndjson)
             pending.clear()
             pending_bytes = 0
 
@@ -179,7 +178,7 @@ def produce_file(
                     continue
                 key = None
             if batch > 1:
-                if pending and pending_bytes + len(line) + 1 > batch_bytes:
+                if pending and pending_bytes + len(line) + 1 > BATCH_BYTES:
                     send_pending()
                 pending.append(line)
                 pending_bytes += len(line) + 1
