@@ -94,6 +94,18 @@ class Names:
         with contextlib.suppress(Exception):  # best effort: unique names keep leftovers harmless
             delete_topics(self.bootstrap, list(topic_specs(self.kafka())))
 
+    def __enter__(self) -> Names:
+        """The topics exist inside the block and are deleted after it, whatever happened."""
+        try:
+            self.create()
+        except BaseException:
+            self.delete()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.delete()
+
 
 class Worker(WorkerProcess):
     """A worker subprocess for one stage of the run (quiet logs: the benchmark reads /counters)."""
@@ -405,8 +417,12 @@ def run_workers(
     t_first, c_first = samples_ingest[first]
     t_ing_done = _interp(samples_ingest, msgs_total)
     assert t_ing_done is not None
-    ingest_rate = (msgs_total - c_first) / (t_ing_done - t_first) if t_ing_done > t_first else float("nan")
-    t0 = t_first - c_first / ingest_rate
+    if t_ing_done > t_first:
+        t0 = t_first - c_first / ((msgs_total - c_first) / (t_ing_done - t_first))
+    else:
+        # Everything was read between two samples (a tiny run): no rate to extrapolate with, so the
+        # start is bounded by the last sample that saw nothing (or the launch).
+        t0 = samples_ingest[first - 1][0] if first > 0 else t_launch
     if first > 0:
         t0 = max(t0, samples_ingest[first - 1][0])
     t_join_done = _interp(samples_join, msgs_total)
@@ -652,9 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     keep_logs = False
     try:
         # 1+2: pre-fill, raw consumer baseline, one worker.
-        one = Names(args.bootstrap, "one")
-        try:
-            one.create()
+        with Names(args.bootstrap, "one") as one:
             t_pub = asyncio.run(publish(args.bootstrap, one.input_topic, msgs))
             c.log(args, f"published {total:,} messages in {t_pub:.1f}s ({total / t_pub:,.0f}/s)")
             base = asyncio.run(raw_consume(args.bootstrap, one.input_topic, total, timeout_s=300))
@@ -663,29 +677,19 @@ def main(argv: list[str] | None = None) -> int:
             c.log(args, f"core alone (no Kafka): {ceiling['core_events_per_s']:,.0f} ev/s")
             r1 = run_workers(args, one, total, marker_domains, 1, workdir)
             c.log(args, f"1 worker: end-to-end {r1['end_to_end_events_per_s']:,.0f} ev/s")
-        finally:
-            one.delete()
         # 3b: the same events, PER_MESSAGE to a Kafka message (gateways that batch), same baseline kind.
-        bat = Names(args.bootstrap, "batched")
-        try:
-            bat.create()
+        with Names(args.bootstrap, "batched") as bat:
             bmsgs = batched(msgs, n_events, PER_MESSAGE)
             asyncio.run(publish(args.bootstrap, bat.input_topic, bmsgs))
             base_b = asyncio.run(raw_consume(args.bootstrap, bat.input_topic, len(bmsgs), timeout_s=300))
             c.log(args, f"raw consumer, batched: {base_b['events_per_s']:,.0f} ev/s")
             rb = run_workers(args, bat, total, marker_domains, 1, workdir)
             c.log(args, f"1 worker, batched input: end-to-end {rb['end_to_end_events_per_s']:,.0f} ev/s")
-        finally:
-            bat.delete()
         # 5: two workers on a fresh pre-filled topic.
-        two = Names(args.bootstrap, "two")
-        try:
-            two.create()
+        with Names(args.bootstrap, "two") as two:
             asyncio.run(publish(args.bootstrap, two.input_topic, msgs))
             r2 = run_workers(args, two, total, marker_domains, 2, workdir)
             c.log(args, f"2 workers: end-to-end {r2['end_to_end_events_per_s']:,.0f} ev/s")
-        finally:
-            two.delete()
         # 4: latency at half the sustained (end-to-end) rate of one worker.
         half = 0.5 * r1["end_to_end_events_per_s"]
         background = [orjson.loads(raw) for raw in lines]

@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["bench_core", "bench_fingerprint", "bench_replay", "bench_memory", "bench_scaling"]
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
+def _run_tiny(name: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run bench/<name>.py at the tiny size; its completed process and the result file it wrote."""
     out = tmp_path / "results"
     proc = subprocess.run(
         [
@@ -22,6 +22,7 @@ def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
             str(ROOT / "bench" / f"{name}.py"),
             "--tiny",
             "--no-progress",
+            *extra,
             "--out",
             str(out),
             "--data",
@@ -33,7 +34,12 @@ def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads((out / f"{name}.json").read_text())
+    return proc, json.loads((out / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
+    proc, doc = _run_tiny(name, tmp_path)
     assert doc["bench"] == name and doc["mode"] == "tiny"
     for key in ("machine", "params", "figures", "baseline", "ratio"):
         assert key in doc
@@ -42,28 +48,7 @@ def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.kafka
 def test_bench_kafka_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
-    out = tmp_path / "results"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "bench_kafka.py"),
-            "--tiny",
-            "--no-progress",
-            "--no-defaults-latency",
-            "--bootstrap",
-            kafka_bootstrap,
-            "--out",
-            str(out),
-            "--data",
-            str(tmp_path / "data"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads((out / "bench_kafka.json").read_text())
+    proc, doc = _run_tiny("bench_kafka", tmp_path, "--no-defaults-latency", "--bootstrap", kafka_bootstrap)
     assert doc["bench"] == "bench_kafka" and doc["mode"] == "tiny"
     for key in ("machine", "params", "figures", "baseline", "ratio", "targets", "tables"):
         assert key in doc
