@@ -242,7 +242,7 @@ def report(title: str, tables: dict[str, str], targets: dict[str, Any] | None, p
 
 def sim_events(seed: int, duration_s: float, rate: float, **kw: Any) -> Iterator[dict[str, Any]]:
     """Simulator events (dicts, event-time order). Labels are discarded as they accrue (bounded memory)."""
-    from streams.simulate import SimConfig, iter_simulation
+    from streams.sim.simulate import SimConfig, iter_simulation
 
     events, labels = iter_simulation(SimConfig(seed=seed, duration_s=duration_s, rate=rate, **kw))
     for n, ev in enumerate(events):

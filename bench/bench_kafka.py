@@ -5,7 +5,7 @@ In one run, on text-free simulator traffic:
 1. N events are published to a fresh input topic (unique topic names and app id per run).
 2. Baseline: a raw `AIOKafkaConsumer` that only decodes (`orjson.loads`) every message of that topic
    from the beginning: events/s, first message to last.
-3. One worker (`python -m streams.worker`, a subprocess) on the same pre-filled topic from the
+3. One worker (`python -m streams.kafka.worker`, a subprocess) on the same pre-filled topic from the
    beginning: ingest-stage and join-stage rates from its `/counters`, end-to-end (domain-stage) rate
    from the alerts of end markers (one over-long request per domain partition, then tick events that
    push event time past everything: the last domain item of every partition raised an alert).
@@ -40,9 +40,9 @@ import _common as c
 import orjson
 
 from schemas.events import NDJSON_CONTENT_TYPE
+from streams.kafka.routing import covering_keys, partition_of
 from streams.settings import Settings
-from streams.topics import covering_keys, partition_of
-from streams.workerproc import WorkerProcess, kafka_env
+from streams.testing.workerproc import WorkerProcess, kafka_env
 
 NAME = "bench_kafka"
 INGEST_EVENT_KEYS = {"ingest.request", "ingest.response", "ingest.cache_stats", "ingest.canary"}
@@ -84,12 +84,12 @@ class Names:
         )
 
     def create(self) -> None:
-        from streams.topics import ensure_topics
+        from streams.kafka.topics import ensure_topics
 
         ensure_topics(self.kafka())
 
     def delete(self) -> None:
-        from streams.topics import delete_topics, topic_specs
+        from streams.kafka.topics import delete_topics, topic_specs
 
         with contextlib.suppress(Exception):  # best effort: unique names keep leftovers harmless
             delete_topics(self.bootstrap, list(topic_specs(self.kafka())))
@@ -141,7 +141,7 @@ def routing_key(ev: dict[str, Any]) -> bytes:
 
 
 def one_per_partition(prefix: str, partitions: int) -> list[str]:
-    """Names whose key lands on each internal partition once (streams.topics.partition_of)."""
+    """Names whose key lands on each internal partition once (streams.kafka.topics.partition_of)."""
     out: dict[int, str] = {}
     i = 0
     while len(out) < partitions:

@@ -25,7 +25,7 @@ import orjson
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, parse_event
-from streams.simulate import DEFAULT_START_TS
+from streams.sim.simulate import DEFAULT_START_TS
 
 NAME = "bench_memory"
 _SKIP = (type, type(sys), type(len), type(lambda: 0))

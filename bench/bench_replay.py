@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c
 import orjson
 
-from streams.runner import EmbeddedRunner
+from streams.embedded.runner import EmbeddedRunner
 from streams.settings import Settings
-from streams.simulate import SimConfig, write_simulation
+from streams.sim.simulate import SimConfig, write_simulation
 
 NAME = "bench_replay"
 

@@ -32,7 +32,7 @@ T0 = 1787821200.0
 
 
 def corpus_text(chars: int) -> str:
-    from streams.simulate import _corpus
+    from streams.sim.simulate import _corpus
 
     files = _corpus().files
     parts: list[str] = []

@@ -16,10 +16,10 @@ from pathlib import Path
 import orjson
 
 from schemas.events import EventError, parse_event
-from streams.evaluate import evaluate
-from streams.runner import EmbeddedRunner
+from streams.embedded.runner import EmbeddedRunner
 from streams.settings import load_settings
-from streams.simulate import SimConfig, iter_simulation
+from streams.sim.evaluate import evaluate
+from streams.sim.simulate import SimConfig, iter_simulation
 
 
 def one(seed: int, duration_s: float, fault_at_s: float | None) -> dict:

@@ -20,14 +20,9 @@ from kafka import KafkaProducer
 from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
-from streams.ingest import open_binary
+from streams.inputs.files import open_binary
+from streams.kafka.routing import routing_key
 from streams.settings import KafkaSettings, Settings, load_settings
-
-
-def routing_key(event: Event) -> str:
-    from streams.app import routing_key as rk
-
-    return rk(event)
 
 
 def make_producer(k: KafkaSettings, **overrides: Any) -> KafkaProducer:
@@ -219,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from streams.ingest import input_size
+    from streams.inputs.files import input_size
 
     settings = load_settings(getattr(args, "config", None))
     k = settings.kafka

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from streams.workerproc import WorkerProcess, kafka_env
+from streams.testing.workerproc import WorkerProcess, kafka_env
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 
@@ -93,7 +93,7 @@ def kafka_names(kafka_bootstrap: str) -> Iterator[KafkaNames]:
     names = KafkaNames(kafka_bootstrap)
     yield names
     try:
-        from streams.topics import delete_topics, topic_specs
+        from streams.kafka.topics import delete_topics, topic_specs
 
         delete_topics(kafka_bootstrap, list(topic_specs(names.settings().kafka)))
     except Exception:

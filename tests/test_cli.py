@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import main
+from streams.cli.main import main
 
 SIM = ["--seed", "3", "--duration", "240", "--fault-at", "60"]
 

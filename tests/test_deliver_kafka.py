@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from schemas.alert import Alert
-from streams.deliver import DeliveryConsumer, run_delivery
+from streams.kafka.deliver import DeliveryConsumer, run_delivery
 from streams.settings import KafkaSettings, Settings, WebhookReceiver, WebhookSettings
 from streams.sinks.webhook import verify_signature
 

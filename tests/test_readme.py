@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import build_parser
+from streams.cli.main import build_parser
 from streams.settings import load_settings
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import json
 import pytest
 from factories import request, response, stats
 
-from streams.runner import EmbeddedRunner
+from streams.embedded.runner import EmbeddedRunner
 from streams.settings import Settings
 
 

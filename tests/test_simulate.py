@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from schemas import parse_event_obj
-from streams.simulate import (
+from streams.sim.simulate import (
     INCIDENT_CAPACITY,
     INCIDENT_WINDOW,
     PROBES,

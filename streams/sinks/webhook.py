@@ -8,7 +8,7 @@ Layers, each usable on its own:
   - `Outbox`: append-only journal so the embedded sink re-sends after a crash with the same ids.
   - `WebhookSink`: the Sink; one background thread per receiver so a slow receiver blocks neither
     the detector loop nor the other receivers.
-The Kafka delivery consumer (`streams.deliver`) reuses Grouper and Deliverer; there the committed
+The Kafka delivery consumer (`streams.kafka.deliver`) reuses Grouper and Deliverer; there the committed
 offset, not the outbox, is what makes delivery durable.
 """
 

@@ -17,10 +17,10 @@ import pytest
 from conftest import wait_for  # one bounded-wait helper for all Kafka tests
 from kafka import KafkaConsumer, KafkaProducer
 
+from streams.embedded.runner import EmbeddedRunner
+from streams.kafka.routing import covering_keys
 from streams.producer import produce_file
-from streams.runner import EmbeddedRunner
 from streams.settings import KafkaSettings, Settings
-from streams.topics import covering_keys
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 
@@ -52,7 +52,7 @@ def _tick_events(last_ts: float, k: KafkaSettings) -> list[bytes]:
 @pytest.fixture(scope="module")
 def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The simulator's incident plus ticks, and the embedded Monitor's alert ids on the same file."""
-    from streams.simulate import SimConfig, write_simulation
+    from streams.sim.simulate import SimConfig, write_simulation
 
     d = tmp_path_factory.mktemp("incident")
     summary = write_simulation(d, SimConfig(duration_s=240.0, fault_at_s=80.0))

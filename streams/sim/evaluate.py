@@ -137,7 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streams.report import print_evaluation
+    from streams.cli.console import print_evaluation
 
     if args.events and not Path(args.events).exists():
         raise SystemExit(f"events file not found: {args.events}")

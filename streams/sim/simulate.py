@@ -1003,7 +1003,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streams.simulate", description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(prog="python -m streams.sim.simulate", description=__doc__.split("\n", 1)[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

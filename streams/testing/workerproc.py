@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def kafka_env(bootstrap: str, app_id: str) -> dict[str, str]:
@@ -48,7 +48,7 @@ class WorkerProcess:
         full_env.pop("CROSSTALK_CONFIG", None)
         self._log = log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.worker", "--loglevel", loglevel],
+            [sys.executable, "-m", "streams.kafka.worker", "--loglevel", loglevel],
             cwd=ROOT,
             env=full_env,
             stdout=self._log,

@@ -40,9 +40,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    from streams.ingest import input_size
-    from streams.report import err, print_alert, print_summary
-    from streams.runner import AlertWriter, EmbeddedRunner
+    from streams.cli.console import err, print_alert, print_summary
+    from streams.embedded.runner import AlertWriter, EmbeddedRunner
+    from streams.inputs.files import input_size
     from streams.sinks import build_sinks
 
     settings = _settings(args)
@@ -84,7 +84,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from streams.demo import run_demo
+    from streams.sim.demo import run_demo
 
     return run_demo(_settings(args), seed=args.seed, duration_s=args.duration, fault_at_s=args.fault_at, out=args.out)
 
@@ -104,11 +104,14 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 # name -> (module with add_arguments/run, help); the shells of other stages live in their own modules.
 _DELEGATED = {
-    "simulate": ("streams.simulate", "simulate a multi-tenant inference service, optionally with the incident's fault"),
-    "evaluate": ("streams.evaluate", "score alerts against the simulator's ground-truth labels"),
-    "worker": ("streams.worker", "run a Faust worker on Kafka (production mode)"),
+    "simulate": (
+        "streams.sim.simulate",
+        "simulate a multi-tenant inference service, optionally with the incident's fault",
+    ),
+    "evaluate": ("streams.sim.evaluate", "score alerts against the simulator's ground-truth labels"),
+    "worker": ("streams.kafka.worker", "run a Faust worker on Kafka (production mode)"),
     "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
-    "deliver": ("streams.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
+    "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
 }
 
 

@@ -44,8 +44,8 @@ def settings_for(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     import faust
 
-    from streams.app import build_runtime
-    from streams.topics import ensure_topics
+    from streams.kafka.app import build_runtime
+    from streams.kafka.topics import ensure_topics
 
     settings = settings_for(args)
     logging.basicConfig(level=args.loglevel.upper(), format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streams.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m streams.kafka.worker", description=__doc__)
     parser.add_argument("--config", help="TOML settings file (default: $CROSSTALK_CONFIG)")
     add_arguments(parser)
     return run(parser.parse_args(argv))

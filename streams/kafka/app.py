@@ -10,7 +10,7 @@ Topology (docs/adr/0001-kafka-topology.md has the why):
       v                         v
     dead-letter               dead-letter (duplicate, fingerprint_params)
 
-The internal topics carry batches (streams/frames.py): ingest takes up to `batch_max` input messages
+The internal topics carry batches (streams/kafka/frames.py): ingest takes up to `batch_max` input messages
 at once and sends one message per join partition; the join stage sends one message per domain
 partition for each message it handles, with its watermark. Every item keeps its source position.
 
@@ -62,10 +62,11 @@ from schemas.events import (
     Response,
     parse_event,
 )
-from streams import frames
+from streams.kafka import frames
+from streams.kafka.routing import partition_of, routing_key
+from streams.kafka.topics import TopicNames, topic_names
 from streams.settings import Settings
 from streams.sinks import build_sinks
-from streams.topics import TopicNames, partition_of, topic_names
 
 log = logging.getLogger("crosstalk.app")
 
@@ -93,15 +94,6 @@ def store_url(setting: str) -> str:
     except ImportError:
         return "memory://"
     return "rocksdb://"
-
-
-def routing_key(event: Event) -> str:
-    """The key that co-locates what must meet: both halves of a pair, a domain's stats, a tenant's canaries."""
-    if isinstance(event, (Request, Response)):
-        return event.request_id
-    if isinstance(event, CacheStats):
-        return event.cache_domain
-    return event.tenant_id
 
 
 def _late_or_dup(last: dict[str, Pos], src: str, pos: Pos) -> bool:
@@ -232,7 +224,7 @@ class Runtime:
             web_enabled=True,
             topic_partitions=k.internal_partitions,
             topic_replication_factor=k.replication_factor,
-            # Every topic is created up front by streams/topics.py with our own configs (see ADR).
+            # Every topic is created up front by streams/kafka/topics.py with our own configs (see ADR).
             topic_allow_declare=False,
             table_standby_replicas=k.standby_replicas,
             consumer_auto_offset_reset="earliest",

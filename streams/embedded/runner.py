@@ -15,7 +15,7 @@ from detectors.exchange import Exchange
 from detectors.monitor import Monitor
 from schemas.alert import Alert
 from schemas.events import Event, EventError
-from streams.ingest import LineReader, Parsed, Rejects, in_event_time_order
+from streams.inputs.files import LineReader, Parsed, Rejects, in_event_time_order
 from streams.settings import Settings
 from streams.sinks.base import Sink
 

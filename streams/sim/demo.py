@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 
 from schemas.events import EventError, parse_event
-from streams.evaluate import evaluate
-from streams.report import err, print_alert, print_evaluation, print_summary
-from streams.runner import AlertWriter, EmbeddedRunner
+from streams.cli.console import err, print_alert, print_evaluation, print_summary
+from streams.embedded.runner import AlertWriter, EmbeddedRunner
 from streams.settings import Settings
+from streams.sim.evaluate import evaluate
 from streams.sinks import build_sinks
 
 
@@ -33,7 +33,7 @@ class _Console(AlertWriter):
 
 
 def run_demo(settings: Settings, *, seed: int, duration_s: float, fault_at_s: float, out: str | None) -> int:
-    from streams.simulate import SimConfig, iter_simulation
+    from streams.sim.simulate import SimConfig, iter_simulation
 
     config = SimConfig(seed=seed, duration_s=duration_s, fault_at_s=fault_at_s)
     err.rule("crosstalk demo")

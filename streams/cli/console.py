@@ -12,8 +12,8 @@ from schemas.alert import Alert
 from schemas.timefmt import format_ts
 
 if TYPE_CHECKING:
-    from streams.evaluate import Evaluation
-    from streams.runner import RunResult
+    from streams.embedded.runner import RunResult
+    from streams.sim.evaluate import Evaluation
 
 err = Console(stderr=True, highlight=False)
 if not err.is_terminal:
