@@ -63,6 +63,28 @@ class DetectionSettings(BaseModel):
     # default is 0 (speak at once); raise it where partitions lag each other by seconds.
     domain_lateness_s: float = Field(default=0.0, ge=0)
 
+    # Hostile input (README "Threat model").
+    max_future_skew_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="events further ahead than this of the wall clock (and, in replay, of their stream) are "
+        "rejected as future_ts and move no clock",
+    )
+    canary_tenants: list[str] = Field(
+        default_factory=lambda: ["probe-*"],
+        description="glob patterns of the probe tenants allowed to plant canaries (canary events, request canaries)",
+    )
+    canary_min_hex: int = Field(
+        default=24, ge=16, description="a canary marker is PREFIX-<at least this many lowercase hex digits>"
+    )
+    max_canaries: int = Field(default=100_000, ge=1, description="canary markers remembered (oldest evicted)")
+    domain_idle_s: float = Field(
+        default=3600.0, gt=0, description="a cache domain with no input for this long (event time) is dropped"
+    )
+    max_domains: int = Field(
+        default=10_000, ge=1, description="cache domains held at once; the least recently active is evicted"
+    )
+
     # Incidents (Alertmanager-style grouping).
     incident_quiet_s: float = Field(default=600.0, gt=0, description="an incident resolves after this much quiet")
     max_request_ids_per_incident: int = Field(default=100_000, ge=1)
