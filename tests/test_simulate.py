@@ -271,7 +271,7 @@ def test_canaries(sim: Sim) -> None:
     owner = {}
     for c in canaries:
         assert c["tenant_id"] in PROBES
-        assert re.fullmatch(r"CTK-CANARY-[0-9a-f]{16}", c["marker"])
+        assert re.fullmatch(r"CTK-CANARY-[0-9a-f]{32}", c["marker"])
         owner[c["marker"]] = c["tenant_id"]
     registered_at = {c["marker"]: c["ts"] for c in canaries}
     probe_requests = [r for r in sim.requests.values() if r["tenant_id"] in PROBES]
@@ -288,7 +288,7 @@ def test_canaries(sim: Sim) -> None:
         out = sim.responses[row["request_id"]]["output_text"].lower()
         for marker in row["canary_markers"]:
             assert owner[marker] != row["tenant_id"]
-            assert re.search(r"ctk\W+canary\W+" + marker[-16:], out)
+            assert re.search(r"ctk\W+canary\W+" + marker[-32:], out)
 
 
 def test_cache_stats(sim: Sim) -> None:

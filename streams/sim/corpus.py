@@ -1,0 +1,189 @@
+"""Texts of the stdlib-code profile: real Python source from the interpreter's standard library, fresh prose
+from an order-1 word chain over its comments, and the coding assistant's shared phrases.
+
+Files that share any 16-word passage with an earlier file are dropped, so that tenants' private repositories
+are truly private and every cross-tenant overlap in clean traffic is a deliberate decoy (shared system
+prompts, popular files, stock phrases), never an accident of the corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import re
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+# --------------------------------------------------------------------------------------------------
+# Shared texts. Stock phrases are said by the assistant to every tenant; the long ones are ≥ 16 words on
+# purpose, so a detector that does not discount text common to many tenants raises false alarms on them.
+
+SYSTEM_HEADERS = (
+    "You are an autonomous coding agent working inside the user's repository. Read files before you edit "
+    "them, keep changes minimal and focused on the task, never invent APIs that do not exist in the code "
+    "base, and explain every change in one or two sentences. When a command fails, show the error and "
+    "propose a fix instead of retrying blindly. The following project conventions apply to all answers.",
+    "You are a senior Python engineer pair-programming with the user. Prefer the standard library over new "
+    "dependencies, write type hints for every public function, keep functions short, and add a regression "
+    "test for every bug you fix. Answer with a unified diff when you change code and with prose otherwise. "
+    "Use the style of the reference module below for naming, docstrings and error handling.",
+    "You are a code review assistant. For each change, list correctness problems first, then security "
+    "issues, then performance, then style. Quote the exact lines you comment on, give a concrete "
+    "suggestion for each finding, and say clearly when you found nothing. Do not rewrite working code for "
+    "taste. The reference material below describes the idioms this team expects to see.",
+    "You are a terminal assistant for a developer. You can run shell commands, read and write files, and "
+    "search the code base. Think step by step, run the tests after each edit, and stop when the tests pass. "
+    "Never delete files outside the working tree and never push to remote branches without asking first. "
+    "Background documentation for the project follows.",
+)
+
+OPENINGS = (
+    "Here is the updated function:",
+    "Sure! Let me take a look at the code first.",
+    "I'll start by reading the relevant files.",
+    "Good catch, the problem is in the code below.",
+    "I looked through the module and found the cause.",
+    "Let me walk you through the change step by step.",
+)
+BEFORE_CODE = (
+    "Here is the updated function:",
+    "The relevant part is this block:",
+    "This is the code in question:",
+    "Here is the fixed version:",
+)
+CLOSINGS = (
+    "Let me know if you want me to add tests for this.",
+    "I have made the requested changes. Please review the diff below carefully and run the full test suite "
+    "before merging it into the main branch.",
+    "This keeps the public interface unchanged, so existing callers do not need to be modified and the "
+    "behaviour stays backwards compatible with older releases of the library.",
+    "Run the tests again and tell me if anything still fails.",
+    "If you want, I can also update the documentation to describe the new behaviour in more detail.",
+)
+USER_TEMPLATES = (
+    "Refactor `{func}` in {file} so that it is easier to test.",
+    "Why does `{func}` in {file} fail when the input is empty? Please fix it.",
+    "Add type hints to `{func}` in {file} and keep the behaviour identical.",
+    "Write a unit test for `{func}` from {file}.",
+    "Explain what `{func}` in {file} does and where it is called from.",
+    "The CI job fails in {file} near `{func}`. Find the bug and propose a patch.",
+    "Can you make `{func}` in {file} faster? It shows up in the profile.",
+    "Rename `{func}` in {file} to something clearer and update all callers.",
+)
+
+_WORD = re.compile(r"\w+")
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+_COMMENT = re.compile(r"^[ \t]*#[ \t]?(.+)$", re.MULTILINE)
+_EXCLUDED = re.compile(
+    r"/(?:site-packages|dist-packages|test|tests|idle_test|__pycache__|encodings|lib2to3|pydoc_data|turtledemo|"
+    r"ensurepip|config-[^/]*)/|/_sysconfigdata"
+)
+
+
+def words_of(text: str) -> list[str]:
+    """Normalised words, as the detector counts them."""
+    return _WORD.findall(text.lower())
+
+
+# --------------------------------------------------------------------------------------------------
+# Corpus
+
+
+@dataclass(frozen=True)
+class File:
+    path: str  # relative to the stdlib directory
+    text: str
+    funcs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Corpus:
+    files: tuple[File, ...]
+    chain: dict[str, tuple[str, ...]]  # order-1 word chain for fresh prose
+    starters: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1)
+def corpus() -> Corpus:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    paths = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
+    seen: set[int] = set()
+    files: list[File] = []
+    comments: list[str] = []
+    for rel in paths:
+        if _EXCLUDED.search("/" + rel):
+            continue
+        try:
+            text = (root / rel).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        comments.extend(m.group(1) for m in _COMMENT.finditer(text))
+        if not 3_000 <= len(text) <= 400_000:
+            continue
+        words = words_of(text)
+        # Python's tuple hash is salted per process, but a 64-bit collision among a few million
+        # shingles is so unlikely that the selection is the same in every run.
+        shingles = {hash(tuple(words[i : i + 16])) for i in range(len(words) - 15)}
+        if shingles & seen:
+            continue
+        seen |= shingles
+        funcs = tuple(dict.fromkeys(f for f in _DEF.findall(text) if not f.startswith("__")))
+        files.append(File(rel, text, funcs or ("main",)))
+    nexts: dict[str, list[str]] = {}
+    starters: list[str] = []
+    for line in comments:
+        toks = [t for t in line.split() if t.isascii() and any(c.isalpha() for c in t) and len(t) < 24]
+        for a, b in itertools.pairwise(toks):
+            nexts.setdefault(a, []).append(b)
+        if toks and toks[0][0].isupper() and len(toks) >= 5:
+            starters.append(toks[0])
+    chain = {k: tuple(v) for k, v in nexts.items()}
+    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",))
+
+
+def prose(rng: random.Random, corpus: Corpus, sentences: int) -> str:
+    """Fresh text: sentences from an order-1 word chain over stdlib comments.
+
+    Order 1 keeps long verbatim runs of the corpus (and between two outputs) practically impossible,
+    so fresh text never creates overlap a detector could mistake for a leak.
+    """
+    out = []
+    for _ in range(sentences):
+        word = rng.choice(corpus.starters)
+        toks = [word]
+        target = rng.randint(8, 22)
+        while len(toks) < target:
+            follow = corpus.chain.get(word)
+            word = rng.choice(follow) if follow else rng.choice(corpus.starters).lower()
+            toks.append(word)
+            if word.endswith(".") and len(toks) >= 6:
+                break
+        sentence = " ".join(toks).rstrip(".,;:")
+        out.append(sentence[0].upper() + sentence[1:] + ".")
+    return " ".join(out)
+
+
+def length_class(words: int) -> str:
+    """Passage length relative to the detector's guarantee of 16 words."""
+    return "short" if words < 16 else "threshold" if words <= 24 else "medium" if words < 50 else "long"
+
+
+def window(rng: random.Random, text: str, chars: int) -> str:
+    """A slice of about `chars` characters starting and ending at line boundaries."""
+    if len(text) <= chars:
+        return text
+    start = rng.randrange(0, len(text) - chars)
+    nl = text.rfind("\n", 0, start)
+    start = nl + 1 if nl >= 0 else 0
+    end = text.find("\n", start + chars)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def head(text: str, chars: int) -> str:
+    """The first `chars` characters, cut back to a line end when there is one."""
+    if len(text) <= chars:
+        return text
+    cut = text.rfind("\n", 0, chars)
+    return text[: cut if cut > chars // 2 else chars]
