@@ -7,12 +7,13 @@ CROSSTALK_DETECTION__FINGERPRINT_KEY=... . Defaults work on the embedded runner 
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -82,32 +83,46 @@ class KafkaSettings(_Section):
     )
 
 
+def _http_url(value: str) -> str:
+    # A receiver URL is where alerts go: file://, gopher:// or a bare host would make the webhook
+    # client read local files or speak other protocols on an operator's typo (or an attacker's config).
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest or rest.startswith("/"):
+        raise ValueError(f"webhook receiver url must be http:// or https:// with a host, got {value!r}")
+    return value
+
+
 class WebhookReceiver(_Section):
     name: str
-    url: str
+    url: str = Field(description="http:// or https:// only")
     format: Literal["json", "alertmanager", "slack"] = "json"
     min_severity: Literal["info", "warning", "high", "critical"] = "high"
     kinds: list[str] = Field(default_factory=list, description="empty: all kinds")
     cache_domains: list[str] = Field(default_factory=list, description="empty: all domains")
     tenants: list[str] = Field(default_factory=list, description="non-empty: tenant-scoped receiver")
     headers: dict[str, str] = Field(default_factory=dict)
-    secret: str | None = Field(default=None, description="HMAC secret; falls back to webhooks.secret")
+    secret: SecretStr | None = Field(default=None, description="HMAC secret; falls back to webhooks.secret")
+
+    _check_url = field_validator("url")(classmethod(lambda cls, v: _http_url(v)))
 
 
 class WebhookSettings(_Section):
     receivers: list[WebhookReceiver] = Field(default_factory=list)
-    secret: str | None = None
+    secret: SecretStr | None = Field(default=None, description="HMAC-SHA256 signing key; without it deliveries are unsigned")
     timeout_s: float = 5.0
     max_retries: int = Field(default=6, ge=0)
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 30.0
     group_wait_s: float = Field(default=2.0, ge=0, description="Alertmanager group_wait")
     group_interval_s: float = Field(default=30.0, ge=0, description="Alertmanager group_interval")
-    resolve_after_s: float = Field(
-        default=600.0, gt=0, description="an incident with no new alert for this long (event time) is resolved"
+    resend_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="alertmanager receivers: active alerts are re-sent this often (wall clock), as Prometheus does, "
+        "so Alertmanager does not resolve them on its own while the incident is open",
     )
-    resolve_on_close: bool = Field(
-        default=True, description="embedded mode: resolve open incidents when the sink closes (end of a replay)"
+    ends_at_intervals: float = Field(
+        default=4.0, ge=1, description="a re-sent alert's endsAt lies this many resend intervals in the future"
     )
     close_timeout_s: float = Field(default=10.0, ge=0, description="close() drains at most this long")
     external_url: str = Field(default="http://127.0.0.1:6066", description="base of Alertmanager generatorURL")
@@ -126,14 +141,117 @@ class OtelSettings(_Section):
     console: bool = False
     service_name: str = "crosstalk"
     export_interval_s: float = 5.0
-    headers: dict[str, str] = Field(default_factory=dict, description="extra OTLP request headers (auth)")
-    timeout_s: float = 10.0
+    traces: bool = Field(default=True, description="export spans (off e.g. for a metrics-only backend)")
+    metrics: bool = Field(default=True, description="export metrics (off e.g. for Jaeger, which takes no metrics)")
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="extra OTLP request headers (auth)")
+    timeout_s: float = Field(
+        default=2.0, gt=0, description="one export (with its retries) gives up after this long, off the pipeline thread"
+    )
+    shutdown_timeout_s: float = Field(
+        default=2.0, ge=0, description="close() waits at most this long for the last exports; the rest is counted lost"
+    )
+    max_queue_spans: int = Field(default=32_768, ge=512, description="spans queued for export; overflow is dropped")
     span_hold_s: float = Field(
         default=1.0,
         ge=0,
         description="exchange spans stay open this long (event time) so later alerts naming them can add events",
     )
     max_open_spans: int = Field(default=10_000, ge=1)
+
+
+class OtlpSettings(_Section):
+    """`crosstalk otlp`: OTLP GenAI spans in. Attribute lists are tried in order, span then resource attributes."""
+
+    bind: str = Field(default="127.0.0.1", description="address of the OTLP/HTTP receiver (loopback by default)")
+    port: int = Field(default=14318, ge=1, le=65535, description="OTLP/HTTP receiver port (POST /v1/traces)")
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    operations: list[str] = Field(
+        default_factory=lambda: ["chat", "text_completion", "generate_content"],
+        description="gen_ai.operation.name values mapped; other spans are skipped (counted, not dead-lettered)",
+    )
+    tenant_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.tenant_id", "user.id", "enduser.id"])
+    cache_domain_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.cache_domain"])
+    cache_domain_from_server_address: bool = Field(
+        default=True, description="else use server.address[:server.port] (the engine endpoint) as the domain"
+    )
+    default_cache_domain: str | None = None
+    prompt_tokens_attributes: list[str] = Field(
+        default_factory=lambda: ["crosstalk.prompt_tokens"], description="the gateway's own prompt-token count"
+    )
+    prompt_tokens_from_usage: bool = Field(
+        default=True, description="without it, use gen_ai.usage.input_tokens (accounting mismatch then undetectable)"
+    )
+    request_id_attributes: list[str] = Field(
+        default_factory=lambda: ["crosstalk.request_id"], description="else <trace_id>-<span_id>"
+    )
+    session_attributes: list[str] = Field(default_factory=lambda: ["gen_ai.conversation.id", "session.id"])
+    ttft_s_attributes: list[str] = Field(default_factory=lambda: ["gen_ai.response.time_to_first_chunk"])
+    ttft_ms_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.ttft_ms"])
+    context_window_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.context_window"])
+    canary_attributes: list[str] = Field(
+        default_factory=lambda: ["crosstalk.canaries"], description="a prober's canary markers (string array)"
+    )
+    status_code_attributes: list[str] = Field(default_factory=lambda: ["http.response.status_code"])
+    error_status_code: int = Field(default=500, ge=100, le=599, description="status of an ERROR span without one")
+    kafka_topic: str = Field(default="otlp_spans", description="the Collector Kafka exporter's default traces topic")
+    kafka_encoding: Literal["otlp_proto", "otlp_json", "auto"] = "otlp_proto"
+    kafka_group_id: str = "crosstalk-otlp"
+
+
+class ScrapeTarget(_Section):
+    url: str = Field(description="engine base URL, e.g. http://10.0.0.5:30000")
+    engine: Literal["sglang", "vllm"]
+    cache_domain: str
+    role: Literal["prefill", "decode", "unified"] = "unified"
+    name: str | None = None
+    metrics_path: str = "/metrics"
+    models_path: str = "/v1/models"
+    model: str | None = Field(default=None, description="which /v1/models entry; default the first")
+
+
+class ScrapeSettings(_Section):
+    targets: list[ScrapeTarget] = Field(default_factory=list)
+    interval_s: float = Field(default=15.0, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0)
+    models_refresh_s: float = Field(default=300.0, gt=0, description="how often /v1/models is re-read")
+    limits_topic: str = Field(default="crosstalk.limits", description="compacted, key = cache_domain")
+    limits_bind: str = "127.0.0.1"
+    limits_port: int = Field(default=6067, ge=0, le=65535, description="GET /limits, /metrics, /health; 0: off")
+
+
+class LiteLLMSettings(_Section):
+    tenant_from: list[Literal["team", "key", "key_alias", "user", "end_user", "org"]] = Field(
+        default_factory=lambda: ["team", "key"], description="first present wins"
+    )
+    send_text: bool = Field(default=False, description="False: fingerprint at the edge, no text leaves LiteLLM")
+    cache_domains: dict[str, str] = Field(default_factory=dict, description="model -> cache domain")
+    default_cache_domain: str | None = Field(default=None, description="else the model name")
+    guard: bool = True
+    limits_url: str | None = Field(default="http://127.0.0.1:6067/limits", description="GET; None: off")
+    limits_from_kafka: bool = Field(default=False, description="also read the compacted limits topic")
+    limits_refresh_s: float = Field(default=5.0, gt=0)
+    limits_max_age_s: float = Field(
+        default=120.0, gt=0, description="older limits are not enforced (bounded staleness)"
+    )
+    fail_closed: bool = Field(default=False, description="reject when no fresh limit is known for the domain")
+    headroom_tokens: int = Field(default=0, ge=0, description="reject above capacity - headroom")
+
+
+class ReportSettings(_Section):
+    disclose_counterparty: bool | Literal["pseudonym"] = Field(
+        default="pseudonym",
+        description="per-tenant notifications: name the other tenant (true), a keyed pseudonym, or nobody (false)",
+    )
+    pseudonym_key: SecretStr | None = Field(
+        default=None,
+        description="key of the pseudonyms; else derived from a configured detection.fingerprint_key, "
+        "else random per run (pseudonyms then differ between runs)",
+    )
+    timeline_buckets: int = Field(default=600, ge=10, le=100_000, description="points per domain timeline at most")
+    max_pending_requests: int = Field(
+        default=200_000, ge=1, description="requests without cache_domain waiting for their response (timeline)"
+    )
+    kafka_timeout_s: float = Field(default=60.0, gt=0, description="--from-kafka: reading the topic to its end")
 
 
 class Settings(BaseSettings):
@@ -144,6 +262,10 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     otel: OtelSettings = Field(default_factory=OtelSettings)
+    otlp: OtlpSettings = Field(default_factory=OtlpSettings)
+    scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)
+    litellm: LiteLLMSettings = Field(default_factory=LiteLLMSettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -181,3 +303,36 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         return Settings(**overrides)
     finally:
         _CONFIG_PATH.reset(token)
+
+
+class MissingFingerprintKey(SystemExit):
+    """A long-running worker without a configured fingerprint key: refuse (exit code 2) rather than hash
+    with a key that every other deployment shares."""
+
+
+def require_fingerprint_key(settings: Settings, command: str) -> Settings:
+    """Workers: a fingerprint key must be configured (file or CROSSTALK_DETECTION__FINGERPRINT_KEY)."""
+    if not settings.detection.fingerprint_key.configured:
+        print(
+            f"crosstalk {command}: no fingerprint key configured; set detection.fingerprint_key "
+            "or CROSSTALK_DETECTION__FINGERPRINT_KEY (a long random secret shared by gateways and workers)",
+            file=sys.stderr,
+        )
+        raise MissingFingerprintKey(2)
+    return settings
+
+
+def with_run_key(settings: Settings, command: str) -> Settings:
+    """Replay and demo: without a configured key, a random one for this run, said on stderr (never printed).
+
+    Fingerprints then match only within this run, which is all a replay needs; edge fingerprints made
+    with another key are rejected as fingerprint_params, as they would be with any other key.
+    """
+    if settings.detection.fingerprint_key.configured:
+        return settings
+    # The unconfigured default is already this process's own random key (detectors.settings.process_key).
+    print(
+        f"crosstalk {command}: no fingerprint key configured; using a random key for this run only",
+        file=sys.stderr,
+    )
+    return settings

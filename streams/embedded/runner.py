@@ -116,9 +116,18 @@ class EmbeddedRunner:
         for sink in self.sinks:
             sink.on_reject(reason, detail)
 
-    def run_files(self, paths: list[str]) -> RunResult:
-        """Replay files in event-time order; returns once all input is processed and flushed."""
-        readers = [LineReader(p, self.rejects, self.settings.ingest.max_event_bytes, self._progress) for p in paths]
+    def run_files(self, paths: list[str], format: str = "jsonl") -> RunResult:
+        """Replay files in event-time order; returns once all input is processed and flushed.
+
+        format: jsonl (crosstalk events) or otlp-json (OTLP/JSON trace exports, one per line; lines that
+        are crosstalk events pass through, e.g. engine cache_stats next to the spans)."""
+        decode = None
+        if format == "otlp-json":
+            from streams.inputs.otlp import otlp_json_decoder
+
+            decode = otlp_json_decoder(self.settings)
+        max_bytes = self.settings.ingest.max_event_bytes
+        readers = [LineReader(p, self.rejects, max_bytes, self._progress, decode) for p in paths]
         return self.run_parsed(
             in_event_time_order(readers, self.settings.ingest.reorder_lateness_s, self.result.counters)
         )

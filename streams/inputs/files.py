@@ -80,14 +80,22 @@ class Parsed:
     raw_len: int = field(compare=False)
 
 
+# A decoder for another line format (e.g. streams.inputs.otlp.otlp_json_decoder): one line -> any number of
+# validated events, and (reason, detail, evidence bytes) for what could not be decoded.
+LineDecoder = Callable[[bytes], Iterable["Event | tuple[str, str, bytes]"]]
+
+
 class LineReader:
     """Validated events of one file, in file order; bad lines go to `rejects`."""
 
-    def __init__(self, path: str, rejects: Rejects, max_bytes: int, progress: Counter[str]) -> None:
+    def __init__(
+        self, path: str, rejects: Rejects, max_bytes: int, progress: Counter[str], decode: LineDecoder | None = None
+    ) -> None:
         self.path = path
         self.rejects = rejects
         self.max_bytes = max_bytes
         self.progress = progress
+        self.decode = decode
 
     def __iter__(self) -> Iterator[Parsed]:
         src = "<stdin>" if self.path == "-" else self.path
@@ -96,6 +104,13 @@ class LineReader:
                 self.progress["bytes"] += len(raw)
                 line = raw.strip()
                 if not line:
+                    continue
+                if self.decode is not None:
+                    for item in self.decode(line):
+                        if isinstance(item, tuple):
+                            self.rejects.add(src, lineno, *item)
+                        else:
+                            yield Parsed(item.ts, 0, src, lineno, item, len(raw))
                     continue
                 try:
                     ev = parse_event(line, max_bytes=self.max_bytes)
