@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from streams.settings import Settings, load_settings
+from streams.settings import Settings, load_settings, with_run_key
 
 
 class LazyFile:
@@ -34,7 +34,8 @@ class LazyFile:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(getattr(args, "config", None))
+    settings = load_settings(getattr(args, "config", None))
+    return with_run_key(settings, args.command) if args.command in ("replay", "demo") else settings
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
