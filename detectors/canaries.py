@@ -1,22 +1,58 @@
-"""The canary registry: markers planted by probers or tenants, and scanning outputs for them.
+"""The canary registry: markers planted by probe tenants, and scanning outputs for them.
 
 Global on purpose: a marker planted in domain X may surface in any domain's output.
-Markers are kept as keyed ids plus their normalised words; alerts carry only the id.
+
+A marker is `PREFIX-<at least 24 lowercase hex digits>` (schemas.events.CANARY_MARKER: >= 96
+random bits, so it can neither be guessed nor occur by chance), and only tenants matching
+`detection.canary_tenants` may plant one (`CanaryPolicy`). The registry never holds a marker's
+text: it keeps the keyed 64-bit hash of the marker's random part ("token key") and the keyed id of
+the whole marker (which alerts carry). An output is scanned by hashing its hex-looking words with
+the same key and looking them up, so a persisted registry (the Kafka changelogs) reveals nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections import deque
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 from detectors.exchange import CanaryHit
-from detectors.fingerprint import Fingerprinter, words_of
-from schemas.events import Canary
+from detectors.fingerprint import Fingerprinter
+from schemas.events import Canary, EventError, Request
+
+MIN_HEX = 24
+_HEX_WORD = re.compile(rf"[0-9a-f]{{{MIN_HEX},}}")
+
+
+class CanaryPolicy:
+    """Who may plant canaries: tenant ids matching one of the glob patterns (e.g. "probe-*")."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.patterns = list(patterns)
+        self._known: dict[str, bool] = {}
+
+    def allowed(self, tenant_id: str) -> bool:
+        ok = self._known.get(tenant_id)
+        if ok is None:
+            ok = any(fnmatchcase(tenant_id, p) for p in self.patterns)
+            if len(self._known) < 100_000:  # a cache, bounded against tenant-id spraying
+                self._known[tenant_id] = ok
+        return ok
+
+    def check(self, event: Canary | Request) -> None:
+        """Raise EventError(canary_tenant) for a canary (or a request carrying canaries) from a non-probe tenant."""
+        if not self.allowed(event.tenant_id):
+            raise EventError(
+                "canary_tenant",
+                f"tenant {event.tenant_id!r} may not plant canaries (detection.canary_tenants={self.patterns})",
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class _Marker:
     marker_id: str
-    words: tuple[str, ...]
     tenant_id: str
     session_id: str | None
     ts: float
@@ -26,63 +62,55 @@ class CanaryRegistry:
     def __init__(self, fingerprinter: Fingerprinter, max_markers: int = 100_000) -> None:
         self.fingerprinter = fingerprinter
         self.max_markers = max_markers
-        # Anchor = the longest word of a marker (usually its random part): scanning intersects an
-        # output's word set with the anchors instead of searching for every marker.
-        self._by_anchor: dict[str, list[_Marker]] = {}
-        self._ids: dict[str, _Marker] = {}
-        # Probers plant the same marker in request after request: its id (a tokenisation and a keyed
-        # hash) is remembered by the raw text. Bounded like the registry.
-        self._id_of: dict[str, str] = {}
+        self._key = hashlib.blake2b(b"crosstalk-canary-token", key=fingerprinter._key, digest_size=32).digest()
+        self._markers: dict[int, _Marker] = {}  # token key -> marker
+        # Token keys in registration order: eviction pops the front, O(1) (markers are never
+        # removed otherwise, so the queue is exactly the dict's keys).
+        self._order: deque[int] = deque()
+        self.evicted = 0
+
+    def token_key(self, token: str) -> int:
+        """The keyed 64-bit hash of a marker's random part (a lowercase hex word)."""
+        return int.from_bytes(hashlib.blake2b(token.encode(), key=self._key, digest_size=8).digest(), "big")
 
     def register(self, tenant_id: str, marker: str, session_id: str | None, ts: float) -> bool:
-        """Record a marker; returns False when it is unusable (no words) or already known."""
-        mid = self._id_of.get(marker)
-        if mid is not None and mid in self._ids:
+        """Record a marker (validated by the schema); False when already known or without a random part."""
+        token = marker.rpartition("-")[2]
+        if not _HEX_WORD.fullmatch(token):
             return False
-        words = tuple(words_of(marker))
-        if not words:
-            return False
-        if mid is None:
-            if len(self._id_of) >= 2 * self.max_markers:
-                self._id_of.clear()
-            mid = self._id_of[marker] = self.fingerprinter.marker_id(marker)
-        if mid in self._ids:
-            return False
-        if len(self._ids) >= self.max_markers:
-            self._evict_oldest()
-        m = _Marker(mid, words, tenant_id, session_id, ts)
-        self._ids[mid] = m
-        self._by_anchor.setdefault(max(words, key=len), []).append(m)
-        return True
+        return self.register_keyed(
+            self.token_key(token), self.fingerprinter.marker_id(marker), tenant_id, session_id, ts
+        )
 
-    def _evict_oldest(self) -> None:
-        oldest = min(self._ids.values(), key=lambda m: m.ts)
-        del self._ids[oldest.marker_id]
-        anchor = max(oldest.words, key=len)
-        rest = [m for m in self._by_anchor.get(anchor, []) if m.marker_id != oldest.marker_id]
-        if rest:
-            self._by_anchor[anchor] = rest
-        else:
-            self._by_anchor.pop(anchor, None)
+    def register_keyed(self, token_key: int, marker_id: str, tenant_id: str, session_id: str | None, ts: float) -> bool:
+        """register() for a marker known only by its keys (restored state, or keys sent by a prober)."""
+        if token_key in self._markers:
+            return False
+        if len(self._markers) >= self.max_markers:
+            del self._markers[self._order.popleft()]
+            self.evicted += 1
+        self._markers[token_key] = _Marker(marker_id, tenant_id, session_id, ts)
+        self._order.append(token_key)
+        return True
 
     def register_event(self, canary: Canary) -> bool:
         return self.register(canary.tenant_id, canary.marker, canary.session_id, canary.ts)
 
     def scan(self, words: list[str]) -> list[CanaryHit]:
-        if not self._by_anchor:
+        if not self._markers:
             return []
-        candidates = self._by_anchor.keys() & set(words)
-        if not candidates:
-            return []
-        joined = " " + " ".join(words) + " "
         hits = []
-        for anchor in sorted(candidates):
-            for m in self._by_anchor[anchor]:
-                if " " + " ".join(m.words) + " " in joined:
+        seen: set[int] = set()
+        for word in words:
+            if len(word) >= MIN_HEX and _HEX_WORD.fullmatch(word):
+                key = self.token_key(word)
+                m = self._markers.get(key)
+                if m is not None and key not in seen:
+                    seen.add(key)
                     hits.append(
                         CanaryHit(marker_id=m.marker_id, owner_tenant_id=m.tenant_id, owner_session_id=m.session_id)
                     )
         return hits
 
     def state_size(self) -> int:
-        return len(self._ids)
+        return len(self._markers)

@@ -6,11 +6,11 @@ The embedded runner feeds it one event at a time; the Faust workers compose the 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from detectors.canaries import CanaryRegistry
+from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.exchange import Exchange
@@ -41,46 +41,132 @@ def make_fingerprinter(settings: DetectionSettings) -> Fingerprinter:
     return Fingerprinter(settings.fingerprint_key, settings.k, settings.w)
 
 
+# The glue between the stages, shared with the Kafka join and domain stages (streams/kafka/stages.py),
+# which compose the same stages across partitions: one implementation, not copies kept in step by tests.
+
+
+def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | None = None) -> None:
+    """Raise EventError (fingerprint_params, canary_tenant, duplicate) for what the core must not take,
+    before any state change. `policy`: who may plant canaries (None: anyone; only for tests)."""
+    if isinstance(event, Response):
+        if event.output_fingerprint is not None:
+            joiner.check(event)
+    elif isinstance(event, Request):
+        if event.prompt_fingerprint is not None:
+            joiner.check(event)
+        if event.canaries and policy is not None:
+            policy.check(event)
+    elif isinstance(event, Canary) and policy is not None:
+        policy.check(event)
+    if dedup.seen(event.event_id, event.ts):
+        raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
+
+
+def route_exchange(ex: Exchange, counters: Counter[str]) -> str | None:
+    """The cache domain an exchange goes to (counted), or None: a request that never got a response and
+    named no domain cannot be placed in any index."""
+    domain = ex.cache_domain
+    if domain is None:
+        counters["exchanges.unroutable"] += 1
+        return None
+    counters["exchanges"] += 1
+    if ex.orphan:
+        counters[f"orphans.{ex.orphan}"] += 1
+    return domain
+
+
+def domain_of(domains: dict[str, DomainMonitor], cache_domain: str, settings: DetectionSettings) -> DomainMonitor:
+    dm = domains.get(cache_domain)
+    if dm is None:
+        dm = domains[cache_domain] = DomainMonitor(cache_domain, settings)
+    return dm
+
+
+def count_alerts(counters: Counter[str], alerts: list[Alert]) -> list[Alert]:
+    for a in alerts:
+        counters[f"alerts.{a.kind}.{a.severity}"] += 1
+    return alerts
+
+
+class DomainTable:
+    """The DomainMonitors of one process (or partition), bounded: a domain idle for `domain_idle_s` of
+    event time expires, and beyond `max_domains` the least recently active one is evicted. Either way
+    its buffered input is flushed first (`take_flushed()`), so no alert is lost, and it is counted
+    (`domains.expired`, `domains.evicted`). Junk cache_domain values thus cost bounded memory."""
+
+    def __init__(self, settings: DetectionSettings, counters: Counter[str]) -> None:
+        self.settings = settings
+        self.counters = counters
+        self.domains: dict[str, DomainMonitor] = {}
+        self._activity: OrderedDict[str, float] = OrderedDict()  # least recently active first
+        self._flushed: list[Alert] = []
+
+    def get(self, name: str, ts: float) -> DomainMonitor:
+        """The domain's monitor (created on first use), marked active at event time `ts`."""
+        dm = self.domains.get(name)
+        if dm is None:
+            while len(self.domains) >= self.settings.max_domains:
+                self._drop(next(iter(self._activity)), "domains.evicted")
+            dm = self.domains[name] = DomainMonitor(name, self.settings)
+        activity = self._activity
+        if activity.get(name, float("-inf")) < ts:
+            activity[name] = ts
+        activity.move_to_end(name)
+        return dm
+
+    def expire(self, ts: float) -> None:
+        horizon = ts - self.settings.domain_idle_s
+        activity = self._activity
+        while activity:
+            name = next(iter(activity))
+            if activity[name] >= horizon:
+                break
+            self._drop(name, "domains.expired")
+
+    def _drop(self, name: str, counter: str) -> None:
+        dm = self.domains.pop(name)
+        del self._activity[name]
+        self._flushed += dm.flush()
+        self.counters[counter] += 1
+
+    def take_flushed(self) -> list[Alert]:
+        """Alerts that dropped domains released; each returned once."""
+        out, self._flushed = self._flushed, []
+        return out
+
+
 class Monitor:
     def __init__(self, settings: DetectionSettings, on_exchange: ExchangeHook | None = None) -> None:
         self.settings = settings
         self.fingerprinter = make_fingerprinter(settings)
-        self.canaries = CanaryRegistry(self.fingerprinter)
+        self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
+        self.canary_policy = CanaryPolicy(settings.canary_tenants)
         self.joiner = Joiner(settings, self.canaries)
         self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
-        self.domains: dict[str, DomainMonitor] = {}
         self.counters: Counter[str] = _Counts()
+        self.table = DomainTable(settings, self.counters)
+        self.domains = self.table.domains
         self.watermark = float("-inf")
         self._next_advance = float("-inf")
         self._on_exchange = on_exchange
 
-    def domain(self, cache_domain: str) -> DomainMonitor:
-        dm = self.domains.get(cache_domain)
-        if dm is None:
-            dm = self.domains[cache_domain] = DomainMonitor(cache_domain, self.settings)
-        return dm
+    def domain(self, cache_domain: str, ts: float = float("-inf")) -> DomainMonitor:
+        return self.table.get(cache_domain, ts)
 
     def observe(self, event: Event) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
-        # One type test per event, and check() only where there is a fingerprint for it to check:
-        # on text-free traffic this per-event overhead is most of the core's cost.
+        admit(event, self.joiner, self.dedup, self.canary_policy)
         join: Callable[[Any], list[Exchange]] | None
         if isinstance(event, Response):
-            if event.output_fingerprint is not None:
-                self.joiner.check(event)
             join = self.joiner.observe_response
             key = "events.response"
         elif isinstance(event, Request):
-            if event.prompt_fingerprint is not None:
-                self.joiner.check(event)
             join = self.joiner.observe_request
             key = "events.request"
         else:
             join = None
             key = _EVENT_KEYS[event.type]
         ts = event.ts
-        if self.dedup.seen(event.event_id, ts):
-            raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
         self.counters[key] += 1
         if ts >= self._next_advance:
             # Expiry needs no finer clock than a second of event time; checking it on every
@@ -93,23 +179,19 @@ class Monitor:
             for ex in join(event):
                 alerts += self._route(ex)
         elif isinstance(event, CacheStats):
-            alerts += self.domain(event.cache_domain).observe_stats(event)
+            alerts += self.table.get(event.cache_domain, ts).observe_stats(event)
         else:
             assert isinstance(event, Canary)
             self.canaries.register_event(event)
+        if self.table._flushed:
+            alerts += self.table.take_flushed()
         return self._count(alerts) if alerts else alerts
 
     def _route(self, ex: Exchange) -> list[Alert]:
-        domain = ex.cache_domain
+        domain = route_exchange(ex, self.counters)
         if domain is None:
-            # A request that never got a response and named no domain cannot be placed in any index.
-            self.counters["exchanges.unroutable"] += 1
             return []
-        self.counters["exchanges"] += 1
-        if ex.orphan:
-            self.counters[f"orphans.{ex.orphan}"] += 1
-        dm = self.domains.get(domain)
-        alerts = (dm if dm is not None else self.domain(domain)).observe_exchange(ex)
+        alerts = self.table.get(domain, ex.ts).observe_exchange(ex)
         if self._on_exchange is not None:
             self._on_exchange(ex, alerts)
         return alerts
@@ -123,6 +205,7 @@ class Monitor:
         for dm in self.domains.values():
             if dm.buffered:  # only buffered input waits for time; walking idle domains costs O(domains)
                 alerts += dm.advance(ts)
+        self.table.expire(ts)
         return alerts
 
     def flush(self) -> list[Alert]:
@@ -132,12 +215,11 @@ class Monitor:
             alerts += self._route(ex)
         for name in sorted(self.domains):
             alerts += self.domains[name].flush()
+        alerts += self.table.take_flushed()
         return self._count(alerts)
 
     def _count(self, alerts: list[Alert]) -> list[Alert]:
-        for a in alerts:
-            self.counters[f"alerts.{a.kind}.{a.severity}"] += 1
-        return alerts
+        return count_alerts(self.counters, alerts)
 
     def incidents(self) -> list[Incident]:
         out = [inc for dm in self.domains.values() for inc in dm.incidents.all()]
@@ -154,4 +236,5 @@ class Monitor:
         for dm in self.domains.values():
             size.update(dm.state_size())
         size["domains"] = len(self.domains)
+        size["domains_dropped"] = self.counters["domains.expired"] + self.counters["domains.evicted"]
         return dict(size)

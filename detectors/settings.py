@@ -146,9 +146,6 @@ class DetectionSettings(BaseModel):
         default_factory=lambda: ["probe-*"],
         description="glob patterns of the probe tenants allowed to plant canaries (canary events, request canaries)",
     )
-    canary_min_hex: int = Field(
-        default=24, ge=16, description="a canary marker is PREFIX-<at least this many lowercase hex digits>"
-    )
     max_canaries: int = Field(default=100_000, ge=1, description="canary markers remembered (oldest evicted)")
     domain_idle_s: float = Field(
         default=3600.0, gt=0, description="a cache domain with no input for this long (event time) is dropped"

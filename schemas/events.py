@@ -6,10 +6,12 @@ Unknown fields are ignored (forward compatibility); known fields are validated s
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import orjson
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -19,8 +21,9 @@ from pydantic import (
     ValidationError,
     WithJsonSchema,
 )
+from pydantic_core import PydanticCustomError
 
-from schemas.timefmt import parse_ts
+from schemas.timefmt import MAX_TS, parse_ts
 
 EventTime = Annotated[
     float,
@@ -28,14 +31,35 @@ EventTime = Annotated[
     PlainSerializer(lambda v: v, return_type=float),
     WithJsonSchema(
         {
-            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "format": "date-time"}],
-            "description": "Event time: RFC 3339 with offset, or epoch seconds.",
+            "anyOf": [{"type": "number", "minimum": 0, "maximum": MAX_TS}, {"type": "string", "format": "date-time"}],
+            "description": "Event time: RFC 3339 with offset, or epoch seconds; years 1970..9999 UTC.",
         },
         mode="validation",
     ),
 ]
-NonNegInt = Annotated[int, Field(ge=0)]
+# Counts are bounded so that arithmetic on them (ratios, rates in float) can never overflow.
+NonNegInt = Annotated[int, Field(ge=0, le=2**53)]
+Duration = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
+
+# A canary marker: an ASCII prefix, '-', then >= 24 lowercase hex digits (>= 96 random bits), e.g.
+# CTK-CANARY-<32 hex>. Anything weaker could be guessed, or planted to frame other tenants' outputs.
+CANARY_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}-[0-9a-f]{24,128}")
+
+
+def _strong_marker(value: str) -> str:
+    if not CANARY_MARKER.fullmatch(value):
+        raise PydanticCustomError(
+            "weak_canary", "canary marker must be PREFIX-<at least 24 lowercase hex digits> (96 random bits)"
+        )
+    return value
+
+
+Marker = Annotated[
+    str,
+    AfterValidator(_strong_marker),
+    WithJsonSchema({"type": "string", "pattern": "^" + CANARY_MARKER.pattern + "$"}, mode="validation"),
+]
 
 
 class _Model(BaseModel):
@@ -46,14 +70,15 @@ class Fingerprint(_Model):
     """Keyed winnowing fingerprints of a text, computed at the edge with `detectors.fingerprint`.
 
     `scheme`, `k`, `w` and `key_id` must match the monitor's settings; a fingerprint made with
-    other parameters is rejected, since its hashes could never match.
+    other parameters is rejected, since its hashes could never match. `winnow-v1` (\\w+ words) is
+    retired: it still parses, so that the monitor can reject it with a reason that says so.
     """
 
-    scheme: Literal["winnow-v1"] = "winnow-v1"
-    k: int = Field(ge=1, le=64, description="words per k-gram")
+    scheme: Literal["winnow-v2", "winnow-v1"] = "winnow-v2"
+    k: int = Field(ge=1, le=64, description="units per k-gram (words; single characters in CJK, Thai...)")
     w: int = Field(ge=1, le=256, description="winnowing window, in k-grams")
     key_id: str = Field(min_length=1, max_length=64, description="non-secret id of the hashing key")
-    words: NonNegInt = Field(description="number of normalised words in the text")
+    words: NonNegInt = Field(description="number of units (words, or CJK/Thai... characters) in the text")
     hashes: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] = Field(
         max_length=1_000_000, description="selected 64-bit fingerprints, in text order"
     )
@@ -77,7 +102,7 @@ class Request(_EventBase):
     context_window: NonNegInt | None = None
     prompt_text: str | None = Field(default=None, description="may be truncated by the producer")
     prompt_fingerprint: Fingerprint | None = None
-    canaries: list[Annotated[str, Field(min_length=4, max_length=256)]] = Field(default_factory=list, max_length=64)
+    canaries: list[Marker] = Field(default_factory=list, max_length=64, description="only from probe tenants")
 
 
 class Usage(_Model):
@@ -95,8 +120,8 @@ class Response(_EventBase):
     session_id: Id | None = None
     finish_reason: str | None = Field(default=None, max_length=64)
     usage: Usage | None = None
-    ttft_ms: Annotated[float, Field(ge=0)] | None = None
-    duration_ms: Annotated[float, Field(ge=0)] | None = None
+    ttft_ms: Duration | None = None
+    duration_ms: Duration | None = None
     output_text: str | None = None
     output_fingerprint: Fingerprint | None = None
 
@@ -115,7 +140,7 @@ class CacheStats(_EventBase):
 class Canary(_EventBase):
     type: Literal["canary"]
     tenant_id: Id
-    marker: str = Field(min_length=4, max_length=256)
+    marker: Marker = Field(description="PREFIX-<at least 24 lowercase hex digits>; only from probe tenants")
     session_id: Id | None = None
 
 
@@ -164,8 +189,11 @@ def parse_event(raw: bytes | str, *, max_bytes: int = 4 * 1024 * 1024) -> Event:
     try:
         return _validate_json(raw)
     except ValidationError as exc:
-        if any(e["type"] == "json_invalid" for e in exc.errors()):
+        types = {e["type"] for e in exc.errors()}
+        if "json_invalid" in types:
             raise EventError("not_json", exc.errors()[0]["msg"]) from None
+        if "weak_canary" in types:
+            raise EventError("weak_canary", _describe(exc)) from None
         raise EventError("invalid", _describe(exc)) from None
 
 

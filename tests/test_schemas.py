@@ -20,7 +20,7 @@ VALID = {
         "model": "glm-5.3",
         "prompt_tokens": 812_345,
         "session_id": "s-9",
-        "canaries": ["CTK-CANARY-00ff00ff00ff00ff"],
+        "canaries": ["CTK-CANARY-00ff00ff00ff00ff00ff00ff00ff00ff"],
     },
     "response": {
         "type": "response",
@@ -44,7 +44,13 @@ VALID = {
         "used_tokens": 400_000,
         "context_window": 1_048_576,
     },
-    "canary": {"type": "canary", "event_id": "e-4", "ts": 0, "tenant_id": "probe-a", "marker": "CTK-CANARY-1234"},
+    "canary": {
+        "type": "canary",
+        "event_id": "e-4",
+        "ts": 0,
+        "tenant_id": "probe-a",
+        "marker": "CTK-CANARY-5f1c0a9e2b7d4c31a0b1c2d3e4f56789",
+    },
 }
 MODELS = {"request": Request, "response": Response, "cache_stats": CacheStats, "canary": Canary}
 
@@ -81,7 +87,6 @@ def test_both_timestamp_forms_mean_the_same_instant() -> None:
         ("response", {"usage": {"input_tokens": "1"}}, "response.usage.input_tokens"),
         ("cache_stats", {"role": "both"}, "cache_stats.role"),
         ("cache_stats", {"capacity_tokens": 1.5}, "cache_stats.capacity_tokens"),
-        ("canary", {"marker": "ab"}, "canary.marker"),
     ],
 )
 def test_invalid_fields_are_named_in_the_error(kind: str, patch: dict, field: str) -> None:
@@ -136,3 +141,68 @@ def test_alert_round_trips_with_rfc3339_time() -> None:
     data = json.loads(a.model_dump_json())
     assert data["ts"] == "2026-08-27T08:00:00.000Z"
     assert Alert.model_validate_json(a.model_dump_json()) == a
+
+
+# --- hostile input (issue 11) -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        int("1" + "0" * 400),  # OverflowError in float() before the bound
+        1e20,
+        253402300800,  # 10000-01-01T00:00:00Z
+        "9999-12-31T23:00:00-12:00",  # a valid RFC 3339 time, past year 9999 once in UTC
+        "0001-01-01T00:00:00+01:00",
+        -1,
+    ],
+)
+def test_event_time_outside_years_1970_to_9999_is_invalid_not_a_crash(ts: object) -> None:
+    raw = json.dumps(VALID["canary"] | {"ts": ts})
+    with pytest.raises(EventError) as info:
+        parse_event(raw)
+    assert info.value.reason == "invalid" and "canary.ts" in info.value.detail and "1970..9999" in info.value.detail
+
+
+def test_the_last_representable_second_is_accepted_and_formats() -> None:
+    ev = parse_event(json.dumps(VALID["canary"] | {"ts": "9999-12-31T23:59:59Z"}))
+    assert format_ts(ev.ts) == "9999-12-31T23:59:59.000Z"
+    assert format_ts(1e300) == "9999-12-31T23:59:59.998Z" and format_ts(float("nan")) == "1970-01-01T00:00:00.000Z"
+
+
+@pytest.mark.parametrize(
+    "field, patch",
+    [
+        ("request.prompt_tokens", {"prompt_tokens": int("9" * 400)}),
+        ("request.context_window", {"context_window": 2**64}),
+    ],
+)
+def test_huge_counts_are_invalid(field: str, patch: dict) -> None:
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID["request"] | patch))
+    assert info.value.reason == "invalid" and field in info.value.detail
+
+
+def test_huge_durations_are_invalid() -> None:
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID["response"] | {"ttft_ms": 0.5}).replace("0.5", "1e400"))
+    assert info.value.reason == "invalid" and "response.ttft_ms" in info.value.detail
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "that",
+        "CTK-CANARY-1234",
+        "CTK-CANARY-0123456789abcdef",  # 64 bits: too few
+        "CTK-CANARY-0123456789ABCDEF0123456789ABCDEF",  # upper case: not the format
+        "-0123456789abcdef0123456789abcdef",  # no prefix
+        "CTK CANARY 0123456789abcdef0123456789abcdef",
+    ],
+)
+def test_weak_canary_markers_are_rejected_with_their_own_reason(marker: str) -> None:
+    for obj in (VALID["canary"] | {"marker": marker}, VALID["request"] | {"canaries": [marker]}):
+        with pytest.raises(EventError) as info:
+            parse_event(json.dumps(obj))
+        assert info.value.reason == "weak_canary"
+        assert marker not in str(info.value)  # a marker is a secret: never echoed

@@ -13,7 +13,7 @@ OVER = 800_000  # > 681,280
 
 def run(events: list, **settings) -> list[Alert]:
     # Most tests judge overlap on a handful of texts: no cold-start warm-up unless asked for.
-    m = Monitor(DetectionSettings(**({"overlap_warmup_docs": 0} | settings)))
+    m = Monitor(DetectionSettings(**({"overlap_warmup_docs": 0, "overlap_warmup_s": 0} | settings)))
     out: list[Alert] = []
     for e in events:
         out += m.observe(e)
@@ -121,7 +121,7 @@ def test_realistic_prefill_and_short_prompts_stay_silent() -> None:
 
 
 # --- canary_leak --------------------------------------------------------------------------------------------
-MARK = "CTK-CANARY-0123456789abcdef"
+MARK = "CTK-CANARY-0123456789abcdef0123456789abcdef"
 
 
 def test_canary_of_another_tenant_is_critical_with_source() -> None:
@@ -136,17 +136,19 @@ def test_canary_of_another_tenant_is_critical_with_source() -> None:
 def test_canary_planted_in_a_prompt_registers_it() -> None:
     alerts = run(
         [
-            request("r0", "a", 0, canaries=[MARK], text=f"remember {MARK}"),
-            response("r0", "a", 1, text=f"ok {MARK}"),  # own marker echoed: fine
+            request("r0", "probe-a", 0, canaries=[MARK], text=f"remember {MARK}"),
+            response("r0", "probe-a", 1, text=f"ok {MARK}"),  # own marker echoed: fine
             request("r1", "b", 2),
             response("r1", "b", 3, text=f"the code is {MARK}"),
         ]
     )
-    assert [(a.kind, a.tenant_id, a.source_tenant_id) for a in alerts] == [("canary_leak", "b", "a")]
+    assert [(a.kind, a.tenant_id, a.source_tenant_id) for a in alerts] == [("canary_leak", "b", "probe-a")]
 
 
 def test_own_canary_in_another_session_is_high_not_critical() -> None:
-    alerts = run([canary("a", MARK, session="a-s0"), request("r1", "a", 1), response("r1", "a", 2, text=MARK)])
+    alerts = run(
+        [canary("probe-a", MARK, session="a-s0"), request("r1", "probe-a", 1), response("r1", "probe-a", 2, text=MARK)]
+    )
     (a,) = alerts
     assert (a.kind, a.severity) == ("canary_leak", "high")
 
@@ -182,10 +184,16 @@ def test_uncorroborated_overlap_is_graded_by_how_much_is_shared() -> None:
             [*_context("alice", "a1", 1, TEXTS[0]), request("b1", "bob", 5), response("b1", "bob", 6, text=leak)]
         )
 
-    # One or two shared fingerprints: unrelated code and prose share idioms; no alert on its own.
-    assert alerts_for(" ".join(TEXTS[0].split()[:17])) == []
+    # One page-sized fragment (t = 16 units) of another tenant's private text is enough for a high alert:
+    # winnowing guarantees it a fingerprint, and no other tenant ever had that fingerprint.
+    (a,) = alerts_for(" ".join(TEXTS[0].split()[:17]))
+    assert (a.kind, a.severity, a.source_tenant_id) == ("cross_tenant_contamination", "high", "alice")
+    assert a.evidence[0].figures["evidence"] >= 1.0
+    # A whole passage is a long run of consecutive matches: critical.
     (a,) = alerts_for(TEXTS[0])
-    assert (a.kind, a.severity) == ("cross_tenant_contamination", "warning")
+    assert (a.kind, a.severity) == ("cross_tenant_contamination", "critical")
+    # Fewer shared units than a k-gram: nothing to match, no alert.
+    assert alerts_for(" ".join(TEXTS[0].split()[:4])) == []
 
 
 def test_cold_start_overlap_alone_is_not_an_alert_but_the_mechanism_still_is() -> None:
@@ -263,7 +271,7 @@ def test_index_forgets_after_its_window() -> None:
         response("b1", "bob", 5_001, text=TEXTS[0]),
     ]
     assert run(events, index_window_s=600) == []
-    assert kinds(run(events, index_window_s=6_000)) == {"cross_tenant_contamination"}
+    assert kinds(run(events, index_window_s=6_000, domain_idle_s=86_400)) == {"cross_tenant_contamination"}
 
 
 def test_cache_pressure_raises_the_score() -> None:
