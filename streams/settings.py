@@ -254,6 +254,34 @@ class ReportSettings(_Section):
     kafka_timeout_s: float = Field(default=60.0, gt=0, description="--from-kafka: reading the topic to its end")
 
 
+class ProbeSettings(_Section):
+    """`crosstalk probe`: the active canary prober's identities, ladder, budget and judgement thresholds."""
+
+    identities: list[str] = Field(
+        default_factory=lambda: ["probe-a", "probe-b"],
+        description="probe tenants, NAME or NAME=ENV_VAR holding its API key (default key: the name itself); "
+        "names must match detection.canary_tenants",
+    )
+    marker_prefix: str = Field(default="CTK-CANARY", pattern=r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+    marker_every: int = Field(default=64, ge=8, description="a canary marker every this many prompt words")
+    ladder: list[float] = Field(
+        default_factory=lambda: [0.0625, 0.25, 0.5, 0.65, 0.8, 0.98, 1.05],
+        description="prompt sizes as fractions of the advertised window (used when the pool size is unknown)",
+    )
+    max_requests: int = Field(default=50, ge=1, description="budget: requests per run (cycle)")
+    max_tokens: int = Field(default=10_000_000, ge=1, description="budget: prompt + max output tokens per run")
+    rate_per_s: float = Field(default=4.0, gt=0, description="budget: request starts per second, all identities")
+    max_output_tokens: int = Field(default=96, ge=8, le=4096)
+    accounting_tolerance: float = Field(
+        default=2.0, gt=1, description="usage.prompt_tokens off by more than this factor from what was sent is flagged"
+    )
+    accounting_min_tokens: int = Field(default=256, ge=1, description="smaller prompts are not judged on accounting")
+    max_prefill_tokens_per_s: float = Field(default=400_000.0, gt=0, description="faster implied prefill is flagged")
+    ttft_min_tokens: int = Field(default=32_768, ge=1, description="only prompts this long are judged on TTFT")
+    timeout_s: float = Field(default=300.0, gt=0, description="per request")
+    cache_domain: str | None = Field(default=None, description="cache_domain of the probe's events; else host:port")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid")
 
@@ -266,6 +294,7 @@ class Settings(BaseSettings):
     scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)
     litellm: LiteLLMSettings = Field(default_factory=LiteLLMSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
+    probe: ProbeSettings = Field(default_factory=ProbeSettings)
 
     @classmethod
     def settings_customise_sources(
