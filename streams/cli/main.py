@@ -113,6 +113,7 @@ _DELEGATED = {
     "worker": ("streams.kafka.worker", "run a Faust worker on Kafka (production mode)"),
     "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
     "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
+    "report": ("streams.report.command", "the incident report: one self-contained HTML page, per-tenant notices"),
 }
 
 

@@ -1,0 +1,1 @@
+"""The incident report: `crosstalk report` (HTML page, per-tenant notifications)."""

@@ -1,0 +1,263 @@
+"""The report's data, built from alerts (and, when given, what the events say about the affected requests).
+
+Functional core: no I/O. `build_report(alerts, timeline)` turns the alert stream into the three answers
+an operator owes after an incident: which responses were affected (and by whom), which incidents there
+were, and per tenant what they received and where their own data went.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.alert import SEVERITY_RANK, Alert
+from streams.report.timeline import Timeline
+from streams.report.words import NameOf, describe
+
+# An alert about the configuration of a domain, not about a response: never "affected".
+CONFIGURATION_KINDS = frozenset({"capacity_gap"})
+CONTENT_SIGNALS = ("cross_tenant_contamination", "cross_session_contamination", "canary_leak")
+
+
+def _max_severity(a: str, b: str) -> str:
+    return a if SEVERITY_RANK[a] >= SEVERITY_RANK[b] else b
+
+
+@dataclass
+class Evidence:
+    name: str
+    severity: str
+    words: str
+
+
+@dataclass
+class Affected:
+    """One response that the alerts say may carry another party's data."""
+
+    request_id: str
+    tenant_id: str | None
+    cache_domain: str
+    ts: float  # event time of the first alert naming it
+    severity: str
+    kinds: list[str]
+    incident_ids: list[str]
+    alert_ids: list[str]
+    source_tenants: list[str]  # other tenants whose data it carried (not the tenant itself)
+    source_request_ids: list[str]
+    cross_session: bool
+    evidence: list[Evidence]
+    # From the events, when given: when the request came in and how it was answered.
+    request_ts: float | None = None
+    prompt_tokens: int | None = None
+    status_code: int | None = None
+
+    @property
+    def origin_known(self) -> bool:
+        return bool(self.source_tenants) or self.cross_session
+
+
+@dataclass
+class Leak:
+    """Data of `source_tenant` (their request ids) found in a response delivered to `tenant_id`."""
+
+    source_tenant: str
+    source_request_ids: list[str]
+    tenant_id: str | None
+    request_id: str
+    cache_domain: str
+    ts: float
+    severity: str
+    kind: str
+    signal: str
+
+
+@dataclass
+class IncidentRow:
+    incident_id: str
+    cache_domain: str
+    category: str
+    start: float
+    end: float
+    first_alert_ts: float
+    first_high_ts: float | None
+    alerts: int = 0
+    severity: str = "info"
+    affected: list[str] = field(default_factory=list)
+    tenants: set[str] = field(default_factory=set)
+    sources: set[str] = field(default_factory=set)
+    signals: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+    @property
+    def time_to_first_alert_s(self) -> float:
+        return self.first_alert_ts - self.start
+
+    @property
+    def time_to_first_high_s(self) -> float | None:
+        return None if self.first_high_ts is None else self.first_high_ts - self.start
+
+
+@dataclass
+class TenantView:
+    tenant_id: str
+    received: list[Affected] = field(default_factory=list)
+    sent: list[Leak] = field(default_factory=list)
+
+    @property
+    def leaked_request_ids(self) -> list[str]:
+        return sorted({rid for leak in self.sent for rid in leak.source_request_ids})
+
+
+@dataclass
+class Report:
+    alerts: int
+    duplicates: int
+    affected: list[Affected]
+    leaks: list[Leak]
+    incidents: list[IncidentRow]
+    configuration: list[Alert]
+    tenants: list[TenantView]
+    timeline: Timeline | None
+    severity_counts: Counter[str]
+    kind_counts: Counter[str]
+
+    @property
+    def clean(self) -> bool:
+        return not self.affected
+
+
+def _operator_name(tenant: str | None) -> str:
+    return f"tenant {tenant}" if tenant else "an unknown party"
+
+
+def _source_ids(alert: Alert) -> tuple[list[str], bool]:
+    ids: list[str] = []
+    cross_session = False
+    for sig in alert.evidence:
+        if sig.name in CONTENT_SIGNALS:
+            ids.extend(str(i) for i in sig.figures.get("source_request_ids") or [])
+            cross_session = cross_session or sig.name == "cross_session_contamination"
+    return list(dict.fromkeys(ids)), cross_session
+
+
+def evidence_of(alert: Alert, name_of: NameOf = _operator_name, private: bool = True) -> list[Evidence]:
+    return [
+        Evidence(s.name, s.severity, describe(s.name, s.figures, s.source_tenant_id, name_of=name_of, private=private))
+        for s in sorted(alert.evidence, key=lambda s: -SEVERITY_RANK[s.severity])
+    ]
+
+
+def dedupe(alerts: Iterable[Alert]) -> tuple[list[Alert], int]:
+    """Alerts by alert_id, first copy kept (delivery is at least once, so the same id may come twice)."""
+    seen: dict[str, Alert] = {}
+    dupes = 0
+    for a in alerts:
+        if a.alert_id in seen:
+            dupes += 1
+        else:
+            seen[a.alert_id] = a
+    return sorted(seen.values(), key=lambda a: (a.ts, a.alert_id)), dupes
+
+
+def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> Report:
+    unique, dupes = dedupe(alerts)
+    affected: dict[str, Affected] = {}
+    leaks: list[Leak] = []
+    incidents: dict[str, IncidentRow] = {}
+    configuration: list[Alert] = []
+    for a in unique:
+        inc = incidents.get(a.incident_id)
+        if inc is None:
+            inc = incidents[a.incident_id] = IncidentRow(
+                a.incident_id,
+                a.cache_domain,
+                a.group_key.rpartition("category=")[2] or "exposure",
+                a.ts,
+                a.ts,
+                a.ts,
+                None,
+            )
+        inc.alerts += 1
+        inc.end = max(inc.end, a.ts)
+        inc.severity = _max_severity(inc.severity, a.severity)
+        if inc.first_high_ts is None and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]:
+            inc.first_high_ts = a.ts
+        inc.signals.update(s.name for s in a.evidence)
+        if a.kind in CONFIGURATION_KINDS or not a.request_ids:
+            configuration.append(a)
+            continue
+        src_ids, cross_session = _source_ids(a)
+        sources = [a.source_tenant_id] if a.source_tenant_id and a.source_tenant_id != a.tenant_id else []
+        if a.tenant_id:
+            inc.tenants.add(a.tenant_id)
+        inc.sources.update(sources)
+        for rid in a.request_ids:
+            row = affected.get(rid)
+            if row is None:
+                row = affected[rid] = Affected(
+                    rid, a.tenant_id, a.cache_domain, a.ts, a.severity, [], [], [], [], [], False, []
+                )
+                inc.affected.append(rid)
+            row.severity = _max_severity(row.severity, a.severity)
+            row.kinds = list(dict.fromkeys([*row.kinds, a.kind]))
+            row.incident_ids = list(dict.fromkeys([*row.incident_ids, a.incident_id]))
+            row.alert_ids.append(a.alert_id)
+            row.source_tenants = list(dict.fromkeys([*row.source_tenants, *sources]))
+            row.source_request_ids = list(dict.fromkeys([*row.source_request_ids, *src_ids]))
+            row.cross_session = row.cross_session or cross_session
+            row.evidence.extend(evidence_of(a))
+            if sources:
+                signal = next((s.name for s in a.evidence if s.name in CONTENT_SIGNALS), a.kind)
+                leaks.append(
+                    Leak(sources[0], src_ids, a.tenant_id, rid, a.cache_domain, a.ts, a.severity, a.kind, signal)
+                )
+    if timeline is not None:
+        for row in affected.values():
+            seen = timeline.requests.get(row.request_id)
+            if seen is not None:
+                row.request_ts, row.prompt_tokens, row.status_code = seen.request_ts, seen.prompt_tokens, seen.status
+        for inc in incidents.values():
+            # The incident began when its first affected request came in, not when it was noticed.
+            starts = [affected[r].request_ts for r in inc.affected if affected[r].request_ts is not None]
+            if starts:
+                inc.start = min(inc.start, *starts)  # type: ignore[type-var]
+    tenants: dict[str, TenantView] = {}
+
+    def view(t: str) -> TenantView:
+        return tenants.setdefault(t, TenantView(t))
+
+    for row in affected.values():
+        if row.tenant_id:
+            view(row.tenant_id).received.append(row)
+    for leak in leaks:
+        view(leak.source_tenant).sent.append(leak)
+    if timeline is not None:
+        for t in timeline.tenants:
+            view(t)
+    return Report(
+        alerts=len(unique),
+        duplicates=dupes,
+        affected=sorted(affected.values(), key=lambda r: (r.ts, r.request_id)),
+        leaks=leaks,
+        incidents=sorted(incidents.values(), key=lambda i: (i.start, i.incident_id)),
+        configuration=configuration,
+        tenants=sorted(tenants.values(), key=lambda v: (-len(v.received) - len(v.sent), v.tenant_id)),
+        timeline=timeline,
+        severity_counts=Counter(a.severity for a in unique),
+        kind_counts=Counter(a.kind for a in unique),
+    )
+
+
+def summary_counts(report: Report) -> dict[str, Any]:
+    return {
+        "alerts": report.alerts,
+        "affected_responses": len(report.affected),
+        "tenants_affected": len({r.tenant_id for r in report.affected if r.tenant_id}),
+        "source_tenants": len({leak.source_tenant for leak in report.leaks}),
+        "incidents": sum(1 for i in report.incidents if i.affected),
+    }
