@@ -1,0 +1,220 @@
+"""End to end with the real libraries: the OpenAI SDK, instrumented by opentelemetry-instrumentation-openai-v2,
+calls an OpenAI-compatible test server on loopback; the real OTLP/HTTP exporter sends the spans to
+crosstalk's receiver, which maps them and runs the detectors in-process. The server then leaks one
+tenant's prompt into another tenant's answer, and the alert names both."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from schemas.events import Request, Response
+from streams.inputs.otlp_http import EmbeddedOutput, JsonlOutput, OtlpReceiver
+from streams.settings import Settings
+from streams.testing.otlp import export_request, span_of
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("opentelemetry.instrumentation.openai_v2")
+
+WORDS = """ledger invoice quarterly margin forecast vendor audit payroll ticket cluster shard replica token gradient
+kernel tensor bucket region tenant session cache page prefill decode window budget latency throughput
+contract renewal pipeline merge branch commit rollback deploy canary metric alert pager runbook incident""".split()  # noqa: SIM905
+
+
+def private_text(seed: int, words: int = 120) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) + str(rng.randrange(1000)) for _ in range(words))
+
+
+class ChatServer:
+    """A minimal OpenAI-compatible /v1/chat/completions; `leak_from` makes the next answer another
+    tenant's last prompt (the stale-KV failure as the client sees it: HTTP 200, someone else's text)."""
+
+    def __init__(self) -> None:
+        self.last_prompt: dict[str, str] = {}
+        self.leak_from: str | None = None
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: Any = None
+
+    async def _chat(self, request: Any) -> Any:
+        from aiohttp import web
+
+        body = await request.json()
+        prompt = "\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
+        user = body.get("user", "?")
+        if self.leak_from is not None:
+            content = self.last_prompt[self.leak_from]
+            self.leak_from = None
+        else:
+            content = "Noted. I will keep that in mind for the next step."
+        self.last_prompt[user] = prompt
+        n_in, n_out = len(prompt.split()), len(content.split())
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{len(self.last_prompt)}",
+                "object": "chat.completion",
+                "created": 1_787_817_600,
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+            }
+        )
+
+    def start(self) -> int:
+        from aiohttp import web
+
+        ready = threading.Event()
+
+        async def boot() -> None:
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", self._chat)
+            self._runner = web.AppRunner(app, access_log=None)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+        def main() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(boot())
+            ready.set()
+            self._loop.run_forever()
+
+        threading.Thread(target=main, daemon=True).start()
+        assert ready.wait(10)
+        return self.port
+
+    def stop(self) -> None:
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    s = ChatServer()
+    s.start()
+    yield s
+    s.stop()
+
+
+SETTINGS = Settings(detection={"overlap_warmup_docs": 0, "overlap_warmup_s": 0.0})
+
+
+def test_openai_sdk_spans_through_the_receiver_raise_a_cross_tenant_alert(
+    chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
+    from opentelemetry import baggage, context
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    class TenantFromBaggage(SpanProcessor):
+        """The gateway's part: who is calling travels in baggage and lands on the span as user.id."""
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            tenant = baggage.get_baggage("tenant", parent_context)
+            if tenant:
+                span.set_attribute("user.id", str(tenant))
+
+    alerts = io.BytesIO()
+    output = EmbeddedOutput(SETTINGS, alerts, io.BytesIO())
+    receiver = OtlpReceiver(SETTINGS, output)
+    port = receiver.start_in_thread()
+    # openai-v2 2.4b0 with util-genai 1.1b0 sets no server.address on the span: the deployment names its
+    # cache domain as a resource attribute (OTEL_RESOURCE_ATTRIBUTES or the Collector's resource processor).
+    resource = Resource.create({"service.name": "gateway", "crosstalk.cache_domain": "glm53-pd-1"})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(TenantFromBaggage())
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{chat_server.port}/v1", api_key="test", max_retries=0)
+
+    def chat(tenant: str, text: str) -> str:
+        token = context.attach(baggage.set_baggage("tenant", tenant))
+        try:
+            r = client.chat.completions.create(
+                model="glm-5.3", messages=[{"role": "user", "content": text}], user=tenant
+            )
+        finally:
+            context.detach(token)
+        return r.choices[0].message.content or ""
+
+    try:
+        for i in range(3):
+            chat("acme", private_text(100 + i))
+            chat("globex", private_text(200 + i))
+        chat_server.leak_from = "acme"
+        leaked = chat("globex", private_text(300))
+        assert leaked == private_text(102)  # the server really returned acme's last prompt to globex
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+        receiver.stop_thread()
+        output.close()
+
+    assert receiver.counters["spans.mapped"] == 7 and not [k for k in receiver.counters if k.startswith("rejects")]
+    result = output.runner.result
+    assert result.events["request"] == result.events["response"] == 7
+    found = [a for a in result.alerts if a.kind == "cross_tenant_contamination"]
+    assert found, [a.kind for a in result.alerts]
+    alert = found[0]
+    assert (alert.tenant_id, alert.source_tenant_id) == ("globex", "acme")
+    assert alert.severity in ("high", "critical")
+    assert alert.cache_domain == "glm53-pd-1"
+    # the alert went out as JSON Lines and holds no text of either tenant
+    out = alerts.getvalue().decode()
+    assert alert.alert_id in out and private_text(102).split()[0] not in out
+
+
+def test_json_encoding_over_http_and_a_bad_payload(tmp_path: Any) -> None:
+    events = io.BytesIO()
+    rejects = io.BytesIO()
+    receiver = OtlpReceiver(SETTINGS, JsonlOutput(events, rejects))
+    port = receiver.start_in_thread()
+    try:
+        good = span_of(
+            {"request_id": "r-1", "model": "m", "tenant_id": "acme", "prompt_tokens": 9, "ts": 100.0},
+            {"model": "m", "cache_domain": "d1", "status_code": 200, "ts": 101.5, "output_text": private_text(1)},
+        )
+        no_tenant = span_of(
+            {"request_id": "r-2", "model": "m", "tenant_id": "x", "prompt_tokens": 9, "ts": 100.0},
+            {"model": "m", "cache_domain": "d1", "status_code": 200, "ts": 101.0},
+        )
+        no_tenant["attributes"] = [a for a in no_tenant["attributes"] if a["key"] != "crosstalk.tenant_id"]
+        url = f"http://127.0.0.1:{port}/v1/traces"
+        r = httpx.post(
+            url, content=orjson.dumps(export_request([good, no_tenant])), headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 200
+        assert r.json()["partialSuccess"]["rejectedSpans"] == "1"
+        assert "no_tenant" in r.json()["partialSuccess"]["errorMessage"]
+        bad = httpx.post(url, content=b"\x0a\xff\xff", headers={"content-type": "application/x-protobuf"})
+        assert bad.status_code == 400 and "not_otlp" in bad.text
+        counters = httpx.get(f"http://127.0.0.1:{port}/counters").json()
+        assert counters["rejects.no_tenant"] == 1 and counters["rejects.not_otlp"] == 1
+    finally:
+        receiver.stop_thread()
+    lines = [orjson.loads(x) for x in events.getvalue().splitlines()]
+    assert [e["type"] for e in lines] == ["request", "response"]
+    parsed = Response.model_validate_json(orjson.dumps(lines[1]))
+    assert parsed.output_fingerprint is not None and parsed.output_text is None
+    assert Request.model_validate_json(orjson.dumps(lines[0])).tenant_id == "acme"
+    rej = [orjson.loads(x) for x in rejects.getvalue().splitlines()]
+    assert [r["reason"] for r in rej] == ["no_tenant", "not_otlp"]
