@@ -85,6 +85,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if getattr(args, "live", False):
+        from streams.sim.live import run_live_demo
+
+        return run_live_demo(_settings(args))
     from streams.sim.demo import run_demo
 
     return run_demo(_settings(args), seed=args.seed, duration_s=args.duration, fault_at_s=args.fault_at, out=args.out)
@@ -114,6 +118,8 @@ _DELEGATED = {
     "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
     "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
     "report": ("streams.report.command", "the incident report: one self-contained HTML page, per-tenant notices"),
+    "probe": ("streams.probe.cli", "probe an OpenAI-compatible endpoint with canaries and a prompt-size ladder"),
+    "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
 }
 
 
@@ -152,6 +158,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=300.0, help="simulated seconds")
     p.add_argument("--fault-at", type=float, default=90.0, help="simulated second at which the fault starts")
     p.add_argument("--out", help="directory for events, labels, alerts of the demo run")
+    p.add_argument("--live", action="store_true", help="a real HTTP engine with the bug, tenants, the prober, the fix")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("schema", help="write the JSON Schema of every event type and of the alert")
