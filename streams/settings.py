@@ -29,6 +29,10 @@ class IngestSettings(_Section):
     reorder_lateness_s: float = Field(
         default=5.0, ge=0, description="replay: events up to this much out of order are re-sorted"
     )
+    replay_wall_clock: bool = Field(
+        default=True,
+        description="replay: events more than detection.max_future_skew_s past the wall clock are rejected (future_ts)",
+    )
 
 
 class KafkaSettings(_Section):

@@ -122,6 +122,12 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # bad flags, settings or identities: one clear line, "could not probe"
         print(f"crosstalk probe: {exc}", file=sys.stderr)
         return 2
+    if not prober.send_fingerprints and not isinstance(sink, NullSink):
+        print(
+            "crosstalk probe: no fingerprint key configured (detection.fingerprint_key); "
+            "events carry no prompt fingerprints, and marker ids are this run's own",
+            file=sys.stderr,
+        )
     json_path = Path(args.json) if args.json else None
 
     def show(item: dict[str, object]) -> None:

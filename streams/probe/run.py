@@ -111,6 +111,7 @@ class Prober:
         pool: int | None = None,
         sink: EventSink | None = None,
         cache_domain: str | None = None,
+        in_process: bool = False,
     ) -> None:
         if len(identities) < 2:
             raise ValueError("a cross-tenant probe needs at least two identities")
@@ -125,6 +126,9 @@ class Prober:
         self.pool = pool
         det = settings.detection
         self.fingerprinter = Fingerprinter(det.fingerprint_key, det.k, det.w)
+        # Prompt fingerprints are only worth sending when the monitor shares the key; without a configured
+        # key this process's random one would make them rejects (fingerprint_params) anywhere else.
+        self.send_fingerprints = in_process or det.fingerprint_key.configured
         self.book = MarkerBook(self.fingerprinter)
         self.sink = Validated(sink or NullSink(), settings)
         self.cache_domain = cache_domain or self.s.cache_domain or urlparse(self.base_url).netloc or self.base_url
@@ -302,9 +306,10 @@ class Prober:
             "prompt_tokens": sent,
             "cache_domain": self.cache_domain,
             "max_output_tokens": self.s.max_output_tokens,
-            "prompt_fingerprint": self.fingerprinter.fingerprint(text).model_dump(mode="json"),
             "canaries": [self.book.current(ident.tenant)],
         }
+        if self.send_fingerprints:
+            event["prompt_fingerprint"] = self.fingerprinter.fingerprint(text).model_dump(mode="json")
         if report.window is not None:
             event["context_window"] = report.window
         self.sink.send(event)
