@@ -2,6 +2,10 @@
 
 Every affected request id stays listed on the incident; ids are stable (derived from the group key
 and the first alert), so replay and the Kafka workers name incidents alike.
+
+This tracker is the one owner of an incident's lifecycle: it alone decides, in event time, when an
+incident is over, and queues an `IncidentResolved` record that the shell drains (`drain_resolved`)
+and hands to the sinks, so webhook receivers and Alertmanager follow it instead of guessing.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+
+from schemas.alert import IncidentResolved
 
 # Per-response findings are one fault family; a configuration finding is another.
 _CATEGORY = {"capacity_gap": "configuration"}
@@ -39,6 +45,9 @@ class IncidentTracker:
     # quiet period from here has passed. The class default serves snapshots pickled before it
     # existed: -inf makes their first advance() scan and set it.
     _oldest_last_ts: float = float("-inf")
+    # Snapshots pickled before resolutions were queued have neither; the class defaults stand in.
+    _resolved: tuple[IncidentResolved, ...] = ()
+    resolutions_dropped: int = 0
 
     def __init__(self, quiet_s: float, max_request_ids: int, max_closed: int = 1000) -> None:
         self.quiet_s = quiet_s
@@ -47,6 +56,10 @@ class IncidentTracker:
         self.open: dict[str, Incident] = {}
         self.closed: list[Incident] = []
         self._oldest_last_ts = float("inf")  # nothing open
+        # Resolutions not yet drained by the shell. Bounded: a shell that never drains (or is slow)
+        # must not grow the state (or the snapshots) without limit; what is dropped is counted.
+        self._resolved: list[IncidentResolved] = []  # type: ignore[misc]
+        self.resolutions_dropped = 0
 
     def assign(
         self,
@@ -95,8 +108,35 @@ class IncidentTracker:
         self._oldest_last_ts = min((inc.last_ts for inc in self.open.values()), default=float("inf"))
 
     def _close(self, key: str) -> None:
-        self.closed.append(self.open.pop(key))
+        inc = self.open.pop(key)
+        self.closed.append(inc)
         del self.closed[: -self.max_closed]
+        pending = self._resolved if isinstance(self._resolved, list) else []
+        pending.append(
+            IncidentResolved(
+                incident_id=inc.incident_id,
+                group_key=inc.group_key,
+                cache_domain=inc.cache_domain,
+                first_ts=inc.first_ts,
+                last_ts=inc.last_ts,
+                resolved_at=inc.last_ts + self.quiet_s,
+                alerts=inc.alerts,
+            )
+        )
+        if len(pending) > self.max_closed:
+            self.resolutions_dropped += len(pending) - self.max_closed
+            del pending[: -self.max_closed]
+        self._resolved = pending  # type: ignore[misc]
+
+    @property
+    def has_resolved(self) -> bool:
+        return bool(self._resolved)
+
+    def drain_resolved(self) -> list[IncidentResolved]:
+        """Incidents resolved since the last call, oldest first; the caller hands them to the sinks."""
+        out = list(self._resolved)
+        self._resolved = []  # type: ignore[misc]
+        return out
 
     def all(self) -> list[Incident]:
         return sorted([*self.closed, *self.open.values()], key=lambda i: (i.first_ts, i.incident_id))

@@ -60,3 +60,26 @@ class Alert(BaseModel):
     group_key: str = Field(description="Alertmanager-style grouping key: repeated alerts of one fault share it")
     incident_id: str = Field(description="stable id of the incident (group) this alert belongs to")
     traceparent: str | None = Field(default=None, description="trace context of the response that raised it")
+
+
+RESOLVED_RECORD = "incident_resolved"
+
+
+class IncidentResolved(BaseModel):
+    """The core's word that an incident is over: no alert of its group for `incident_quiet_s` of event time.
+
+    The one owner of incident lifecycle is the core's IncidentTracker; sinks follow this record (webhooks
+    send "resolved", Alertmanager gets endsAt = resolved_at). In Kafka mode it travels on the alerts
+    topic beside the alerts, keyed by incident_id, told apart by `record`.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    record: Literal["incident_resolved"] = RESOLVED_RECORD
+    incident_id: str
+    group_key: str
+    cache_domain: str
+    first_ts: AlertTime = Field(description="event time of the incident's first alert")
+    last_ts: AlertTime = Field(description="event time of its last alert")
+    resolved_at: AlertTime = Field(description="event time it resolved: last alert + the quiet period")
+    alerts: int = Field(ge=0, description="alerts the incident had")

@@ -112,7 +112,9 @@ class WebhookReceiver(_Section):
 
 class WebhookSettings(_Section):
     receivers: list[WebhookReceiver] = Field(default_factory=list)
-    secret: SecretStr | None = Field(default=None, description="HMAC-SHA256 signing key; without it deliveries are unsigned")
+    secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA256 signing key; without it deliveries go out unsigned (warned at start)"
+    )
     timeout_s: float = 5.0
     max_retries: int = Field(default=6, ge=0)
     backoff_initial_s: float = 0.5

@@ -16,6 +16,9 @@ import pytest
 from streams.testing.workerproc import WorkerProcess, kafka_env
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
+# Workers refuse to start without a configured fingerprint key; the test processes and the workers they
+# start share this one (a test of the refusal removes it).
+os.environ.setdefault("CROSSTALK_DETECTION__FINGERPRINT_KEY", "crosstalk-test-key-not-secret")
 
 
 def _broker_reachable(bootstrap: str, timeout_s: float = 5.0) -> str | None:

@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from detectors.exchange import Exchange
-from schemas.alert import Alert, Signal
+from schemas.alert import Alert, IncidentResolved, Signal
+from schemas.timefmt import parse_ts
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.formats import Notification, render_body, routes_to, scope_for_receiver
 from streams.sinks.webhook import DeadLetterStore, Grouper, WebhookSink, sign, verify_signature
@@ -156,7 +157,6 @@ def settings_for(tmp_path: Path, receivers: list[WebhookReceiver], **kw: Any) ->
         "backoff_max_s": 0.02,
         "group_wait_s": 0.0,
         "group_interval_s": 0.0,
-        "resolve_on_close": False,
         "close_timeout_s": 10.0,
         "outbox_path": str(tmp_path / "outbox"),
         "deadletter_path": str(tmp_path / "deadletter.jsonl"),
@@ -171,6 +171,20 @@ def rx(name: str, url: str, **kw: Any) -> WebhookReceiver:
 
 def exchange_at(ts: float) -> Exchange:
     return Exchange(ts=ts, request=None, response=None)
+
+
+def resolution(
+    incident: str = "inc-g1", group: str = "g1", last: float = T0 + 1, quiet: float = 60.0
+) -> IncidentResolved:
+    return IncidentResolved(
+        incident_id=incident,
+        group_key=f"pool-1/cross_tenant_contamination/{group}",
+        cache_domain="pool-1",
+        first_ts=T0,
+        last_ts=last,
+        resolved_at=last + quiet,
+        alerts=2,
+    )
 
 
 # --------------------------------------------------------------------------- signing
@@ -190,11 +204,51 @@ def test_signature_roundtrip_and_replay_window() -> None:
     assert verify_signature(SECRET, 1000, body, f"v1=deadbeef, {sig}", now=1000)  # secret rotation
 
 
+@pytest.mark.parametrize("ts", ["+1000", "01000", "1_000", " 1000", "1000 ", "1000.0", "１０００", "-1000", "", True])
+def test_verify_accepts_only_a_plain_decimal_timestamp(ts: Any) -> None:
+    body = b'{"a":1}'
+    # A valid signature over "1000." must not also be valid under other spellings of the same number.
+    sig = sign(SECRET, "1000", body)
+    assert verify_signature(SECRET, "1000", body, sig, now=1000)
+    assert verify_signature(SECRET, ts, body, sig, now=1000) is False
+    assert verify_signature(SECRET, ts, body, sign(SECRET, str(ts), body), now=1000) is False
+
+
+@pytest.mark.parametrize(
+    "ts, sig",
+    [
+        ("1000", "v1=ä"),
+        ("1000", "v1=\u00e9" + "0" * 63),
+        ("1000", "v1=\ud83d\ude00"),
+        ("10é0", "v1=00"),
+        ("1000", None),
+    ],
+)
+def test_verify_never_raises_on_hostile_headers(ts: str, sig: Any) -> None:
+    assert verify_signature(SECRET, ts, b"{}", sig, now=1000) is False
+
+
+def test_unsigned_deliveries_are_warned_about(
+    tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = settings_for(
+        tmp_path, [rx("plain", receiver.url("/p")), rx("own", receiver.url("/o"), secret="x")], secret=None
+    )
+    with caplog.at_level("WARNING"):
+        sink = WebhookSink(s)
+        sink.on_alert(make_alert(0))
+        sink.close()
+    [warning] = [r.getMessage() for r in caplog.records if "UNSIGNED" in r.getMessage()]
+    assert "plain" in warning and "own" not in warning
+    assert "X-Crosstalk-Signature" not in receiver.delivered("/p")[0]["headers"]
+    assert "X-Crosstalk-Signature" in receiver.delivered("/o")[0]["headers"]
+
+
 # --------------------------------------------------------------------------- pure grouping
 
 
 def test_grouper_waits_then_batches_per_interval() -> None:
-    g = Grouper("r", group_wait_s=2.0, group_interval_s=10.0, resolve_after_s=1e9)
+    g = Grouper("r", group_wait_s=2.0, group_interval_s=10.0)
     for i in range(5):
         assert g.add(make_alert(i), now=100.0 + i * 0.1) == "new"
     assert g.due(101.9) == []
@@ -212,25 +266,62 @@ def test_grouper_waits_then_batches_per_interval() -> None:
     assert n2.notification_id != n.notification_id
 
 
-def test_grouper_resolves_in_event_time_and_at_flush() -> None:
-    g = Grouper("r", group_wait_s=0.0, group_interval_s=0.0, resolve_after_s=60.0)
+def test_grouper_resolves_only_when_the_core_says_so() -> None:
+    g = Grouper("r", group_wait_s=0.0, group_interval_s=0.0)
     g.add(make_alert(0), now=0.0)
     g.add(make_alert(1, group="g2"), now=0.0)
     assert [n.status for n in g.due(0.0)] == ["firing", "firing"]
-    g.advance(T0 + 60.0)  # g1's incident quiet for 60 s of event time; g2's last alert was at T0+1
-    [res] = g.due(1.0)
+    # No clock of its own: hours of quiet resolve nothing, nor does closing.
+    assert g.due(1e6) == [] and g.flush(1e6) == []
+    [res] = g.resolve("inc-g1", T0 + 60.0, now=1e6)
     assert res.status == "resolved" and res.alert_ids == ["al-g1-0"] and res.ends_at == T0 + 60.0
-    [res2] = g.flush(2.0, resolve=True)
-    assert res2.status == "resolved" and res2.alert_ids == ["al-g2-1"]
-    assert g.open_incidents == 0 and g.pending_count == 0
+    assert g.resolve("inc-g1", T0 + 60.0, now=1e6) == []  # once
+    assert g.resolve("inc-unknown", T0, now=1e6) == []  # never routed here: nothing to say
+    assert g.open_incidents == 1 and g.knows("inc-g2")
 
 
 def test_grouper_never_resolves_unannounced_alerts() -> None:
-    g = Grouper("r", group_wait_s=100.0, group_interval_s=100.0, resolve_after_s=5.0)
+    g = Grouper("r", group_wait_s=100.0, group_interval_s=100.0)
     g.add(make_alert(0), now=0.0)
-    g.advance(T0 + 10)
-    notes = g.due(1.0)
+    notes = g.resolve("inc-g1", T0 + 10, now=1.0)
     assert [n.status for n in notes] == ["firing", "resolved"]
+
+
+def test_grouper_resends_active_alerts_until_resolved() -> None:
+    g = Grouper("am", group_wait_s=0.0, group_interval_s=0.0, resend_interval_s=60.0)
+    g.add(make_alert(0), now=0.0)
+    [first] = g.due(0.0)
+    assert g.next_due() == 60.0
+    assert g.due(59.0) == []
+    [again] = g.due(60.0)
+    assert again.status == "firing" and again.alert_ids == first.alert_ids and again.resend == 1
+    assert again.notification_id != first.notification_id  # a receiver deduping on ids must not drop it
+    g.add(make_alert(1), now=61.0)
+    [batch] = g.due(61.0)  # group_interval 0: the new alert goes at once, alone
+    assert batch.alert_ids == ["al-g1-1"] and batch.resend == 0
+    [third] = g.due(121.0)
+    assert third.alert_ids == ["al-g1-0", "al-g1-1"] and third.resend == 2
+    [res] = g.resolve("inc-g1", T0 + 61, now=130.0)
+    assert res.status == "resolved"
+    assert g.due(1e9) == [] and g.next_due() is None
+    # Receivers of other formats are not re-sent to.
+    plain = Grouper("json", group_wait_s=0.0, group_interval_s=0.0)
+    plain.add(make_alert(0), now=0.0)
+    plain.due(0.0)
+    assert plain.next_due() is None and plain.due(1e9) == []
+
+
+def test_alertmanager_body_carries_ends_at_in_the_future_while_firing() -> None:
+    from streams.sinks.webhook import make_envelope
+
+    s = settings_for(Path("/nonexistent"), [], resend_interval_s=30.0, ends_at_intervals=4)
+    am = rx("am", "http://x", format="alertmanager")
+    n = Notification(receiver="am", group_key="g", status="firing", alerts=[make_alert(0)])
+    [item] = orjson.loads(make_envelope(n, am, s, wall_now=T0 + 1000).body)
+    assert item["endsAt"] == "2026-05-28T20:45:20.000Z"  # T0 + 1000 + 4 x 30
+    resolved = Notification(receiver="am", group_key="g", status="resolved", alerts=[make_alert(0)], ends_at=T0 + 60)
+    [item] = orjson.loads(make_envelope(resolved, am, s, wall_now=T0 + 1000).body)
+    assert item["endsAt"] == "2026-05-28T20:27:40.000Z"  # the core's resolution time
 
 
 def test_routing_and_tenant_scoping() -> None:
@@ -286,7 +377,9 @@ def test_three_formats_signed_and_shaped(tmp_path: Path, receiver: Receiver) -> 
 
     [am] = receiver.delivered("/am")
     [item] = am["body"]
-    assert set(item) == {"labels", "annotations", "startsAt", "generatorURL"}
+    assert set(item) == {"labels", "annotations", "startsAt", "endsAt", "generatorURL"}
+    # Firing: endsAt a few re-send intervals ahead of now (wall clock), so Alertmanager keeps it active.
+    assert parse_ts(item["endsAt"]) > time.time() + 3 * WebhookSettings().resend_interval_s
     assert item["labels"]["alertname"] == alert.kind
     assert item["labels"]["alert_id"] == alert.alert_id
     assert item["labels"]["tenant_id"] == "tenant-a" and item["labels"]["cache_domain"] == "pool-1"
@@ -400,17 +493,17 @@ def test_five_alerts_of_one_group_make_one_notification(tmp_path: Path, receiver
     assert g1["alert_ids"] == [f"al-g1-{i}" for i in range(5)]
 
 
-def test_resolved_notification_when_incident_goes_quiet(tmp_path: Path, receiver: Receiver) -> None:
-    s = settings_for(tmp_path, [rx("am", receiver.url("/am"), format="alertmanager")], resolve_after_s=60.0)
+def test_resolved_notification_when_the_core_resolves(tmp_path: Path, receiver: Receiver) -> None:
+    s = settings_for(tmp_path, [rx("am", receiver.url("/am"), format="alertmanager")])
     sink = WebhookSink(s)
     sink.on_alert(make_alert(0))
     sink.on_alert(make_alert(1))
     wait_for(lambda: len(receiver.delivered()) >= 1)
-    sink.on_exchange(exchange_at(T0 + 30), [])
-    sink.on_exchange(exchange_at(T0 + 61.5), [])  # 60 s of event time after the last alert
-    wait_for(lambda: any("endsAt" in r["body"][0] for r in receiver.delivered()))
+    sink.on_exchange(exchange_at(T0 + 3600), [])  # event time alone resolves nothing: not the sink's call
+    sink.on_resolved(resolution())  # the core: quiet for 60 s after the last alert
+    wait_for(lambda: any(r["headers"]["X-Crosstalk-Status"] == "resolved" for r in receiver.delivered()))
     sink.close()
-    resolved = [r for r in receiver.delivered() if "endsAt" in r["body"][0]]
+    resolved = [r for r in receiver.delivered() if r["headers"]["X-Crosstalk-Status"] == "resolved"]
     [res] = resolved
     assert res["headers"]["X-Crosstalk-Status"] == "resolved"
     assert sorted(i["labels"]["alert_id"] for i in res["body"]) == ["al-g1-0", "al-g1-1"]
@@ -419,13 +512,30 @@ def test_resolved_notification_when_incident_goes_quiet(tmp_path: Path, receiver
     assert firing_ids == ["al-g1-0", "al-g1-1"]
 
 
-def test_resolve_on_close(tmp_path: Path, receiver: Receiver) -> None:
-    s = settings_for(tmp_path, [rx("j", receiver.url("/j"))], resolve_on_close=True)
+def test_close_does_not_resolve_open_incidents(tmp_path: Path, receiver: Receiver) -> None:
+    s = settings_for(tmp_path, [rx("j", receiver.url("/j"))])
     sink = WebhookSink(s)
     sink.on_alert(make_alert(0))
     sink.close()
+    assert [r["body"]["status"] for r in receiver.delivered()] == ["firing"]
+    # Still open: the next start remembers it, and resolves it when the core does.
+    sink = WebhookSink(s)
+    sink.on_resolved(resolution())
+    sink.close()
     assert [r["body"]["status"] for r in receiver.delivered()] == ["firing", "resolved"]
     assert (tmp_path / "outbox" / "journal.jsonl").read_bytes() == b""  # all done: compacted away
+
+
+def test_journaled_resolution_is_announced_after_a_crash(tmp_path: Path, receiver: Receiver) -> None:
+    s = settings_for(tmp_path, [rx("j", receiver.url("/j"))])
+    sink = WebhookSink(s)
+    sink.on_alert(make_alert(0))
+    wait_for(lambda: len(receiver.delivered()) == 1)
+    sink.outbox.append_resolution(resolution())  # journaled, then the process dies before the worker sees it
+    sink.close(drain=False)
+    sink = WebhookSink(s)
+    sink.close()
+    assert [r["body"]["status"] for r in receiver.delivered()] == ["firing", "resolved"]
 
 
 def test_tenant_scoped_receiver_privacy(tmp_path: Path, receiver: Receiver) -> None:

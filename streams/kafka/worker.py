@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Any
 
-from streams.settings import Settings, load_settings
+from streams.settings import Settings, load_settings, require_fingerprint_key
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from streams.kafka.app import build_runtime
     from streams.kafka.topics import ensure_topics
 
-    settings = settings_for(args)
+    settings = require_fingerprint_key(settings_for(args), "worker")
     logging.basicConfig(level=args.loglevel.upper(), format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
     if not args.no_create_topics:
         created = ensure_topics(settings.kafka)

@@ -1,7 +1,8 @@
-"""What a sink is: something that is told about processed exchanges, alerts and rejects.
+"""What a sink is: something that is told about processed exchanges, alerts, incident resolutions and rejects.
 
 The embedded runner and the Faust workers call the same methods, in event-time order per domain.
-Sinks only move data; they never decide anything about contamination.
+Sinks only move data; they never decide anything about contamination, nor when an incident is over
+(that is the core's IncidentTracker, which they hear about through `on_resolved`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from detectors.exchange import Exchange
-from schemas.alert import Alert
+from schemas.alert import Alert, IncidentResolved
 
 
 class Sink(Protocol):
@@ -19,6 +20,9 @@ class Sink(Protocol):
     def on_alert(self, alert: Alert) -> None:
         """An alert was raised (also for domain-level alerts that belong to no exchange)."""
 
+    def on_resolved(self, resolution: IncidentResolved) -> None:
+        """The core resolved an incident (event time); receivers that were told it fired hear it ended."""
+
     def on_reject(self, reason: str, detail: str) -> None:
         """An input line or message was rejected (dead-lettered) for `reason`."""
 
@@ -26,11 +30,16 @@ class Sink(Protocol):
         """Flush and release; must not lose anything already accepted."""
 
 
-class NullSink:
+class SinkBase:
+    """No-op hooks, so a sink implements only what it cares about and every sink has every hook."""
+
     def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
         return None
 
     def on_alert(self, alert: Alert) -> None:
+        return None
+
+    def on_resolved(self, resolution: IncidentResolved) -> None:
         return None
 
     def on_reject(self, reason: str, detail: str) -> None:
@@ -38,3 +47,14 @@ class NullSink:
 
     def close(self) -> None:
         return None
+
+
+def tell_resolved(sinks: list[object], resolutions: list[IncidentResolved]) -> None:
+    """Hand the core's resolutions to every sink that listens for them (sinks written before the hook
+    existed simply do not)."""
+    if not resolutions:
+        return
+    hooks = [hook for s in sinks if (hook := getattr(s, "on_resolved", None)) is not None]
+    for res in resolutions:
+        for hook in hooks:
+            hook(res)

@@ -93,12 +93,16 @@ class Notification:
     alerts: list[Alert]
     ends_at: float | None = None
     notification_id: str = field(default="")
+    resend: int = 0  # >0: the n-th periodic re-send of still-active alerts (Alertmanager receivers)
 
     def __post_init__(self) -> None:
         if not self.notification_id:
             # Same receiver, status and alert set → same id, so a re-send after a restart can be
-            # recognised by the receiver as the same notification.
+            # recognised by the receiver as the same notification. Periodic re-sends are new
+            # notifications on purpose: a receiver deduping on Idempotency-Key must not drop them.
             raw = "\x1f".join([self.receiver, self.status, self.group_key, *sorted(self.alert_ids)])
+            if self.resend:
+                raw += f"\x1fresend={self.resend}"
             self.notification_id = hashlib.sha256(raw.encode()).hexdigest()[:32]
 
     @property
@@ -138,8 +142,13 @@ def render_json(n: Notification) -> Any:
     }
 
 
-def render_alertmanager(n: Notification, external_url: str) -> Any:
-    """Body of Alertmanager's POST /api/v2/alerts: label and annotation values must be strings."""
+def render_alertmanager(n: Notification, external_url: str, valid_until: float | None = None) -> Any:
+    """Body of Alertmanager's POST /api/v2/alerts: label and annotation values must be strings.
+
+    Firing alerts carry endsAt = `valid_until` (a few re-send intervals ahead, as Prometheus does):
+    Alertmanager keeps them active while crosstalk keeps re-sending, and lets them lapse on their own
+    only if crosstalk goes away. Resolved ones carry endsAt = the core's resolution time.
+    """
     out = []
     for a in n.alerts:
         labels = {
@@ -172,7 +181,9 @@ def render_alertmanager(n: Notification, external_url: str) -> Any:
             "generatorURL": f"{external_url.rstrip('/')}/alerts/{a.alert_id}",
         }
         if n.status == "resolved":
-            item["endsAt"] = format_ts(n.ends_at if n.ends_at is not None else a.ts)
+            item["endsAt"] = format_ts(max(n.ends_at if n.ends_at is not None else a.ts, a.ts))
+        elif valid_until is not None:
+            item["endsAt"] = format_ts(max(valid_until, a.ts))
         out.append(item)
     return out
 
@@ -222,9 +233,11 @@ def render_slack(n: Notification) -> Any:
     return {"text": text, "blocks": blocks}
 
 
-def render_body(n: Notification, fmt: str, external_url: str = "http://127.0.0.1:6066") -> bytes:
+def render_body(
+    n: Notification, fmt: str, external_url: str = "http://127.0.0.1:6066", valid_until: float | None = None
+) -> bytes:
     if fmt == "alertmanager":
-        obj = render_alertmanager(n, external_url)
+        obj = render_alertmanager(n, external_url, valid_until)
     elif fmt == "slack":
         obj = render_slack(n)
     else:

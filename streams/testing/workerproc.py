@@ -23,6 +23,7 @@ def kafka_env(bootstrap: str, app_id: str) -> dict[str, str]:
     """Settings env for a worker whose topics are named after its app id (one isolated pipeline)."""
     return {
         "CROSSTALK_KAFKA__BOOTSTRAP": bootstrap,
+        "CROSSTALK_DETECTION__FINGERPRINT_KEY": os.environ.get("CROSSTALK_DETECTION__FINGERPRINT_KEY", "harness-key"),
         "CROSSTALK_KAFKA__APP_ID": app_id,
         "CROSSTALK_KAFKA__INPUT_TOPIC": f"{app_id}.events",
         "CROSSTALK_KAFKA__ALERTS_TOPIC": f"{app_id}.alerts",
