@@ -18,7 +18,7 @@ from detectors.fingerprint import Fingerprinter
 from detectors.incidents import Incident
 from detectors.join import Joiner
 from detectors.settings import DetectionSettings
-from schemas.alert import Alert
+from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, Canary, Event, EventError, Request, Response
 
 ExchangeHook = Callable[[Exchange, list[Alert]], None]
@@ -220,6 +220,21 @@ class Monitor:
 
     def _count(self, alerts: list[Alert]) -> list[Alert]:
         return count_alerts(self.counters, alerts)
+
+    def drain_resolved(self, ts: float) -> list[IncidentResolved]:
+        """Incidents resolved by event time `ts` since the last call, for the sinks' `on_resolved`.
+
+        Domains with open incidents are advanced too, so a domain that went silent altogether still
+        resolves its incident. O(domains): call it about once per second of event time, not per event.
+        """
+        out: list[IncidentResolved] = []
+        for dm in self.domains.values():
+            tracker = dm.incidents
+            if tracker.open:
+                tracker.advance(ts)
+            if tracker.has_resolved:
+                out += tracker.drain_resolved()
+        return out
 
     def incidents(self) -> list[Incident]:
         out = [inc for dm in self.domains.values() for inc in dm.incidents.all()]

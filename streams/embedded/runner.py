@@ -17,7 +17,7 @@ from schemas.alert import Alert
 from schemas.events import Event, EventError
 from streams.inputs.files import LineReader, Parsed, Rejects, in_event_time_order
 from streams.settings import Settings
-from streams.sinks.base import Sink
+from streams.sinks.base import Sink, tell_resolved
 
 
 class AlertWriter:
@@ -59,6 +59,8 @@ class RunResult:
 
 
 class EmbeddedRunner:
+    _next_resolved_check = float("-inf")
+
     def __init__(
         self,
         settings: Settings,
@@ -107,6 +109,10 @@ class EmbeddedRunner:
         for listener in self._event_listeners:
             listener(event.type)
         self._emit(alerts)
+        if event.ts >= self._next_resolved_check:
+            # Incidents resolve in the core, in event time; once per second of it is soon enough.
+            self._next_resolved_check = event.ts + 1.0
+            tell_resolved(self.sinks, self.monitor.drain_resolved(event.ts))
         return alerts
 
     def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
@@ -144,6 +150,7 @@ class EmbeddedRunner:
 
     def finish(self, start: float) -> RunResult:
         self._emit(self.monitor.flush())
+        tell_resolved(self.sinks, self.monitor.drain_resolved(self.monitor.watermark))
         for sink in self.sinks:
             sink.close()
         self.rejects.close()
