@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,6 +35,37 @@ class LazyFile:
             self._fh.close()
 
 
+# Exit codes (README "Using it"): distinct, so that scripts can tell what went wrong.
+EXIT_OK = 0
+EXIT_USAGE = 2  # argparse
+EXIT_INPUT = 3  # an input file cannot be read at all: missing, a directory, not gzip, no permission
+EXIT_OUTPUT = 4  # an output (--alerts-out, --rejects) cannot be written
+EXIT_CONFIG = 5  # the settings (TOML file or CROSSTALK_* env) are not valid
+EXIT_PARTIAL = 6  # an input ended early (truncated or corrupt gzip): all that was read was processed and written
+EXIT_INTERRUPTED = 130  # SIGINT: all that was read was processed, flushed and summarised
+
+
+class CliError(Exception):
+    """A problem the user can fix, reported as one line `crosstalk: error: ...` and an exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _writable(path: str, what: str) -> None:
+    """Create the parent directories of an output file; CliError(EXIT_OUTPUT) when that cannot work."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(EXIT_OUTPUT, f"{what} {path}: cannot create its directory ({exc.strerror or exc})") from None
+    if target.is_dir():
+        raise CliError(EXIT_OUTPUT, f"{what} {path}: is a directory")
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise CliError(EXIT_OUTPUT, f"{what} {path}: not writable")
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(getattr(args, "config", None))
     return with_run_key(settings, args.command) if args.command in ("replay", "demo") else settings
@@ -43,11 +76,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from streams.cli.console import err, print_alert, print_summary
     from streams.embedded.runner import AlertWriter, EmbeddedRunner
-    from streams.inputs.files import input_size
+    from streams.inputs.files import InputError, check_inputs, input_size
     from streams.sinks import build_sinks
 
     settings = _settings(args)
-    alerts_out: Any = sys.stdout.buffer if args.alerts_out in (None, "-") else Path(args.alerts_out).open("wb")  # noqa: SIM115
+    try:
+        check_inputs(args.files)
+    except InputError as exc:
+        raise CliError(EXIT_INPUT, str(exc)) from None
+    _writable(args.rejects, "--rejects")
+    alerts_out: Any = sys.stdout.buffer
+    if args.alerts_out not in (None, "-"):
+        _writable(args.alerts_out, "--alerts-out")
+        alerts_out = Path(args.alerts_out).open("wb")  # noqa: SIM115 - closed below
     rejects = LazyFile(args.rejects)
     sinks: list[Any] = [AlertWriter(alerts_out), *build_sinks(settings)]
     total = input_size(args.files)
@@ -70,7 +111,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if show:
         progress.start()
     try:
-        result = runner.run_files(args.files)
+        result = runner.run_files(args.files, format=args.format)
     finally:
         if show:
             progress.stop()
@@ -80,8 +121,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(result)
         if result.rejects:
-            err.print(f"rejected lines written to {args.rejects}", style="yellow")
-    return 0
+            err.print(f"rejected lines written to {args.rejects} (run id {result.run_id})", style="yellow")
+    for problem in result.input_errors:
+        err.print(f"crosstalk: error: {problem}", style="red", markup=False)
+    if result.interrupted:
+        err.print("crosstalk: interrupted: the input read so far was processed, flushed and written", style="red")
+        return EXIT_INTERRUPTED
+    return EXIT_PARTIAL if result.input_errors else EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -120,6 +166,8 @@ _DELEGATED = {
     "report": ("streams.report.command", "the incident report: one self-contained HTML page, per-tenant notices"),
     "probe": ("streams.probe.cli", "probe an OpenAI-compatible endpoint with canaries and a prompt-size ladder"),
     "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
+    "otlp": ("streams.inputs.otlp_http", "receive OTLP GenAI spans (HTTP, or the Collector's Kafka topic) as events"),
+    "scrape": ("streams.inputs.scrape", "poll SGLang/vLLM metrics into cache_stats events; serve /limits"),
 }
 
 
@@ -148,6 +196,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", help="JSON Lines files (.gz ok), or - for stdin")
     p.add_argument("--alerts-out", help="alerts as JSONL (default: stdout)")
     p.add_argument("--rejects", default="crosstalk-rejects.jsonl", help="bad lines with reasons go here")
+    p.add_argument(
+        "--format", choices=["jsonl", "otlp-json"], default="jsonl", help="otlp-json: OTLP/JSON trace exports"
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no summary table")
     p.add_argument("-v", "--verbose", action="store_true", help="print alerts as they fire (with --alerts-out)")
@@ -180,15 +231,45 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _check_settings(args: argparse.Namespace) -> None:
+    """Bad settings end every command the same way, before it starts: one line, EXIT_CONFIG."""
+    from pydantic import ValidationError
+
+    path = getattr(args, "config", None) or os.environ.get("CROSSTALK_CONFIG")
+    try:
+        load_settings(getattr(args, "config", None))
+    except FileNotFoundError:
+        raise CliError(EXIT_CONFIG, f"settings file {path}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(EXIT_CONFIG, f"settings file {path}: is a directory") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CliError(EXIT_CONFIG, f"settings file {path}: not TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise CliError(EXIT_CONFIG, f"settings file {path}: not UTF-8 text") from None
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        source = f"settings file {path}" if path else "settings"
+        raise CliError(EXIT_CONFIG, f"{source}: {where}: {first['msg']}{more}") from None
+    except OSError as exc:
+        raise CliError(EXIT_CONFIG, f"settings file {path}: cannot read ({exc.strerror or exc})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = _command_of(argv)
     args = build_parser(only=command if command in _DELEGATED or command in _LOCAL else None).parse_args(argv)
-    if hasattr(args, "func"):
-        return int(args.func(args))
-    if getattr(args, "missing", None):
-        raise SystemExit(f"crosstalk {args.command}: unavailable ({args.missing})")
-    return int(importlib.import_module(args.module).run(args))
+    try:
+        _check_settings(args)
+        if hasattr(args, "func"):
+            return int(args.func(args))
+        if getattr(args, "missing", None):
+            raise SystemExit(f"crosstalk {args.command}: unavailable ({args.missing})")
+        return int(importlib.import_module(args.module).run(args))
+    except CliError as exc:
+        print(f"crosstalk: error: {exc}", file=sys.stderr)
+        return exc.code
 
 
 if __name__ == "__main__":
