@@ -5,6 +5,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/bootstrap.sh
+# A real Prometheus Alertmanager for tests/test_alertmanager.py, built once (~5 min) into .tools/bin.
+if [ ! -x "$ROOT/.tools/bin/alertmanager" ] && command -v go >/dev/null 2>&1; then
+  GOBIN="$ROOT/.tools/bin" go install github.com/prometheus/alertmanager/cmd/alertmanager@v0.28.1 \
+    >/tmp/crosstalk-alertmanager-build.log 2>&1 || { tail -20 /tmp/crosstalk-alertmanager-build.log >&2; }
+fi
 VENV="${CROSSTALK_VENV:-$ROOT/.venv}"
 export PYTHON="$VENV/bin/python"
 export KAFKA_PORT="${KAFKA_PORT:-19092}"
