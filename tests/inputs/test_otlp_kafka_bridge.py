@@ -1,0 +1,173 @@
+"""The Collector's Kafka exporter topic -> `crosstalk otlp --from-kafka` -> input topic -> a worker -> alert.
+
+Real ExportTraceServiceRequest messages (opentelemetry-proto), in both encodings the exporter writes
+(otlp_proto, otlp_json), on the real broker."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import orjson
+import pytest
+from conftest import wait_for
+from google.protobuf.json_format import MessageToDict
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from test_otlp_mapping import BASE, proto_request
+
+from schemas.events import parse_event_obj
+from streams.embedded.runner import EmbeddedRunner
+from streams.inputs.otlp_http import bridge_kafka
+from streams.kafka.routing import covering_keys
+from streams.kafka.topics import admin_client, ensure_topics
+from streams.settings import Settings
+
+pytestmark = pytest.mark.kafka
+
+T0 = 1_787_817_600.0
+
+
+def as_otlp_json(data: bytes, trace_id: str, span_id: str) -> bytes:
+    """The otlp_json encoding: protobuf JSON mapping with hex ids, as the Collector's pdata marshaler writes."""
+    msg = ExportTraceServiceRequest()
+    msg.ParseFromString(data)
+    d = MessageToDict(msg)
+    for rs in d["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                sp["traceId"], sp["spanId"] = trace_id, span_id
+    return orjson.dumps(d)
+
+
+def consume_all(bootstrap: str, topic: str, expect: int, timeout_s: float = 60.0) -> list[Any]:
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    got: list[Any] = []
+    try:
+
+        def enough() -> bool:
+            for records in c.poll(timeout_ms=500).values():
+                got.extend(records)
+            return len(got) >= expect
+
+        wait_for(enough, timeout_s, interval_s=0.0, what=f"{expect} records on {topic}")
+    finally:
+        c.close()
+    return got
+
+
+def ticks(last_ts: float, s: Settings) -> list[dict[str, Any]]:
+    """cache_stats of idle dummy domains far ahead in event time on every partition: closes the stream."""
+    return [
+        {
+            "type": "cache_stats",
+            "event_id": f"tick-{i}",
+            "ts": last_ts + 3600.0,
+            "cache_domain": d,
+            "role": "unified",
+            "capacity_tokens": 1_000_000,
+            "used_tokens": 0,
+        }
+        for i, d in enumerate(covering_keys("zz-tick", s.kafka.input_partitions, s.kafka.internal_partitions))
+    ]
+
+
+def test_collector_topic_both_encodings_to_worker_alerts(kafka_names: Any, workers: Any) -> None:
+    app = kafka_names.app_id
+    proto_topic, json_topic = f"{app}.otlp_spans", f"{app}.otlp_spans_json"
+    s_proto = kafka_names.settings(otlp={"kafka_topic": proto_topic, "kafka_group_id": f"{app}-otlp"})
+    s_json = kafka_names.settings(
+        otlp={"kafka_topic": json_topic, "kafka_group_id": f"{app}-otlpj", "kafka_encoding": "otlp_json"}
+    )
+    ensure_topics(s_proto.kafka)
+    admin = admin_client(kafka_names.bootstrap)
+    try:
+        admin.create_topics([NewTopic(proto_topic, 1, 1), NewTopic(json_topic, 1, 1)])
+    finally:
+        admin.close()
+
+    overlong = {**BASE, "crosstalk.tenant_id": "acme"}  # 812,345 prompt tokens, engine says 1, HTTP 200
+    data_a = proto_request(overlong)
+    trace_b, span_b = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+    data_b = as_otlp_json(proto_request({**overlong, "crosstalk.tenant_id": "globex"}), trace_b, span_b)
+    no_tenant = as_otlp_json(proto_request(BASE), "6bf92f3577b34da6a3ce929d0e0e4738", "20f067aa0ba902b9")
+    prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+    prod.send(proto_topic, data_a)
+    prod.send(proto_topic, b"\x0a\xff\xff\xff not protobuf")
+    prod.send(json_topic, data_b)
+    prod.send(json_topic, no_tenant)
+    prod.flush()
+
+    a = bridge_kafka(s_proto, idle_exit_s=3.0)
+    b = bridge_kafka(s_json, idle_exit_s=3.0)
+    assert (a["messages"], a["events"], a["rejects.not_otlp"]) == (2, 2, 1)
+    assert (b["messages"], b["events"], b["rejects.no_tenant"]) == (2, 2, 1)
+
+    # the events on crosstalk's input topic: keyed by request id, traceparent header, no text
+    recs = consume_all(kafka_names.bootstrap, kafka_names.input_topic, 4)
+    events = [orjson.loads(r.value) for r in recs]
+    assert sorted((e["type"], e["tenant_id"]) for e in events) == [
+        ("request", "acme"),
+        ("request", "globex"),
+        ("response", "acme"),
+        ("response", "globex"),
+    ]
+    assert {r.key.decode() for r in recs} == {e["request_id"] for e in events}
+    assert all(dict(r.headers)["traceparent"].startswith(b"00-") for r in recs)
+    assert all(
+        "prompt_text" not in e and "quarterly" not in r.value.decode() for e, r in zip(events, recs, strict=True)
+    )
+    dead = consume_all(kafka_names.bootstrap, kafka_names.deadletter_topic, 2)
+    reasons = sorted(dict(r.headers)["x-crosstalk-reason"].decode() for r in dead)
+    assert reasons == ["no_tenant", "not_otlp"]
+    assert all(b"quarterly" not in r.value for r in dead)  # dead letters name the span, never its text
+    assert {dict(r.headers).get("x-crosstalk-source-topic") for r in dead} == {
+        proto_topic.encode(),
+        json_topic.encode(),
+    }
+
+    # engine stats and the closing ticks, then a worker detects
+    stats = {
+        "type": "cache_stats",
+        "event_id": "eng-1",
+        "ts": T0 - 10,
+        "cache_domain": "glm53-pd-1",
+        "role": "prefill",
+        "capacity_tokens": 681_280,
+        "used_tokens": 612_000,
+        "context_window": 1_048_576,
+    }
+    extra = [stats, *ticks(T0, s_proto)]
+    for ev in extra:
+        prod.send(kafka_names.input_topic, orjson.dumps(ev), key=ev["cache_domain"].encode())
+    prod.flush()
+    prod.close()
+    # what the embedded core says about the same events: the worker must say exactly that
+    runner = EmbeddedRunner(Settings())
+    for ev in sorted([stats, *events, *extra[1:]], key=lambda e: e["ts"]):
+        runner.feed(parse_event_obj(ev))
+    expected = {al.alert_id: al for al in runner.finish(time.perf_counter()).alerts}
+    exposure = [al for al in expected.values() if al.request_ids]
+    assert sorted(al.tenant_id for al in exposure) == ["acme", "globex"]
+    assert all(al.severity in ("high", "critical") for al in exposure)
+
+    w = workers.start(kafka_names, "otlp")
+    reader = KafkaConsumer(
+        kafka_names.alerts_topic, bootstrap_servers=kafka_names.bootstrap, auto_offset_reset="earliest", group_id=None
+    )
+    seen: dict[str, Any] = {}
+    try:
+
+        def all_alerts() -> bool:
+            for records in reader.poll(timeout_ms=500).values():
+                for r in records:
+                    al = json.loads(r.value)
+                    seen[al["alert_id"]] = al
+            return set(expected) <= set(seen)
+
+        wait_for(all_alerts, 150, interval_s=0.0, what="the alerts of the OTLP spans\n" + w.log_tail())
+    finally:
+        reader.close()
+    assert set(seen) == set(expected)
