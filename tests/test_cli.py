@@ -90,7 +90,9 @@ def test_bad_lines_go_to_rejects_with_reasons_and_never_stop_the_run(tmp_path: P
 
 
 def test_replay_reads_stdin(tmp_path: Path) -> None:
-    line = json.dumps({"type": "canary", "event_id": "c", "ts": 0, "tenant_id": "p", "marker": "CTK-CANARY-1"})
+    line = json.dumps(
+        {"type": "canary", "event_id": "c", "ts": 0, "tenant_id": "probe-p", "marker": "CTK-CANARY-" + "ab" * 16}
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "streams.cli", "replay", "-", "--rejects", str(tmp_path / "r.jsonl")],
         input=line + "\nnot json\n", capture_output=True, text=True, timeout=60, check=True,

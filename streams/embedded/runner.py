@@ -15,7 +15,7 @@ from detectors.exchange import Exchange
 from detectors.monitor import Monitor
 from schemas.alert import Alert
 from schemas.events import Event, EventError
-from streams.inputs.files import LineReader, Parsed, Rejects, in_event_time_order
+from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
 from streams.sinks.base import Sink, tell_resolved
 
@@ -52,6 +52,10 @@ class RunResult:
     bytes_in: int = 0
     seconds: float = 0.0
     monitor: Monitor | None = None
+    lines_in: int = 0  # non-blank input lines read (files only): each one processed or rejected
+    input_errors: list[str] = field(default_factory=list)  # inputs that ended early (truncated gzip, ...)
+    interrupted: bool = False  # stopped by SIGINT; what was read was processed and flushed
+    run_id: str = ""  # also on every line this run wrote to the rejects file
 
     @property
     def events_total(self) -> int:
@@ -75,6 +79,9 @@ class EmbeddedRunner:
         self.monitor = Monitor(settings.detection, on_exchange=self._on_exchange)
         self.result.monitor = self.monitor
         self._progress = Counter[str]()
+        self._readers: list[LineReader] = []
+        self._stop = StopFlag()
+        self._wall_clock = time.time
         self._on_progress = on_progress
         # Sinks that count input (metrics) and watch state size say so by having these methods.
         self._event_listeners = [s.on_event for s in self.sinks if hasattr(s, "on_event")]
@@ -133,7 +140,15 @@ class EmbeddedRunner:
 
             decode = otlp_json_decoder(self.settings)
         max_bytes = self.settings.ingest.max_event_bytes
-        readers = [LineReader(p, self.rejects, max_bytes, self._progress, decode) for p in paths]
+        # No log line comes from the future: the wall clock bounds event time in replay too (the
+        # shell reads it, once; ingest.replay_wall_clock=false turns that bound off).
+        now = self._wall_clock() if self.settings.ingest.replay_wall_clock else None
+        skew = self.settings.detection.max_future_skew_s
+        readers = [
+            LineReader(p, self.rejects, max_bytes, self._progress, decode, max_skew_s=skew, now=now, stop=self._stop)
+            for p in paths
+        ]
+        self._readers = readers
         return self.run_parsed(
             in_event_time_order(readers, self.settings.ingest.reorder_lateness_s, self.result.counters)
         )
@@ -141,11 +156,22 @@ class EmbeddedRunner:
     def run_parsed(self, parsed: Iterator[Parsed]) -> RunResult:
         start = time.perf_counter()
         last_report = 0
-        for p in parsed:
-            self.feed(p.event, p.source, p.line)
-            if self._on_progress is not None and self._progress["bytes"] - last_report >= 1 << 20:
-                last_report = self._progress["bytes"]
-                self._on_progress(last_report)
+        try:
+            for p in parsed:
+                self.feed(p.event, p.source, p.line)
+                if self._on_progress is not None and self._progress["bytes"] - last_report >= 1 << 20:
+                    last_report = self._progress["bytes"]
+                    self._on_progress(last_report)
+        except KeyboardInterrupt:
+            # Ctrl-C ends the input, not the run: the readers stop at their next line, the re-sorting
+            # buffers drain, and what was read is flushed and reported like a normal end.
+            self._stop.set()
+            try:
+                for p in parsed:
+                    self.feed(p.event, p.source, p.line)
+            except KeyboardInterrupt:
+                pass  # a second Ctrl-C: stop draining, still flush the core
+        self.result.interrupted = self._stop.is_set
         return self.finish(start)
 
     def finish(self, start: float) -> RunResult:
@@ -159,6 +185,10 @@ class EmbeddedRunner:
         r.counters.update(self.monitor.counters)
         r.state_size = self.monitor.state_size()
         r.bytes_in = self._progress["bytes"]
+        r.run_id = self.rejects.run_id
+        for reader in self._readers:
+            r.lines_in += reader.lines
+            r.input_errors += reader.errors
         r.seconds = time.perf_counter() - start
         if self._on_progress is not None:
             self._on_progress(r.bytes_in)

@@ -6,9 +6,12 @@ the original bytes, and is counted.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import heapq
 import sys
+import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from typing import BinaryIO
 
 import orjson
 
+from detectors.ordering import FUTURE_TS, EventClock, JumpGuard
 from schemas.events import Event, EventError, parse_event
 
 _RAW_KEEP = 64 * 1024  # of an oversized line, the head is kept as evidence; the rest is not stored twice
@@ -31,6 +35,49 @@ def open_binary(path: str) -> BinaryIO:
     return raw
 
 
+class InputError(Exception):
+    """An input that cannot be read at all (missing, a directory, not gzip): the CLI's exit code 3."""
+
+
+def check_inputs(paths: Iterable[str]) -> None:
+    """Fail fast, before any output is written, on inputs that cannot be read; raise InputError."""
+    for path in paths:
+        if path == "-":
+            continue
+        p = Path(path)
+        if not p.exists():
+            raise InputError(f"{path}: no such file")
+        if p.is_dir():
+            raise InputError(f"{path}: is a directory")
+        try:
+            with p.open("rb") as fh:
+                head = fh.read(2)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if path.endswith(".gz") and head != b"\x1f\x8b":
+            raise InputError(f"{path}: not a gzip file (the name ends in .gz)")
+
+
+def bounded_lines(fh: BinaryIO, max_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """(line, size) of each line; a line longer than `max_bytes` comes as its first `max_bytes + 1`
+    bytes with its full size, and the rest of it is skipped without ever being held, so memory
+    stays bounded whatever the input (a gzip bomb of 1 GiB without a newline included)."""
+    readline = fh.readline
+    chunk = 1 << 16
+    while True:
+        line = readline(max_bytes + 1)
+        if not line:
+            return
+        size = len(line)
+        if size > max_bytes and not line.endswith(b"\n"):
+            while True:  # skip to the end of this line
+                rest = readline(chunk)
+                size += len(rest)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line, size
+
+
 def input_size(paths: Iterable[str]) -> int | None:
     """Total bytes on disk (for a progress bar); None when stdin is among them."""
     total = 0
@@ -43,11 +90,16 @@ def input_size(paths: Iterable[str]) -> int | None:
 
 @dataclass
 class Rejects:
-    """The dead-letter file of the embedded runner."""
+    """The dead-letter file of the embedded runner: one JSON line per rejected input line.
+
+    Each record names the run (`run_id`: runs appending to one file stay apart), the source, line,
+    reason and detail, and the original bytes: as text in `raw` when they are UTF-8, else exactly,
+    base64-encoded, in `raw_b64` (with `raw` null). Of an oversized line only the head is kept."""
 
     out: BinaryIO | None
     listener: Callable[[str, str], None] | None = None  # e.g. metrics: told (reason, detail) of each reject
     counts: Counter[str] = field(default_factory=Counter)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
 
     def add(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
         self.counts[reason] += 1
@@ -55,14 +107,15 @@ class Rejects:
             self.listener(reason, detail)
         if self.out is None:
             return
-        record = {
-            "source": source,
-            "line": line,
-            "reason": reason,
-            "detail": detail,
-            "raw": raw[:_RAW_KEEP].decode("utf-8", errors="replace"),
-            "raw_truncated": len(raw) > _RAW_KEEP,
-        }
+        head = raw[:_RAW_KEEP]
+        record: dict[str, object] = {"run_id": self.run_id, "source": source, "line": line}
+        record |= {"reason": reason, "detail": detail}
+        try:
+            record["raw"] = head.decode("utf-8")
+        except UnicodeDecodeError:
+            record["raw"] = None
+            record["raw_b64"] = base64.b64encode(head).decode("ascii")
+        record["raw_truncated"] = len(raw) > _RAW_KEEP
         self.out.write(orjson.dumps(record) + b"\n")
 
     def close(self) -> None:
@@ -85,39 +138,106 @@ class Parsed:
 LineDecoder = Callable[[bytes], Iterable["Event | tuple[str, str, bytes]"]]
 
 
+class StopFlag:
+    """Shared by the readers of one run: set on Ctrl-C, after which every reader ends at its next line
+    (as if its file ended there), so the re-sorting buffers drain and nothing read is lost."""
+
+    def __init__(self) -> None:
+        self.is_set = False
+
+    def set(self) -> None:
+        self.is_set = True
+
+
 class LineReader:
-    """Validated events of one file, in file order; bad lines go to `rejects`."""
+    """Validated events of one file, in file order; bad lines go to `rejects`.
+
+    Event time is bounded on the way in (detectors/ordering.py): a line stamped more than
+    `max_skew_s` past the wall clock `now`, or a lone line far ahead of the rest of its file, is
+    rejected as `future_ts` before it can move any clock. A file that ends early (truncated or
+    corrupt gzip, a read error) stops this reader cleanly: what was read stays read, the error is a
+    reject with reason `input_error` and is kept in `errors`."""
 
     def __init__(
-        self, path: str, rejects: Rejects, max_bytes: int, progress: Counter[str], decode: LineDecoder | None = None
+        self,
+        path: str,
+        rejects: Rejects,
+        max_bytes: int,
+        progress: Counter[str],
+        decode: LineDecoder | None = None,
+        *,
+        max_skew_s: float | None = None,
+        now: float | None = None,
+        stop: StopFlag | None = None,
     ) -> None:
         self.path = path
         self.rejects = rejects
         self.max_bytes = max_bytes
         self.progress = progress
         self.decode = decode
+        self.max_skew_s = max_skew_s
+        self.now = now
+        self.stop = stop if stop is not None else StopFlag()
+        self.errors: list[str] = []
+        self.lines = 0  # non-blank lines read: each one ends up processed or rejected
 
     def __iter__(self) -> Iterator[Parsed]:
         src = "<stdin>" if self.path == "-" else self.path
-        with open_binary(self.path) as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                self.progress["bytes"] += len(raw)
-                line = raw.strip()
-                if not line:
-                    continue
-                if self.decode is not None:
-                    for item in self.decode(line):
-                        if isinstance(item, tuple):
-                            self.rejects.add(src, lineno, *item)
-                        else:
-                            yield Parsed(item.ts, 0, src, lineno, item, len(raw))
-                    continue
-                try:
-                    ev = parse_event(line, max_bytes=self.max_bytes)
-                except EventError as exc:
-                    self.rejects.add(src, lineno, exc.reason, exc.detail, line)
-                    continue
-                yield Parsed(ev.ts, 0, src, lineno, ev, len(raw))
+        if self.max_skew_s is None:
+            for p, _raw in self._parsed(src):
+                yield p
+            return
+        clock = EventClock(self.max_skew_s)
+        guard: JumpGuard[tuple[Parsed, bytes]] = JumpGuard(self.max_skew_s)
+        for p, raw in self._parsed(src):
+            detail = clock.admit(p.ts, self.now)
+            released = guard.push(p.ts, (p, raw)) if detail is None else []
+            if detail is not None:
+                self.rejects.add(src, p.line, FUTURE_TS, detail, raw)
+            for (q, qraw), why in released:
+                if why is None:
+                    yield q
+                else:
+                    self.rejects.add(src, q.line, FUTURE_TS, why, qraw)
+        for (q, _qraw), _why in guard.end():
+            yield q
+
+    def _parsed(self, src: str) -> Iterator[tuple[Parsed, bytes]]:
+        lineno = 0
+        stop = self.stop
+        try:
+            with open_binary(self.path) as fh:
+                for raw, size in bounded_lines(fh, self.max_bytes):
+                    if stop.is_set:
+                        return
+                    lineno += 1
+                    self.progress["bytes"] += size
+                    line = raw.strip()
+                    if not line:
+                        continue
+                    self.lines += 1
+                    if size > self.max_bytes:
+                        self.rejects.add(src, lineno, "oversized", f"{size} bytes > limit {self.max_bytes}", line)
+                        continue
+                    if self.decode is not None:
+                        for item in self.decode(line):
+                            if isinstance(item, tuple):
+                                self.rejects.add(src, lineno, *item)
+                            else:
+                                yield Parsed(item.ts, 0, src, lineno, item, size), line
+                        continue
+                    try:
+                        ev = parse_event(line, max_bytes=self.max_bytes)
+                    except EventError as exc:
+                        self.rejects.add(src, lineno, exc.reason, exc.detail, line)
+                        continue
+                    yield Parsed(ev.ts, 0, src, lineno, ev, size), line
+        except KeyboardInterrupt:  # most often lands here, in a blocking read: end this input cleanly
+            stop.set()
+        except (EOFError, OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            msg = f"{src}: input ended early after line {lineno} ({type(exc).__name__}: {exc})"
+            self.errors.append(msg)
+            self.rejects.add(src, lineno + 1, "input_error", msg, b"")
 
 
 def in_event_time_order(readers: list[LineReader], lateness_s: float, counters: Counter[str]) -> Iterator[Parsed]:
