@@ -135,14 +135,30 @@ def _operator_name(tenant: str | None) -> str:
     return f"tenant {tenant}" if tenant else "an unknown party"
 
 
-def _source_ids(alert: Alert) -> tuple[list[str], bool]:
-    ids: list[str] = []
+def _origins(alert: Alert) -> tuple[dict[str, tuple[list[str], str]], list[str], bool]:
+    """Per other tenant: (their request ids found, the signal that found them); all source ids; cross-session.
+
+    Each content signal names its own source: one alert may carry a canary of a probe account and
+    passages of another tenant, and each party's request ids belong to that party alone.
+    """
+    origins: dict[str, tuple[list[str], str]] = {}
+    all_ids: list[str] = []
     cross_session = False
     for sig in alert.evidence:
-        if sig.name in CONTENT_SIGNALS:
-            ids.extend(str(i) for i in sig.figures.get("source_request_ids") or [])
-            cross_session = cross_session or sig.name == "cross_session_contamination"
-    return list(dict.fromkeys(ids)), cross_session
+        if sig.name not in CONTENT_SIGNALS:
+            continue
+        ids = [str(i) for i in sig.figures.get("source_request_ids") or []]
+        all_ids.extend(ids)
+        if sig.name == "cross_session_contamination":
+            cross_session = True
+            continue
+        source = sig.source_tenant_id or alert.source_tenant_id
+        if source and source != alert.tenant_id:
+            known, signal = origins.get(source, ([], sig.name))
+            origins[source] = (list(dict.fromkeys([*known, *ids])), signal)
+    if alert.source_tenant_id and alert.source_tenant_id != alert.tenant_id and alert.source_tenant_id not in origins:
+        origins[alert.source_tenant_id] = ([], alert.kind)
+    return origins, list(dict.fromkeys(all_ids)), cross_session
 
 
 def evidence_of(alert: Alert, name_of: NameOf = _operator_name, private: bool = True) -> list[Evidence]:
@@ -191,8 +207,8 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
         if a.kind in CONFIGURATION_KINDS or not a.request_ids:
             configuration.append(a)
             continue
-        src_ids, cross_session = _source_ids(a)
-        sources = [a.source_tenant_id] if a.source_tenant_id and a.source_tenant_id != a.tenant_id else []
+        origins, src_ids, cross_session = _origins(a)
+        sources = list(origins)
         if a.tenant_id:
             inc.tenants.add(a.tenant_id)
         inc.sources.update(sources)
@@ -211,11 +227,8 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
             row.source_request_ids = list(dict.fromkeys([*row.source_request_ids, *src_ids]))
             row.cross_session = row.cross_session or cross_session
             row.evidence.extend(evidence_of(a))
-            if sources:
-                signal = next((s.name for s in a.evidence if s.name in CONTENT_SIGNALS), a.kind)
-                leaks.append(
-                    Leak(sources[0], src_ids, a.tenant_id, rid, a.cache_domain, a.ts, a.severity, a.kind, signal)
-                )
+            for source, (ids, signal) in origins.items():
+                leaks.append(Leak(source, ids, a.tenant_id, rid, a.cache_domain, a.ts, a.severity, a.kind, signal))
     if timeline is not None:
         for row in affected.values():
             seen = timeline.requests.get(row.request_id)
