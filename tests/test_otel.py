@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -28,6 +30,7 @@ class OtlpReceiver:
     def __init__(self) -> None:
         self.traces: list[ExportTraceServiceRequest] = []
         self.metrics: list[ExportMetricsServiceRequest] = []
+        self.headers: list[dict[str, str]] = []
         self.lock = threading.Lock()
         outer = self
 
@@ -38,6 +41,7 @@ class OtlpReceiver:
                     body = gzip.decompress(body)
                 assert self.headers.get("Content-Type") == "application/x-protobuf"
                 with outer.lock:
+                    outer.headers.append(dict(self.headers))
                     if self.path == "/v1/traces":
                         req_t = ExportTraceServiceRequest()
                         req_t.ParseFromString(body)
@@ -245,3 +249,126 @@ def test_webhook_metrics_and_hold_zero(otlp: OtlpReceiver) -> None:
     deliveries = {attrs(p)["outcome"]: p.as_int for p in points["crosstalk.webhook.deliveries"]}
     assert deliveries == {"delivered": 1, "deadlettered": 1}
     assert [attrs(p)["reason"] for p in points["crosstalk.webhook.failures"]] == ["http_500"]
+
+
+# --------------------------------------------------------------------------- export never slows detection
+
+
+class HangingCollector:
+    """Accepts connections and reads, never answers: the worst collector there is."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.conns: list[socket.socket] = []
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.conns.append(conn)  # held open, never answered
+
+    def stop(self) -> None:
+        self._stop.set()
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"  # nothing listens there any more: connection refused
+
+
+def feed(sink: OtelSink, n: int) -> None:
+    for i in range(n):
+        sink.on_exchange(exchange(i, "tenant-a", traceparent=None), [])
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not cond():
+        time.sleep(0.05)
+    assert cond(), "condition not met in time"
+
+
+def test_collector_down_exports_off_the_pipeline_thread_and_counts_what_is_lost() -> None:
+    settings = OtelSettings(
+        enabled=True,
+        endpoint=closed_port(),
+        timeout_s=0.3,
+        shutdown_timeout_s=0.5,
+        span_hold_s=0,
+        export_interval_s=3600,
+    )
+    sink = OtelSink(settings)
+    # The configured per-export bound reaches the OTLP clients (their retries stop at it).
+    assert [e.inner._client._timeout for e in sink._span_exporters] == [0.3]
+    assert [e.inner._client._timeout for e in sink._metric_exporters] == [0.3]
+    n = 1500  # about three export batches
+    feed(sink, n)
+    sink.close()
+    stats = sink.export_stats
+    wait_until(lambda: stats.get("spans") + stats.get("spans_dropped") == n)
+    assert stats.get("spans") == 0 and stats.get("span_batches_dropped") >= 3  # every lost span counted
+    assert stats.threads and threading.get_ident() not in stats.threads  # never exported on our thread
+
+
+def test_hanging_collector_bounds_close_by_the_shutdown_timeout() -> None:
+    collector = HangingCollector()
+    try:
+        settings = OtelSettings(
+            enabled=True,
+            endpoint=collector.endpoint,
+            timeout_s=5.0,  # one export hangs this long ...
+            shutdown_timeout_s=0.2,  # ... but close() waits only this long for the exporters
+            span_hold_s=0,
+            export_interval_s=3600,
+        )
+        sink = OtelSink(settings)
+        feed(sink, 600)  # more than one batch: the exporter thread is stuck in a request by now
+        wait_until(lambda: bool(collector.conns))
+        sink.close()
+        # close() returned while the export was still hanging: it did not wait for the collector.
+        assert sink.close_report == {"waited_s": 0.2, "finished": False}
+        stats = sink.export_stats
+        wait_until(lambda: stats.get("spans") + stats.get("spans_dropped") == 600)
+        assert stats.get("spans") == 0
+        assert threading.get_ident() not in stats.threads
+    finally:
+        collector.stop()
+
+
+@pytest.mark.parametrize("traces, metrics", [(True, False), (False, True)])
+def test_traces_only_or_metrics_only(otlp: OtlpReceiver, traces: bool, metrics: bool) -> None:
+    settings = OtelSettings(
+        enabled=True, endpoint=otlp.endpoint, traces=traces, metrics=metrics, export_interval_s=3600, span_hold_s=0
+    )
+    sink = OtelSink(settings)
+    sink.on_event("request")
+    feed(sink, 3)
+    sink.close()
+    assert bool(otlp.spans()) is traces
+    assert bool(otlp.metric_points()) is metrics
+    paths_seen = {"traces" if otlp.traces else None, "metrics" if otlp.metrics else None} - {None}
+    assert paths_seen == ({"traces"} if traces else {"metrics"})  # nothing sent to the other endpoint
+
+
+def test_auth_header_reaches_the_collector_but_no_printout(otlp: OtlpReceiver) -> None:
+    token = "Bearer otel-secret-73ab"
+    settings = OtelSettings(enabled=True, endpoint=otlp.endpoint, headers={"Authorization": token}, span_hold_s=0)
+    sink = OtelSink(settings)
+    feed(sink, 1)
+    sink.close()
+    got = [{k.lower(): v for k, v in h.items()}.get("authorization") for h in otlp.headers]
+    assert got and all(v == token for v in got)
+    assert token not in repr(settings) and token not in settings.model_dump_json()

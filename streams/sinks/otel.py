@@ -6,6 +6,11 @@ opens the gateway's trace sees crosstalk's view of the same call, and the alert 
 
 The sink owns its TracerProvider and MeterProvider rather than installing global ones: embedding
 crosstalk must not hijack the host process's telemetry.
+
+Export never slows detection: spans and metrics leave on the SDK's background threads (bounded
+queue, short per-export timeout), close() never exports on the caller's thread and waits at most
+`otel.shutdown_timeout_s`, and every batch that could not be exported is counted (`export_stats`,
+the `crosstalk.telemetry.dropped` counter and one warning at close), never lost silently.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -24,12 +30,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
     MetricExporter,
+    MetricExportResult,
     MetricReader,
+    MetricsData,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter, SpanExportResult
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -60,6 +68,87 @@ def parent_context(traceparent: str | None) -> Context | None:
     return ctx if span_ctx.is_valid else None
 
 
+class ExportStats:
+    """What the exporters did, per signal: batches and items exported or dropped, and on which threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.threads: set[int] = set()  # thread idents that ran an export (never the pipeline's)
+
+    def add(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def saw_thread(self) -> None:
+        with self._lock:
+            self.threads.add(threading.get_ident())
+
+    def get(self, key: str) -> int:
+        with self._lock:
+            return self.counts.get(key, 0)
+
+
+class _CountedSpans(SpanExporter):
+    """Counts what the wrapped exporter exported or failed; after close, drops (counted) at once."""
+
+    def __init__(self, inner: SpanExporter, stats: ExportStats) -> None:
+        self.inner = inner
+        self.stats = stats
+        self.abandoned = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.stats.saw_thread()
+        if self.abandoned:
+            result = SpanExportResult.FAILURE
+        else:
+            try:
+                result = self.inner.export(spans)
+            except Exception:
+                log.exception("span export failed")
+                result = SpanExportResult.FAILURE
+        ok = result == SpanExportResult.SUCCESS
+        self.stats.add("span_batches" if ok else "span_batches_dropped")
+        self.stats.add("spans" if ok else "spans_dropped", len(spans))
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _CountedMetrics(MetricExporter):
+    def __init__(self, inner: MetricExporter, stats: ExportStats) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,  # the inner exporter's choices, passed on
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self.inner = inner
+        self.stats = stats
+        self.abandoned = False
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        self.stats.saw_thread()
+        if self.abandoned:
+            result = MetricExportResult.FAILURE
+        else:
+            try:
+                result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            except Exception:
+                log.exception("metric export failed")
+                result = MetricExportResult.FAILURE
+        self.stats.add("metric_batches" if result == MetricExportResult.SUCCESS else "metric_batches_dropped")
+        return result
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.inner.force_flush(timeout_millis=timeout_millis)
+
+
 @dataclass
 class _Open:
     span: Span
@@ -86,41 +175,62 @@ class OtelSink:
     ) -> None:
         self.settings = settings
         self.wall_clock = wall_clock
+        self.export_stats = ExportStats()
+        self.close_report: dict[str, Any] = {}
         resource = Resource.create({"service.name": settings.service_name})
         base = settings.endpoint.rstrip("/")
+        headers = {k: v.get_secret_value() for k, v in settings.headers.items()}
+        timeout_ms = settings.timeout_s * 1000
 
-        self.tracer_provider = TracerProvider(resource=resource)
+        # No atexit hooks: an exit must not wait on a collector either; close() bounds the wait.
+        self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         exporters: list[SpanExporter] = []
-        if span_exporter is not None:
-            exporters.append(span_exporter)
-        elif settings.enabled:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        if settings.traces:
+            if span_exporter is not None:
+                exporters.append(span_exporter)
+            elif settings.enabled:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            exporters.append(
-                OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=settings.headers, timeout=settings.timeout_s)
-            )
-        if settings.console:
-            exporters.append(ConsoleSpanExporter())
-        for exp in exporters:
+                exporters.append(
+                    OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=headers, timeout=settings.timeout_s)
+                )
+            if settings.console:
+                exporters.append(ConsoleSpanExporter())
+        self._span_exporters = [_CountedSpans(exp, self.export_stats) for exp in exporters]
+        for exp in self._span_exporters:
             # A file replay produces thousands of spans per second; the default 2048-span queue
             # would drop some whenever one export is slow.
             self.tracer_provider.add_span_processor(
-                BatchSpanProcessor(exp, max_queue_size=32_768, schedule_delay_millis=1000)
+                BatchSpanProcessor(
+                    exp,
+                    max_queue_size=settings.max_queue_spans,
+                    schedule_delay_millis=1000,
+                    export_timeout_millis=timeout_ms,
+                )
             )
         self.tracer = self.tracer_provider.get_tracer("crosstalk")
 
         readers: list[MetricReader] = list(metric_readers or [])
         interval_ms = settings.export_interval_s * 1000
-        if metric_readers is None and settings.enabled:
+        self._metric_exporters: list[_CountedMetrics] = []
+        metric_exporters: list[MetricExporter] = []
+        if settings.metrics and metric_readers is None and settings.enabled:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-            otlp: MetricExporter = OTLPMetricExporter(
-                endpoint=f"{base}/v1/metrics", headers=settings.headers, timeout=settings.timeout_s
+            metric_exporters.append(
+                OTLPMetricExporter(endpoint=f"{base}/v1/metrics", headers=headers, timeout=settings.timeout_s)
             )
-            readers.append(PeriodicExportingMetricReader(otlp, export_interval_millis=interval_ms))
-        if settings.console:
-            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(), export_interval_millis=interval_ms))
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        if settings.metrics and settings.console:
+            metric_exporters.append(ConsoleMetricExporter())
+        for mexp in metric_exporters:
+            counted = _CountedMetrics(mexp, self.export_stats)
+            self._metric_exporters.append(counted)
+            readers.append(
+                PeriodicExportingMetricReader(
+                    counted, export_interval_millis=interval_ms, export_timeout_millis=timeout_ms
+                )
+            )
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
         meter = self.meter_provider.get_meter("crosstalk")
 
         self._events = meter.create_counter("crosstalk.events", unit="{event}", description="input events by type")
@@ -142,6 +252,12 @@ class OtelSink:
         )
         self._state_source: SizeSource | None = None
         self._lag_source: SizeSource | None = None
+        meter.create_observable_counter(
+            "crosstalk.telemetry.dropped",
+            callbacks=[self._observe_dropped],
+            unit="{batch}",
+            description="span and metric batches the exporters could not deliver (collector down or slow)",
+        )
         meter.create_observable_gauge(
             "crosstalk.state.size",
             callbacks=[self._observe_state],
@@ -186,6 +302,12 @@ class OtelSink:
         if isinstance(value, Mapping):
             return [Observation(v, {attr: str(k)}) for k, v in value.items()]
         return [Observation(value)]
+
+    def _observe_dropped(self, options: CallbackOptions) -> list[Observation]:
+        return [
+            Observation(self.export_stats.get(f"{signal}_batches_dropped"), {"signal": signal})
+            for signal in ("span", "metric")
+        ]
 
     def _observe_state(self, options: CallbackOptions) -> list[Observation]:
         return self._observe(self._state_source, "crosstalk.component")
@@ -363,7 +485,13 @@ class OtelSink:
     def on_reject(self, reason: str, detail: str) -> None:
         self._rejects.add(1, {"reason": reason})
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
+        """End held spans and shut the exporters down, waiting at most `otel.shutdown_timeout_s`.
+
+        The last exports run on a background thread: a collector that is down or hangs costs the
+        caller (a replay's end, a worker's stop) this bound, not retries times batches. What is not
+        exported by then is dropped and counted.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -371,7 +499,35 @@ class OtelSink:
             while self._open:
                 rid, held = self._open.popitem(last=False)
                 self._end(rid, held)
-        self.tracer_provider.force_flush()
-        self.tracer_provider.shutdown()
-        # shutdown() collects and exports one last time; a force_flush first would export twice.
-        self.meter_provider.shutdown()
+        bound = self.settings.shutdown_timeout_s if timeout_s is None else timeout_s
+
+        def _shutdown() -> None:
+            # Provider shutdown exports what is queued (spans) and collects once more (metrics);
+            # no force_flush first: in this SDK it exports on the calling thread.
+            self.tracer_provider.shutdown()
+            self.meter_provider.shutdown(timeout_millis=bound * 1000)
+
+        closer = threading.Thread(target=_shutdown, name="crosstalk-otel-shutdown", daemon=True)
+        closer.start()
+        closer.join(bound)
+        finished = not closer.is_alive()
+        if not finished:
+            # Out of time: whatever the exporters are still handed is dropped (and counted) at once,
+            # and the OTLP clients stop retrying.
+            for exp in [*self._span_exporters, *self._metric_exporters]:
+                exp.abandoned = True
+                try:
+                    exp.shutdown()
+                except Exception:
+                    log.debug("exporter shutdown failed", exc_info=True)
+        self.close_report = {"waited_s": bound, "finished": finished}
+        stats = self.export_stats
+        dropped_spans, dropped_metrics = stats.get("spans_dropped"), stats.get("metric_batches_dropped")
+        if dropped_spans or dropped_metrics or not finished:
+            log.warning(
+                "otel: could not export %d span(s) and %d metric batch(es) to %s%s",
+                dropped_spans,
+                dropped_metrics,
+                self.settings.endpoint,
+                "" if finished else f"; stopped waiting after {bound:g} s",
+            )
