@@ -1,4 +1,4 @@
-"""Benchmark 2: MB/s of prompt/output text through keyed winnowing (`Fingerprinter.print_text`).
+"""Benchmark 2: MB/s of prompt/output text through keyed winnowing (`Fingerprinter.fingerprint_text`).
 
 Baseline: tokenising the same text alone (`words_of`, the tokeniser the fingerprints are made of).
 Targets: >= 60 % of the baseline rate, and >= 30 MB/s on one core. Cold (empty word-hash cache) and
@@ -6,7 +6,7 @@ warm (every word seen before) are measured separately. Also measured in the same
 the previous tokeniser (`re.findall(r"\\w+", text.lower())`), the previous fingerprinter (the module
 as of the commit before the hot-path rewrite, loaded from git if available), and a Unicode-heavy
 variant of the texts (non-ASCII words take the exact, slower regex path). Stage rows (cumulative):
-`text_hashes` (tokenise + word-hash table lookup, print_text's first half), + k-gram hashes; and
+`text_hashes` (tokenise + word-hash table lookup, fingerprint_text's first half), + k-gram hashes; and
 `words_of` + `word_hashes(words)`, the path of callers that need the words too (`print_words`).
 
 Texts: the prompts and outputs of a simulated run (real Python source, prose, system prompts).
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     t_legacy, _ = c.best_of(lambda: over(legacy_words), repeat)
 
     # Cold: a new Fingerprinter each run, so every distinct word is hashed (blake2b) once.
-    t_cold, _ = c.best_of(lambda: over(Fingerprinter(key, k, w).print_text), repeat)
+    t_cold, _ = c.best_of(lambda: over(Fingerprinter(key, k, w).fingerprint_text), repeat)
     warm = Fingerprinter(key, k, w)
-    over(warm.print_text)
-    t_warm, _ = c.best_of(lambda: over(warm.print_text), repeat)
-    vocab = warm.cached_words
+    over(warm.fingerprint_text)
+    t_warm, _ = c.best_of(lambda: over(warm.fingerprint_text), repeat)
+    vocab = warm.cached_units
 
     # Stages of the warm path (cumulative), to show where the time goes.
     def upto_hashes(t: str) -> None:
@@ -130,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         over(prev.print_text)
         t_prev, _ = c.best_of(lambda: over(prev.print_text), repeat)
         sample = texts[:: max(1, len(texts) // 200)]
-        assert all(prev.print_text(t) == warm.print_text(t) for t in sample), "fingerprints changed!"
+        assert all(prev.print_text(t) == warm.fingerprint_text(t) for t in sample), "fingerprints changed!"
 
     utexts = unicode_variant(texts)
     ubytes = sum(len(t.encode()) for t in utexts)
     t_utok, _ = c.best_of(lambda: [words_of(t) for t in utexts] and None, repeat)
-    over(warm.print_text)
-    t_uwarm, _ = c.best_of(lambda: [warm.print_text(t) for t in utexts] and None, repeat)
+    over(warm.fingerprint_text)
+    t_uwarm, _ = c.best_of(lambda: [warm.fingerprint_text(t) for t in utexts] and None, repeat)
 
     rows = [
         {

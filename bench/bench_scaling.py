@@ -1,7 +1,7 @@
 """Benchmark 6: how cost grows with prompt size, number of tenants and number of cache domains.
 
 1. Prompt size, 1k -> 1M tokens (4 characters a token; real Python source): fingerprinting
-   (`print_text`, warm cache), index add (into an empty index), and a query of the same fingerprints by
+   (`fingerprint_text`, warm cache), index add (into an empty index), and a query of the same fingerprints by
    another tenant (every fingerprint matches: the worst case). Baseline: tokenising the same text.
 2. Tenants, 10 -> 10,000: a fixed number of exchanges (request + response with short texts, private
    per tenant) through `parse_event` + `Monitor.observe`, one domain. Baseline: the same with 10 tenants.
@@ -59,9 +59,9 @@ def prompt_sizes(args, s: DetectionSettings) -> list[dict]:
     for tokens in sizes:
         text = big[: 4 * tokens]
         repeat = max(1, min(20, 2_000_000 // (4 * tokens)))
-        fp.print_text(text)  # warm the word-hash cache
+        fp.fingerprint_text(text)  # warm the word-hash cache
         t_tok, words = c.best_of(lambda text=text: words_of(text), repeat)
-        t_fp, tp = c.best_of(lambda text=text: fp.print_text(text), repeat)
+        t_fp, tp = c.best_of(lambda text=text: fp.fingerprint_text(text), repeat)
 
         def add(tp=tp) -> ContentIndex:
             idx = ContentIndex(s.index_window_s, s.index_max_docs, 10**9, s.common_min_tenants)

@@ -1,77 +1,49 @@
-"""Keyed winnowing fingerprints (Schleimer, Wilkerson, Aiken: "Winnowing", SIGMOD 2003).
+"""Keyed winnowing fingerprints (Schleimer, Wilkerson, Aiken: "Winnowing", SIGMOD 2003), scheme winnow-v2.
 
-Text is normalised to lower-cased `\\w+` words, so re-spaced, re-wrapped or lower-cased copies
-fingerprint the same. Each word gets a keyed 64-bit hash (blake2b with the secret), k consecutive
-word hashes combine into a k-gram hash, and in every window of w consecutive k-grams the minimum
-(rightmost on ties) is selected. Guarantee: any passage of at least t = k + w - 1 words shared by two
-texts yields at least one shared fingerprint, because the window lying inside the passage has the
-same contents, hence the same selection, in both. Density is about 2 / (w + 1) fingerprints per word.
+Text is cut into units (`detectors.tokens`: words where words are spaced, single characters in Chinese,
+Japanese, Korean, Thai...), after NFKC normalisation and case folding, so re-spaced, re-wrapped,
+lower-cased or full-width copies fingerprint the same. Each unit gets a keyed 64-bit hash (blake2b with
+the secret, of its UTF-8 bytes), k consecutive unit hashes combine into a k-gram hash, and in every
+window of w consecutive k-grams the minimum is selected. Guarantee: any passage of at least
+t = k + w - 1 units shared by two texts yields at least one shared fingerprint, because the window lying
+inside the passage has the same contents, hence the same selection, in both. Density is about
+2 / (w + 1) fingerprints per unit.
 
-Word hashes are cached per distinct word in an open-addressing table of numpy arrays keyed by the word's
-bytes (exact, no Python object per word), so a whole text is looked up in a few vectorised passes; for
-ASCII text `print_text` splits the folded bytes of `words_of`'s fast path itself and never makes the words.
+Unit hashes are cached: words of at most 16 UTF-8 bytes in an open-addressing table of numpy arrays
+keyed by the word's bytes (exact, no Python object per word), looked up for a whole text in a few
+vectorised passes; single-character units in a dense table indexed by code point. Neither path makes
+a Python string per unit: ASCII text is split from its folded bytes, other text from its UTF-32 code
+points and their classes (`tokens.unit_spans`).
 
-Without the key the hashes reveal nothing about the words, so stored state does not leak text.
-This module is also the producer-side helper: gateways fingerprint at the edge with the same
-parameters and send `prompt_fingerprint` / `output_fingerprint` instead of text.
+Without the key the hashes reveal nothing about the text, so stored state does not leak it. This module
+is also the producer-side helper: gateways fingerprint at the edge with the same parameters and send
+`prompt_fingerprint` / `output_fingerprint` instead of text.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 
 import numpy as np
 
 from detectors.exchange import TextPrint
+from detectors.tokens import FOLD, SCHEME, TABLE_END, code_points, normalise, unit_spans, utf8_offsets, words_of
 from schemas.events import Fingerprint
 
-SCHEME = "winnow-v1"
-_WORD = re.compile(r"\w+")
+__all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "words_of"]
+
+# Schemes whose fingerprints are refused, with the reason given to the producer.
+RETIRED_SCHEMES = {
+    "winnow-v1": "scheme winnow-v1 is retired: its units were \\w+ words, so a Chinese, Japanese or Thai clause was "
+    "one unit and leaks in those scripts could not be found; fingerprint with winnow-v2 (detectors.fingerprint or "
+    "streams.producer of this version)",
+}
 # Odd multiplier for the polynomial k-gram combination; arithmetic wraps modulo 2**64 on purpose.
 _BASE = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _S31 = np.uint64(31)
 _S29 = np.uint64(29)
 _WORD_CACHE_MAX = 2_000_000
-
-
-def _fold_table() -> bytes:
-    table = bytearray(range(256))
-    for b in range(128):
-        c = chr(b)
-        table[b] = ord(c.lower()) if (c.isalnum() or c == "_") else 0x20
-    return bytes(table)
-
-
-# ASCII bytes: word characters lower-cased, every other ASCII byte a space. Bytes >= 0x80 (the parts
-# of multi-byte UTF-8 sequences) pass unchanged, so a translated UTF-8 text still decodes.
-_FOLD = _fold_table()
-
-
-def words_of(text: str) -> list[str]:
-    """The normalised words the fingerprints are made of: `re.findall(r"\\w+", text.lower())`, exactly.
-
-    Fast path: one C pass (bytes.translate) replaces ASCII non-word characters by spaces and lower-cases
-    ASCII letters, then str.split. The result is exactly the regex's, since a whitespace or ASCII non-word
-    character is never a word character. Pieces containing non-ASCII characters (rare in code and English)
-    go through the Unicode-aware regex, after the whole text was lower-cased as before, so Unicode texts
-    give the same words as ever (including context-dependent lower-casing such as the final sigma).
-    """
-    if text.isascii():
-        return text.encode("ascii").translate(_FOLD).decode("ascii").split()
-    low = text.lower()
-    pieces = low.encode("utf-8", "surrogatepass").translate(_FOLD).decode("utf-8", "surrogatepass").split()
-    if low.isascii():
-        return pieces
-    out: list[str] = []
-    findall = _WORD.findall
-    for piece in pieces:
-        if piece.isascii():
-            out.append(piece)
-        else:
-            out.extend(findall(piece))
-    return out
 
 
 def key_id_of(key: str) -> str:
@@ -107,16 +79,18 @@ class Fingerprinter:
         # 16 bytes live in an open-addressing table of numpy arrays (linear probing, looked up for a whole
         # text at once, 48-96 bytes a word); longer words (about 1 % of words) in a dict keyed by bytes.
         self._reset_cache()
+        # Single-character units (CJK, Thai...) by code point: 1.6 MB, filled as characters are first seen.
+        self._cp = np.zeros(TABLE_END, dtype=np.uint64)
         self._hasher = hashlib.blake2b(key=self._key, digest_size=8)
 
     @property
-    def guarantee_words(self) -> int:
-        """t: the shortest shared passage that is certain to share a fingerprint."""
+    def guarantee_units(self) -> int:
+        """t: the shortest shared passage, in units, that is certain to share a fingerprint."""
         return self.k + self.w - 1
 
     @property
-    def cached_words(self) -> int:
-        """How many distinct words have their keyed hash cached."""
+    def cached_units(self) -> int:
+        """How many distinct words have their keyed hash cached (single characters are in a fixed-size table)."""
         return self._count + len(self._long)
 
     def _reset_cache(self) -> None:
@@ -210,7 +184,7 @@ class Fingerprinter:
         slot[pend] = home
         return pend[~hit.any(axis=1)]
 
-    def _lookup(self, tb: bytes, n: int, bounded: bool = True, joined: int = -1) -> np.ndarray | None:
+    def _lookup(self, tb: bytes, n: int, joined: int = -1) -> np.ndarray | None:
         """The keyed hashes of the words of `tb[:n]`: the maximal runs of bytes other than a space (no run
         contains a 0 byte). `tb` continues with at least 16 spaces after `n`. With `joined` >= 0, `tb[:n]`
         is that many words joined by single spaces, and None is returned if it does not split back into
@@ -222,10 +196,15 @@ class Fingerprinter:
         edges = (inword[1:] != inword[:-1]).nonzero()[0]
         starts = edges[0::2]
         ends = edges[1::2]
-        lengths = ends - starts
-        if joined >= 0 and (starts.shape[0] != joined or int(lengths.sum()) != n - joined + 1):
+        if joined >= 0 and (starts.shape[0] != joined or int((ends - starts).sum()) != n - joined + 1):
             return None
-        # The key: unaligned little-endian 8-byte reads at the word starts (through a view, no copy).
+        return self._span_hashes(tb, starts, ends)
+
+    def _span_hashes(self, tb: bytes, starts: np.ndarray, ends: np.ndarray, bounded: bool = True) -> np.ndarray:
+        """The keyed hashes of the units `tb[starts[i]:ends[i]]` (non-empty, no NUL byte); `tb` continues with
+        at least 16 bytes of padding after the last unit."""
+        lengths = ends - starts
+        # The key: unaligned little-endian 8-byte reads at the unit starts (through a view, no copy).
         u8 = np.ndarray((len(tb) - 7,), dtype="<u8", buffer=tb, strides=(1,))
         cls = np.minimum(lengths, _LONG)
         k0 = u8[starts]
@@ -238,9 +217,9 @@ class Fingerprinter:
         if not found.all():
             missing = self._probe(k0, k1, slot, found)
             if missing.size:
-                if bounded and self.cached_words + missing.size > _WORD_CACHE_MAX:
+                if bounded and self.cached_units + missing.size > _WORD_CACHE_MAX:
                     self._reset_cache()  # bounded memory: start over, keeping this text's words
-                    return self._lookup(tb, n, bounded=False, joined=joined)
+                    return self._span_hashes(tb, starts, ends, bounded=False)
                 self._add(tb, starts[missing], ends[missing], k0[missing], k1[missing])
                 slot = self._home(k0, k1)  # the table may have grown
                 found = self._tk0[slot] == k0
@@ -249,7 +228,7 @@ class Fingerprinter:
         wh = self._tval[slot]
         longs = (lengths > _KEY_BYTES).nonzero()[0]
         if longs.size:
-            # Words longer than a key (about 1 % of words), so far given slot 0's 0: the bytes dict.
+            # Words longer than a key (about 1 % of English words), so far given slot 0's 0: the bytes dict.
             cache = self._long
             pieces = list(map(tb.__getitem__, map(slice, starts[longs].tolist(), ends[longs].tolist())))
             try:
@@ -259,9 +238,35 @@ class Fingerprinter:
                     if wb not in cache:
                         cache[wb] = self._bytes_hash(wb)
                 wh[longs] = list(map(cache.__getitem__, pieces))
-            if bounded and self.cached_words > _WORD_CACHE_MAX:
+            if bounded and self.cached_units > _WORD_CACHE_MAX:
                 self._reset_cache()
         return wh
+
+    def _char_hashes(self, cps: np.ndarray) -> np.ndarray:
+        """The keyed hashes of single-character units (code points below TABLE_END), from the dense table."""
+        h = self._cp[cps]
+        miss = h == 0  # not computed yet (a true hash of 0 is just recomputed each time)
+        if miss.any():
+            new = np.unique(cps[miss])
+            self._cp[new] = [self._bytes_hash(chr(c).encode("utf-8", "surrogatepass")) for c in new.tolist()]
+            h = self._cp[cps]
+        return h
+
+    def _unicode_hashes(self, text: str) -> np.ndarray:
+        s, cps, cls = code_points(normalise(text))
+        starts, ends, ischar = unit_spans(cls)
+        nchar = int(np.count_nonzero(ischar))
+        if nchar == starts.shape[0]:  # only CHAR units (or none): no bytes needed
+            return self._char_hashes(cps[starts])
+        tb = s.encode("utf-8", "surrogatepass") + _PAD
+        off = utf8_offsets(cps)
+        if nchar == 0:
+            return self._span_hashes(tb, off[starts], off[ends])
+        out = np.empty(starts.shape[0], dtype=np.uint64)
+        out[ischar] = self._char_hashes(cps[starts[ischar]])
+        isword = ~ischar
+        out[isword] = self._span_hashes(tb, off[starts[isword]], off[ends[isword]])
+        return out
 
     def word_hashes(self, words: list[str]) -> np.ndarray:
         """The keyed hash of each word (blake2b of its UTF-8 bytes), as uint64, in order."""
@@ -342,27 +347,28 @@ class Fingerprinter:
         return self._print(self.word_hashes(words))
 
     def text_hashes(self, text: str) -> np.ndarray:
-        """word_hashes(words_of(text)), without making the words when the text is ASCII."""
+        """word_hashes(words_of(text)), without making the units (no Python string per unit)."""
         if text.isascii():
             # words_of's fast path stops at the folded bytes: their space-separated runs are the words.
-            tb = text.encode("ascii").translate(_FOLD)
+            tb = text.encode("ascii").translate(FOLD)
             wh = self._lookup(tb + _PAD, len(tb))
             assert wh is not None
             return wh
-        return self.word_hashes(words_of(text))
+        return self._unicode_hashes(text)
 
-    def print_text(self, text: str) -> TextPrint:
+    def fingerprint_text(self, text: str) -> TextPrint:
+        """The fingerprints of a text, as a TextPrint (what the join keeps instead of the text)."""
         return self._print(self.text_hashes(text))
 
     def fingerprint(self, text: str) -> Fingerprint:
         """The wire form, for producers that fingerprint at the edge and never send text."""
-        tp = self.print_text(text)
+        tp = self.fingerprint_text(text)
         return Fingerprint(scheme=SCHEME, k=self.k, w=self.w, key_id=self.key_id, words=tp.words, hashes=tp.hashes)
 
     def check(self, fp: Fingerprint) -> str | None:
         """Why a precomputed fingerprint cannot be used here, or None if it can."""
         if fp.scheme != SCHEME:
-            return f"scheme {fp.scheme!r} != {SCHEME!r}"
+            return RETIRED_SCHEMES.get(fp.scheme, f"scheme {fp.scheme!r} != {SCHEME!r}")
         if (fp.k, fp.w) != (self.k, self.w):
             return f"made with k={fp.k}, w={fp.w}; this monitor uses k={self.k}, w={self.w}"
         if fp.key_id != self.key_id:

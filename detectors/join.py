@@ -58,7 +58,7 @@ class Joiner:
                 tp = fpr.from_wire(req.prompt_fingerprint)
             else:
                 assert req.prompt_text is not None
-                tp = fpr.print_text(req.prompt_text)
+                tp = fpr.fingerprint_text(req.prompt_text)
             stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
         if req.canaries:
             for marker in req.canaries:
@@ -89,9 +89,9 @@ class Joiner:
                 tp = fpr.from_wire(resp.output_fingerprint)
             else:
                 assert resp.output_text is not None
-                # print_text works on the folded bytes without building the word list (2x faster than
+                # fingerprint_text works on the folded bytes without building the word list (2x faster than
                 # print_words); the canary scan needs words, but only once any marker is registered.
-                tp = fpr.print_text(resp.output_text)
+                tp = fpr.fingerprint_text(resp.output_text)
                 if self.canaries.state_size():
                     hits = self.canaries.scan(words_of(resp.output_text))
             stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})

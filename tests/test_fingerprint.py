@@ -10,7 +10,7 @@ from detectors.fingerprint import Fingerprinter, key_id_of, words_of
 from schemas.events import Fingerprint
 
 FP = Fingerprinter("test-key", k=5, w=12)
-T = FP.guarantee_words  # 16
+T = FP.guarantee_units  # 16
 
 word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_", min_size=1, max_size=8)
 words_list = st.lists(word, min_size=0, max_size=120)
@@ -29,33 +29,33 @@ def test_any_shared_passage_of_t_words_shares_a_fingerprint(a: list[str], b: lis
 def test_guarantee_holds_through_case_and_spacing_changes(shared: list[str], noise: list[str]) -> None:
     original = " ".join(noise) + " " + " ".join(shared)
     mangled = "\n\n  ".join(w.upper() for w in shared) + " ... " + " ".join(noise[::-1])
-    assert set(FP.print_text(original).hashes) & set(FP.print_text(mangled).hashes)
+    assert set(FP.fingerprint_text(original).hashes) & set(FP.fingerprint_text(mangled).hashes)
 
 
 def test_density_is_about_two_over_w_plus_one() -> None:
     text = " ".join(f"w{i}" for i in range(20_000))
-    tp = FP.print_text(text)
+    tp = FP.fingerprint_text(text)
     density = len(tp.hashes) / tp.words
     assert abs(density - 2 / (FP.w + 1)) < 0.03
 
 
 def test_normalisation_ignores_case_spacing_and_punctuation() -> None:
     assert words_of("Hello,   WORLD!\n\tfoo_bar") == ["hello", "world", "foo_bar"]
-    a = FP.print_text("The pool held 681,280 tokens; prompts beyond it were replaced by a placeholder. " * 3)
-    b = FP.print_text("the pool held 681 280 tokens prompts beyond it were replaced by a placeholder " * 3)
+    a = FP.fingerprint_text("The pool held 681,280 tokens; prompts beyond it were replaced by a placeholder. " * 3)
+    b = FP.fingerprint_text("the pool held 681 280 tokens prompts beyond it were replaced by a placeholder " * 3)
     assert a.hashes == b.hashes
 
 
 def test_hashes_depend_on_the_key_and_reveal_nothing_without_it() -> None:
     text = " ".join(f"token{i}" for i in range(200))
     other = Fingerprinter("another-key", k=5, w=12)
-    assert not set(FP.print_text(text).hashes) & set(other.print_text(text).hashes)
+    assert not set(FP.fingerprint_text(text).hashes) & set(other.fingerprint_text(text).hashes)
     assert FP.key_id != other.key_id == key_id_of("another-key")
 
 
 def test_short_texts_still_get_a_fingerprint_and_tiny_ones_none() -> None:
-    assert len(FP.print_text("one two three four five six").hashes) == 1
-    assert FP.print_text("too short").hashes == []
+    assert len(FP.fingerprint_text("one two three four five six").hashes) == 1
+    assert FP.fingerprint_text("too short").hashes == []
 
 
 def test_wire_fingerprint_round_trip_and_parameter_check() -> None:
