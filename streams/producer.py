@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from kafka import KafkaProducer
 from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
-from streams.inputs.files import open_binary
+from streams.inputs.files import bounded_lines, open_binary
 from streams.kafka.routing import routing_key
 from streams.settings import KafkaSettings, Settings, load_settings
 
@@ -111,17 +112,44 @@ class ProduceResult:
     sent: Counter[str] = field(default_factory=Counter)
     bad_lines: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    input_error: str | None = None  # the input ended early (truncated gzip, ...): what was read was sent
 
 
-BATCH_BYTES = 1024 * 1024  # per batched message: well under the producer's request limit
+# Per batched message. Kafka's and librdkafka's (kcat, confluent-kafka) defaults cap a message at
+# 1,000,000 bytes (message.max.bytes); staying under it with room for headers and the record
+# overhead lets any consumer and any producer tool with default settings handle our batches.
+BATCH_BYTES = 900_000
 
 
-def iter_lines(path: str) -> Iterator[bytes]:
-    with open_binary(path) as f:
-        for line in f:
-            line = line.rstrip(b"\r\n")
-            if line.strip():
-                yield line
+@dataclass
+class Lines:
+    """Non-blank lines of a file, read in bounded memory (streams.inputs.files.bounded_lines); a line
+    over `max_bytes` is yielded as None (and counted by the caller); an input that ends early is noted
+    in `error` instead of raising."""
+
+    path: str
+    max_bytes: int
+    error: str | None = None
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        lineno = 0
+        try:
+            with open_binary(self.path) as f:
+                for raw, size in bounded_lines(f, self.max_bytes):
+                    lineno += 1
+                    if size > self.max_bytes:
+                        yield None
+                        continue
+                    line = raw.rstrip(b"\r\n")
+                    if line.strip():
+                        yield line
+        except (EOFError, OSError, zlib.error) as exc:
+            self.error = f"{self.path}: input ended early after line {lineno} ({type(exc).__name__}: {exc})"
+
+
+def iter_lines(path: str, max_bytes: int = 4 * 1024 * 1024) -> Iterator[bytes]:
+    """The non-blank lines of a file, oversized ones left out."""
+    return (line for line in Lines(path, max_bytes) if line is not None)
 
 
 def produce_file(
@@ -134,13 +162,16 @@ def produce_file(
     producer: KafkaProducer | None = None,
     progress: Any = None,
     batch: int = 1,
+    batch_bytes: int = BATCH_BYTES,
 ) -> ProduceResult:
     """Publish every line; bad lines are counted and (send_bad) published too, keyless, so the
     workers dead-letter them with their reason: nothing is dropped silently on the way in.
 
     batch > 1 puts up to that many lines into one message (newline-separated, content-type
-    application/x-ndjson, no key: the workers route each event themselves). Each Kafka message costs
-    a worker far more than one event does, so batches raise a worker's rate several times over."""
+    application/x-ndjson, no key: the workers route each event themselves), and at most `batch_bytes`
+    (a single larger event goes alone). Each Kafka message costs a worker far more than one event
+    does, so batches raise a worker's rate several times over. Oversized lines (over `max_bytes`) are
+    counted and not sent: the worker would only dead-letter them, and the topic may refuse them."""
     own = producer is None
     prod = producer or make_producer(k)
     res = ProduceResult()
@@ -158,7 +189,11 @@ def produce_file(
             pending_bytes = 0
 
     try:
-        for line in iter_lines(path):
+        lines = Lines(path, max_bytes)
+        for line in lines:
+            if line is None:
+                res.bad_lines["oversized"] += 1
+                continue
             key: bytes | None
             headers: list[tuple[str, bytes]] = []
             try:
@@ -173,7 +208,7 @@ def produce_file(
                     continue
                 key = None
             if batch > 1:
-                if pending and pending_bytes + len(line) + 1 > BATCH_BYTES:
+                if pending and pending_bytes + len(line) + 1 > batch_bytes:
                     send_pending()
                 pending.append(line)
                 pending_bytes += len(line) + 1
@@ -191,6 +226,7 @@ def produce_file(
                     time.sleep(ahead)
         send_pending()
         prod.flush()
+        res.input_error = lines.error
     finally:
         if own:
             prod.close()
@@ -207,6 +243,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch", type=int, default=1, help="events per Kafka message (newline-separated, application/x-ndjson)"
     )
+    parser.add_argument(
+        "--batch-bytes",
+        type=int,
+        default=BATCH_BYTES,
+        help=f"with --batch: at most this many bytes per message (default {BATCH_BYTES:,}: under the 1 MB default "
+        "message.max.bytes of Kafka clients such as kcat)",
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -214,8 +257,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from streams.inputs.files import input_size
+    from streams.cli.main import EXIT_INPUT, CliError
+    from streams.inputs.files import InputError, check_inputs, input_size
 
+    try:
+        check_inputs([args.file])
+    except InputError as exc:
+        raise CliError(EXIT_INPUT, str(exc)) from None
     settings = load_settings(getattr(args, "config", None))
     k = settings.kafka
     upd = {name: v for name, v in (("bootstrap", args.bootstrap), ("input_topic", args.topic)) if v}
@@ -229,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
         "max_bytes": settings.ingest.max_event_bytes,
         "send_bad": not args.skip_bad,
         "batch": max(1, args.batch),
+        "batch_bytes": max(1024, args.batch_bytes),
     }
     if show:
         with Progress(TextColumn("produce"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err) as prog:
@@ -242,4 +291,9 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         verb = "skipped" if args.skip_bad else "published for dead-lettering"
         err.print(f"{bad} bad lines {verb}: {dict(res.bad_lines)}", style="yellow")
+    if res.input_error:
+        from streams.cli.main import EXIT_PARTIAL
+
+        err.print(f"crosstalk: error: {res.input_error}", style="red", markup=False)
+        return EXIT_PARTIAL
     return 0
