@@ -156,3 +156,28 @@ def test_events_to_stdout_feed_a_pipeline(engine_factory: Any, capfd: pytest.Cap
     lines = [orjson.loads(x) for x in out.out.splitlines()]
     assert lines and {e["type"] for e in lines} == {"canary", "request", "response"}
     assert "clean" in out.err  # the summary goes to stderr, stdout stays events only
+
+
+def test_engine_command_serves_and_emits_events_for_the_probe(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    events = tmp_path / "engine-events.jsonl"
+    cmd = [sys.executable, "-c", "import sys; from streams.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+    args = ["engine", "--port", "0", "--mode", "pd-abort-bug", "--events", str(events), "--stats-interval", "0.2"]
+    proc = subprocess.Popen([*cmd, *args], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("crosstalk engine: http://127.0.0.1:"), line
+        base_url = line.split()[2]
+        code = main(["probe", "--base-url", base_url, *FAST, "--identity", "probe-a", "--identity", "probe-b"])
+        assert code == 1
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    lines = [orjson.loads(x) for x in events.read_bytes().splitlines()]
+    stats = [e for e in lines if e["type"] == "cache_stats" and e["role"] == "prefill"]
+    assert stats and stats[0]["capacity_tokens"] == 4096 and stats[0]["context_window"] == 8192
+    assert not [e for e in lines if e["type"] in ("request", "response")]  # probes are the prober's to report
