@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import orjson
+from rich.progress import Progress, TextColumn
 
 from streams.cli.console import err
 from streams.probe.events import CallbackSink, EventSink, JsonlSink, KafkaSink, NullSink
 from streams.probe.identities import parse_identity
+from streams.probe.judge import ProbeResult
 from streams.probe.run import CycleReport, Prober
 from streams.probe.summary import print_report, report_json
 from streams.settings import Settings, load_settings
@@ -129,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     json_path = Path(args.json) if args.json else None
+    progress = Progress(*Progress.get_default_columns()[:-1], TextColumn("{task.fields[last]}"), console=err)
+    task = progress.add_task("probing", total=None, last="")
 
     def show(item: dict[str, object]) -> None:
         report = item["report"]
@@ -140,14 +144,24 @@ def run(args: argparse.Namespace) -> int:
         if json_path is not None:
             with json_path.open("ab") as fh:
                 fh.write(orjson.dumps(report_json(report)) + b"\n")
+        progress.reset(task, total=None, last="")  # the next cycle starts from zero
 
     cycles = args.cycles if args.every is not None else 1
     reports: list[CycleReport] = []
+    if err.is_terminal:  # long prompts take a while: show each probe as it completes
+
+        def tick(r: ProbeResult, planned: int) -> None:
+            last = f"{r.tenant} {r.sent_tokens:,} tokens -> {r.status or r.skipped or r.error}"
+            progress.update(task, advance=1, total=planned, last=last)
+
+        prober.on_result = tick
+        progress.start()
     try:
         reports = asyncio.run(run_schedule(prober, args.every, cycles, CallbackSink(show)))  # type: ignore[arg-type]
     except KeyboardInterrupt:
         print("crosstalk probe: interrupted", file=sys.stderr)
     finally:
+        progress.stop()
         prober.close()
     if not reports:
         return 2

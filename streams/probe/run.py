@@ -19,6 +19,7 @@ import itertools
 import secrets
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -112,6 +113,7 @@ class Prober:
         sink: EventSink | None = None,
         cache_domain: str | None = None,
         in_process: bool = False,
+        on_result: Callable[[ProbeResult, int], None] | None = None,
     ) -> None:
         if len(identities) < 2:
             raise ValueError("a cross-tenant probe needs at least two identities")
@@ -134,6 +136,7 @@ class Prober:
         self.cache_domain = cache_domain or self.s.cache_domain or urlparse(self.base_url).netloc or self.base_url
         self._seq = itertools.count(1)
         self.run_id = ""
+        self.on_result = on_result  # progress: each finished probe, with the number planned so far
 
     # --- the cycle ---------------------------------------------------------------------------------
     async def run_cycle(self) -> CycleReport:
@@ -159,6 +162,7 @@ class Prober:
                     )
                 )
                 report.results.extend(batch)
+                self._progress(report, batch)
                 self._check_reachable(batch)
             report.findings = self._judge(report)
             await self._confirm(clients, report, budget)
@@ -206,6 +210,12 @@ class Prober:
                 }
             )
 
+    def _progress(self, report: CycleReport, batch: list[ProbeResult]) -> None:
+        if self.on_result is not None:
+            planned = max(len(report.results), len(report.rungs) * len(self.identities))
+            for r in batch:
+                self.on_result(r, planned)
+
     def _check_reachable(self, batch: list[ProbeResult]) -> None:
         for r in batch:
             if r.status in (401, 403):
@@ -235,6 +245,7 @@ class Prober:
             report.results.append(primer)
             confirm = await self._send(clients, receiver, size, label, "confirm", report, budget)
             report.results.append(confirm)
+            self._progress(report, [primer, confirm])
             self._check_reachable([primer, confirm])
 
     # --- one probe ---------------------------------------------------------------------------------

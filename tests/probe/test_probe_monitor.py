@@ -27,6 +27,7 @@ def _settings() -> Settings:
 def test_probe_events_through_the_embedded_runner_raise_canary_and_overlong_alerts() -> None:
     settings = _settings()
     events: list[dict[str, Any]] = []
+    ticks: list[int] = []
     engine = LiveEngine(EngineConfig(cache_domain="sim-e2e"), "pd-abort-bug", on_event=events.append)
     with EngineThread(engine) as th:
         prober = Prober(
@@ -36,9 +37,11 @@ def test_probe_events_through_the_embedded_runner_raise_canary_and_overlong_aler
             sink=CallbackSink(events.append),
             cache_domain="sim-e2e",
             in_process=True,
+            on_result=lambda r, planned: ticks.append(planned),
         )
         report = asyncio.run(prober.run_cycle())
     assert report.exit_code == 1
+    assert len(ticks) == len(report.results) and ticks[-1] == len(report.results)  # progress saw every probe
     runner = EmbeddedRunner(settings)
     for e in sorted(events, key=lambda e: e["ts"]):
         runner.feed(parse_event(orjson.dumps(e)))
