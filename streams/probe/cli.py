@@ -131,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     json_path = Path(args.json) if args.json else None
-    progress = Progress(*Progress.get_default_columns()[:-1], TextColumn("{task.fields[last]}"), console=err)
+    columns = [*Progress.get_default_columns()[:-1], TextColumn("{task.fields[last]}")]
+    progress = Progress(*columns, console=err, transient=True)
     task = progress.add_task("probing", total=None, last="")
 
     def show(item: dict[str, object]) -> None:
