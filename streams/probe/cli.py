@@ -46,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model id (default: the first one /v1/models lists)")
     p.add_argument("--window", type=int, help="advertised context window (default: from /v1/models)")
     p.add_argument("--pool-tokens", type=int, help="suspected prefill KV pool size: the ladder brackets it")
+    p.add_argument("--metrics-url", help="read the pool from SGLang's sglang:max_total_num_tokens at this URL")
     p.add_argument("--max-requests", type=int, help="budget: requests per run")
     p.add_argument("--max-tokens", type=int, help="budget: prompt + max output tokens per run")
     p.add_argument("--rate", type=float, help="budget: requests per second")
@@ -110,6 +111,15 @@ def run(args: argparse.Namespace) -> int:
         settings = _settings_for(args)
         specs = args.identity or settings.probe.identities
         identities = [parse_identity(s) for s in specs]
+        pool = args.pool_tokens
+        if pool is None and args.metrics_url:
+            from streams.probe.pool import pool_from_metrics
+
+            pool = pool_from_metrics(args.metrics_url)
+            if pool is None:
+                print(
+                    f"crosstalk probe: no pool size at {args.metrics_url}; probing by window fractions", file=sys.stderr
+                )
         sink = _sink(args, settings)
         prober = Prober(
             settings,
@@ -117,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             identities,
             model=args.model,
             window=args.window,
-            pool=args.pool_tokens,
+            pool=pool,
             sink=sink,
             cache_domain=args.cache_domain,
         )

@@ -27,6 +27,7 @@ from streams.cli.console import err, print_alert, print_summary
 from streams.embedded.runner import AlertWriter, EmbeddedRunner
 from streams.probe.events import CallbackSink
 from streams.probe.identities import Identity
+from streams.probe.pool import pool_from_metrics
 from streams.probe.run import CycleReport, Prober
 from streams.probe.summary import print_report
 from streams.settings import Settings
@@ -135,11 +136,14 @@ async def _live(settings: Settings, warmup_s: float, between_s: float) -> tuple[
     )
     stop = asyncio.Event()
     background = [asyncio.create_task(_background(base_url, t, stop, i)) for i, t in enumerate(TENANTS)]
+    # The prober reads the prefill pool from the engine's SGLang metrics, as an operator's would.
+    pool = await asyncio.to_thread(pool_from_metrics, base_url.removesuffix("/v1") + "/metrics")
     prober = Prober(
         settings,
         base_url,
         [Identity("probe-a", "probe-a"), Identity("probe-b", "probe-b")],
         sink=CallbackSink(monitor.feed),
+        pool=pool,
         cache_domain=c.cache_domain,
         in_process=True,
     )

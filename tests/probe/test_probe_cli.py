@@ -181,3 +181,21 @@ def test_engine_command_serves_and_emits_events_for_the_probe(tmp_path: Path) ->
     stats = [e for e in lines if e["type"] == "cache_stats" and e["role"] == "prefill"]
     assert stats and stats[0]["capacity_tokens"] == 4096 and stats[0]["context_window"] == 8192
     assert not [e for e in lines if e["type"] in ("request", "response")]  # probes are the prober's to report
+
+
+def test_pool_read_from_sglang_metrics_brackets_the_ladder(engine_factory: Any, tmp_path: Path) -> None:
+    th = engine_factory("pd-abort-bug")
+    metrics = th.base_url.removesuffix("/v1") + "/metrics"
+    code, report, _ = _probe(th, tmp_path, "--metrics-url", metrics)
+    assert code == 1 and report["pool"] == 4096
+    assert {p["rung"] for p in report["probes"]} >= {"0.9 pool", "1.1 pool"}
+    assert any(f["kind"] == "overlong_accepted" and f["sent_tokens"] > 4096 for f in report["findings"])
+
+
+def test_unreadable_metrics_fall_back_to_window_fractions(
+    engine_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    th = engine_factory("fixed")
+    code, report, _ = _probe(th, tmp_path, "--metrics-url", th.base_url + "/no-such-page")
+    assert code == 0 and report["pool"] is None
+    assert "no pool size" in capsys.readouterr().err
