@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     from streams.report.timeline import Timeline
 
     settings = load_settings(getattr(args, "config", None))
+    missing = [p for p in [*(args.alerts or []), *args.events] if p != "-" and not Path(p).is_file()]
+    if missing:
+        raise SystemExit(f"crosstalk report: no such file: {', '.join(missing)}")
     problems = Problems()
     show = err.is_terminal and not args.no_progress
     if args.from_kafka:

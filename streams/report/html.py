@@ -7,6 +7,7 @@ adds sorting and filtering.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ def render(report: Report, *, title: str, inputs: list[str], problems: Any, sett
     svgs: list[tuple[str, Markup]] = []
     tl = report.timeline
     if tl is not None:
-        for name in sorted(tl.domains):
+        hit = Counter(r.cache_domain for r in report.affected)
+        for name in sorted(tl.domains, key=lambda d: (-hit[d], d)):  # the domains with affected responses first
             # matplotlib escapes every text it writes; the SVG is ours, so it is inlined as markup.
             svgs.append((name, Markup(domain_svg(tl, tl.domains[name], report.incidents))))
     return (

@@ -174,6 +174,7 @@ class Timeline:
                 self._answered_overlong(*over, status)
         elif kind == "cache_stats":
             if ev["role"] == "decode":
+                self.counters["cache_stats_decode_not_plotted"] += 1
                 return  # the prefill pool is the one whose overflow the incident was about
             capacity, used = int(ev["capacity_tokens"]), int(ev["used_tokens"])
             series, b = self._bucket(str(ev["cache_domain"]), ts)
@@ -183,7 +184,7 @@ class Timeline:
             if capacity > 0:
                 b.max_used_share = max(b.max_used_share, used / capacity)
         elif kind == "canary":
-            return
+            pass
         else:
             raise ValueError(f"unknown event type {kind!r}")
         self.counters[kind] += 1
