@@ -75,7 +75,7 @@ class Engine:
                 "capacity": {d.name: d.capacity_tokens for d in self.cache_domains},
                 "context_window": {d.name: d.context_window for d in self.cache_domains},
                 "tenants": [t.tenant_id for t in self.tenants],
-                "tenant_langs": {t.tenant_id: t.lang for t in self.tenants},
+                "tenant_langs": {t.tenant_id: t.lang for t in [*self.tenants, *self.probes]},
                 "probes": [p.tenant_id for p in self.probes],
             }
         )

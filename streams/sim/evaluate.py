@@ -3,18 +3,22 @@
 - exposure recall: contaminated responses flagged high or critical;
 - attribution accuracy: contaminated responses flagged with the right conclusion and origin
   (cross_tenant_contamination or canary_leak naming the label's source tenant — the one with most
-  leaked words; for leaks from the same tenant's other session, cross_session_contamination);
+  leaked tokens; for leaks from the same tenant's other session, cross_session_contamination);
   also reported leniently: naming any tenant whose pages leaked into the response;
-- false-alarm rate: clean 2xx responses flagged high or critical;
+- false alarms: clean 2xx responses flagged high or critical, and flagged warning or above;
 - detection delay: event time from the first contaminated response to the first alert flagging one.
+
+Every figure overall, per scenario (`mechanism`, `content_only`), per receiver and source language
+(zh, ja, de, en, code) and script group (cjk = zh + ja, rest); false alarms also per receiver language
+and per decoy kind (public_doc, public_echo, translation, rag, vendored, boilerplate, session_resend).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,14 @@ import orjson
 from schemas.alert import SEVERITY_RANK, Alert
 
 _HIGH = SEVERITY_RANK["high"]
+_WARNING = SEVERITY_RANK["warning"]
+CJK = frozenset({"zh", "ja"})
+# Decoys made of public text (as opposed to stock phrases and a session's own history).
+PUBLIC_DECOYS = frozenset({"public_doc", "public_echo", "translation", "rag", "vendored"})
+
+
+def script_of(lang: str | None) -> str | None:
+    return None if lang is None else "cjk" if lang in CJK else "rest"
 
 
 @dataclass
@@ -45,6 +57,10 @@ class Evaluation:
     missed_request_ids: list[str]
     misattributed_request_ids: list[str]
     false_alarm_request_ids: list[str]
+    warning_alarms: int = 0  # clean 2xx responses flagged warning or above
+    warning_alarm_rate: float = 0.0
+    # group name -> value -> figures (see _leak_figures / _clean_figures)
+    groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,56 +79,146 @@ def load_labels(path: str) -> dict[str, Any]:
     return orjson.loads(Path(path).read_bytes())
 
 
-def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
-    by_request: dict[str, list[Alert]] = {}
-    for a in alerts:
-        for rid in a.request_ids:
-            by_request.setdefault(rid, []).append(a)
-    rows = labels["responses"]
-    contaminated = [r for r in rows if r["contaminated"]]
-    clean_ok = [r for r in rows if not r["contaminated"] and 200 <= r["status_code"] <= 299]
-    flagged, attributed, attributed_any, missed, misattributed, false_alarms = 0, 0, 0, [], [], []
+def _rank(alerts: list[Alert]) -> int:
+    return max((SEVERITY_RANK[a.severity] for a in alerts), default=-1)
+
+
+def _leak_figures(rows: list[dict[str, Any]], by_request: dict[str, list[Alert]]) -> dict[str, Any]:
+    flagged = attributed = attributed_any = 0
     first_flag: float | None = None
-    for r in contaminated:
+    for r in rows:
         found = by_request.get(r["request_id"], [])
         high = [a for a in found if SEVERITY_RANK[a.severity] >= _HIGH]
         if high:
             flagged += 1
             t = min(a.ts for a in high)
             first_flag = t if first_flag is None else min(first_flag, t)
-        else:
+        attributed += any(_attributes(a, r) for a in found)
+        attributed_any += any(_attributes(a, r, lenient=True) for a in found)
+    n = len(rows)
+    first = min((r["ts"] for r in rows), default=None)
+    return {
+        "contaminated": n,
+        "exposed": flagged,
+        "exposure": flagged / n if n else None,
+        "attributed": attributed,
+        "attribution": attributed / n if n else None,
+        "attributed_any_source": attributed_any,
+        "attribution_any_source": attributed_any / n if n else None,
+        "delay_s": None if first is None or first_flag is None else max(0.0, first_flag - first),
+    }
+
+
+def _clean_figures(rows: list[dict[str, Any]], by_request: dict[str, list[Alert]]) -> dict[str, Any]:
+    ranks = [_rank(by_request.get(r["request_id"], [])) for r in rows]
+    high = sum(k >= _HIGH for k in ranks)
+    warn = sum(k >= _WARNING for k in ranks)
+    n = len(rows)
+    return {
+        "clean_2xx": n,
+        "high": high,
+        "high_rate": high / n if n else None,
+        "warning": warn,
+        "warning_rate": warn / n if n else None,
+    }
+
+
+def _group(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Iterable[str | None]]) -> dict[str, list]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        for k in key(r):
+            if k is not None:
+                out.setdefault(k, []).append(r)
+    return dict(sorted(out.items()))
+
+
+def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
+    by_request: dict[str, list[Alert]] = {}
+    n_alerts = 0
+    for a in alerts:
+        n_alerts += 1
+        for rid in a.request_ids:
+            by_request.setdefault(rid, []).append(a)
+    rows = labels["responses"]
+    contaminated = [r for r in rows if r["contaminated"]]
+    clean_ok = [r for r in rows if not r["contaminated"] and 200 <= r["status_code"] <= 299]
+    missed, misattributed = [], []
+    for r in contaminated:
+        found = by_request.get(r["request_id"], [])
+        if not any(SEVERITY_RANK[a.severity] >= _HIGH for a in found):
             missed.append(r["request_id"])
-        if any(_attributes(a, r) for a in found):
-            attributed += 1
-        else:
+        if not any(_attributes(a, r) for a in found):
             misattributed.append(r["request_id"])
-        if any(_attributes(a, r, lenient=True) for a in found):
-            attributed_any += 1
-    for r in clean_ok:
-        if any(SEVERITY_RANK[a.severity] >= _HIGH for a in by_request.get(r["request_id"], [])):
-            false_alarms.append(r["request_id"])
-    first_cont = min((r["ts"] for r in contaminated), default=None)
-    delay = None if first_cont is None or first_flag is None else max(0.0, first_flag - first_cont)
+    false_alarms = [r["request_id"] for r in clean_ok if _rank(by_request.get(r["request_id"], [])) >= _HIGH]
+    overall = _leak_figures(contaminated, by_request)
+    clean = _clean_figures(clean_ok, by_request)
+    # Older label files (before scenarios) are all the placeholder mechanism.
+    scenario = lambda r: [r.get("scenario") or "mechanism"]  # noqa: E731
+    groups = {
+        "scenario": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, scenario).items()},
+        "receiver_lang": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _receiver).items()},
+        "source_lang": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _source).items()},
+        "receiver_script": {
+            k: _leak_figures(v, by_request)
+            for k, v in _group(contaminated, lambda r: map(script_of, _receiver(r))).items()
+        },
+        "source_script": {
+            k: _leak_figures(v, by_request)
+            for k, v in _group(contaminated, lambda r: map(script_of, _source(r))).items()
+        },
+        "scenario_x_source_script": {
+            k: _leak_figures(v, by_request)
+            for k, v in _group(
+                contaminated, lambda r: [f"{scenario(r)[0]}/{s}" for s in map(script_of, _source(r)) if s]
+            ).items()
+        },
+        "clean_by_receiver_lang": {k: _clean_figures(v, by_request) for k, v in _group(clean_ok, _receiver).items()},
+        "clean_by_decoy": {
+            k: _clean_figures(v, by_request)
+            for k, v in _group(clean_ok, lambda r: [*(r.get("decoys") or []), *_public(r)]).items()
+        },
+    }
+    n = len(contaminated)
     return Evaluation(
         responses=len(rows),
-        contaminated=len(contaminated),
+        contaminated=n,
         clean_2xx=len(clean_ok),
-        flagged_contaminated=flagged,
-        attributed=attributed,
-        attributed_any_source=attributed_any,
+        flagged_contaminated=overall["exposed"],
+        attributed=overall["attributed"],
+        attributed_any_source=overall["attributed_any_source"],
         false_alarms=len(false_alarms),
-        exposure_recall=flagged / len(contaminated) if contaminated else 1.0,
-        attribution_accuracy=attributed / len(contaminated) if contaminated else 1.0,
-        attribution_any_source=attributed_any / len(contaminated) if contaminated else 1.0,
+        exposure_recall=overall["exposed"] / n if n else 1.0,
+        attribution_accuracy=overall["attributed"] / n if n else 1.0,
+        attribution_any_source=overall["attributed_any_source"] / n if n else 1.0,
         false_alarm_rate=len(false_alarms) / len(clean_ok) if clean_ok else 0.0,
-        detection_delay_s=delay,
-        first_contaminated_ts=first_cont,
-        first_flag_ts=first_flag,
-        alerts=sum(len(v) for v in by_request.values()),
+        detection_delay_s=overall["delay_s"],
+        first_contaminated_ts=min((r["ts"] for r in contaminated), default=None),
+        first_flag_ts=_first_flag(contaminated, by_request),
+        alerts=n_alerts,
         missed_request_ids=missed,
         misattributed_request_ids=misattributed,
         false_alarm_request_ids=false_alarms,
+        warning_alarms=clean["warning"],
+        warning_alarm_rate=clean["warning_rate"] or 0.0,
+        groups=groups,
     )
+
+
+def _receiver(r: dict[str, Any]) -> list[str | None]:
+    return [r.get("receiver_lang") or "code"]
+
+
+def _source(r: dict[str, Any]) -> list[str | None]:
+    return [r.get("source_lang") or ("code" if r.get("contaminated") else None)]
+
+
+def _public(r: dict[str, Any]) -> list[str]:
+    return ["any_public_text"] if PUBLIC_DECOYS & set(r.get("decoys") or []) else []
+
+
+def _first_flag(rows: list[dict[str, Any]], by_request: dict[str, list[Alert]]) -> float | None:
+    ts = [a.ts for r in rows for a in by_request.get(r["request_id"], []) if SEVERITY_RANK[a.severity] >= _HIGH]
+    return min(ts, default=None)
 
 
 def _attributes(alert: Alert, row: dict[str, Any], lenient: bool = False) -> bool:
@@ -129,6 +235,66 @@ def _attributes(alert: Alert, row: dict[str, Any], lenient: bool = False) -> boo
     return alert.kind in ("cross_tenant_contamination", "canary_leak") and alert.source_tenant_id in sources
 
 
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def group_rows(ev: Evaluation) -> list[list[str]]:
+    """The per-group figures as table rows: group, value, contaminated, exposure, attribution, delay."""
+    out = []
+    for group in ("scenario", "receiver_lang", "source_lang", "receiver_script", "source_script"):
+        for value, f in ev.groups.get(group, {}).items():
+            delay = "–" if f["delay_s"] is None else f"{f['delay_s']:.1f} s"
+            out.append(
+                [
+                    group,
+                    value,
+                    str(f["contaminated"]),
+                    f"{_pct(f['exposure'])} ({f['exposed']})",
+                    f"{_pct(f['attribution'])} ({f['attributed']})",
+                    delay,
+                ]
+            )
+    return out
+
+
+def clean_rows(ev: Evaluation) -> list[list[str]]:
+    """False alarms per receiver language and per decoy kind: group, value, clean 2xx, high+, warning+."""
+    out = [["all", "clean 2xx", str(ev.clean_2xx), f"{ev.false_alarm_rate:.3%} ({ev.false_alarms})",
+            f"{ev.warning_alarm_rate:.3%} ({ev.warning_alarms})"]]  # fmt: skip
+    for group in ("clean_by_receiver_lang", "clean_by_decoy"):
+        for value, f in ev.groups.get(group, {}).items():
+            out.append(
+                [
+                    group.removeprefix("clean_by_"),
+                    value,
+                    str(f["clean_2xx"]),
+                    f"{f['high_rate']:.3%} ({f['high']})",
+                    f"{f['warning_rate']:.3%} ({f['warning']})",
+                ]
+            )
+    return out
+
+
+def print_groups(ev: Evaluation, console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(highlight=False)
+    t = Table(title="per scenario and language group (contaminated responses)")
+    for col in ("group", "value", "contaminated", "exposure (high+)", "attribution", "delay"):
+        t.add_column(col, justify="left" if col in ("group", "value") else "right")
+    for row in group_rows(ev):
+        t.add_row(*row)
+    console.print(t)
+    c = Table(title="false alarms on clean 2xx responses")
+    for col in ("group", "value", "responses", "high or critical", "warning or above"):
+        c.add_column(col, justify="left" if col in ("group", "value") else "right")
+    for row in clean_rows(ev):
+        c.add_row(*row)
+    console.print(c)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", help="the events file the alerts were computed from (checked for presence)")
     parser.add_argument("--labels", required=True, help="labels.json written by `crosstalk simulate`")
@@ -143,6 +309,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"events file not found: {args.events}")
     ev = evaluate(load_labels(args.labels), load_alerts(args.alerts))
     print_evaluation(ev)
+    print_groups(ev)
     if args.json_out:
         Path(args.json_out).write_bytes(orjson.dumps(ev.as_dict(), option=orjson.OPT_INDENT_2) + b"\n")
     return 0

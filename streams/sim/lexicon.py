@@ -29,6 +29,11 @@ class Script:
     stops: tuple[str, ...]
     sentence_words: tuple[int, int]
     capitalise: bool
+    # Short function words (particles, 的/了/是…) between content words, as in real text: they also keep
+    # a 16-character window spanning several words, so unrelated texts do not share one by chance.
+    glue: tuple[str, ...] = ()
+    glue_share: float = 0.0
+    endings: tuple[str, ...] = ("",)
 
 
 @functools.lru_cache(maxsize=8)
@@ -39,9 +44,12 @@ def script(lang: str) -> Script:
     from faker.providers.lorem.zh_CN import Provider as Zh
 
     if lang == "zh":
-        return Script(tuple(Zh.word_list), "", "，", ("。", "。", "。", "？", "！"), (6, 16), False)
+        glue = ("的", "了", "是", "在", "和", "也", "就", "都", "对", "把", "被", "让", "给", "从", "向", "与")
+        return Script(tuple(Zh.word_list), "", "，", ("。", "。", "。", "？", "！"), (6, 16), False, glue, 0.35)
     if lang == "ja":
-        return Script(tuple(Ja.word_list), "", "、", ("。", "。", "。", "か。"), (5, 13), False)
+        glue = ("は", "が", "を", "に", "で", "と", "の", "も", "へ", "から", "まで", "より", "など")
+        endings = ("です", "ます", "でした", "ました", "だ", "である", "でしょう", "ません")
+        return Script(tuple(Ja.word_list), "", "、", ("。", "。", "か。"), (5, 13), False, glue, 0.7, endings)
     if lang == "de":
         return Script(tuple(De.word_list), " ", ",", (".", ".", ".", "?"), (6, 17), True)
     return Script(tuple(En.word_list), " ", ",", (".", ".", ".", "?"), (6, 18), True)
@@ -69,7 +77,11 @@ def entities(lang: str, seed: str) -> dict[str, list[str]]:
 def sentence(rng: random.Random, lang: str, ents: dict[str, list[str]] | None = None) -> str:
     sc = script("en" if lang == "code" else lang)
     n = rng.randint(*sc.sentence_words)
-    toks = [rng.choice(sc.words) for _ in range(n)]
+    toks = []
+    for _ in range(n):
+        toks.append(rng.choice(sc.words))
+        if sc.glue and rng.random() < sc.glue_share:
+            toks.append(rng.choice(sc.glue))
     if ents and rng.random() < 0.35:
         kind = rng.choice(tuple(ents))
         toks.insert(rng.randrange(0, len(toks) + 1), rng.choice(ents[kind]))
@@ -79,7 +91,7 @@ def sentence(rng: random.Random, lang: str, ents: dict[str, list[str]] | None = 
     text = sc.joiner.join(toks)
     if sc.capitalise:
         text = text[0].upper() + text[1:]
-    return text + rng.choice(sc.stops)
+    return text + rng.choice(sc.endings) + rng.choice(sc.stops)
 
 
 def paragraph(rng: random.Random, lang: str, ents: dict[str, list[str]] | None = None, sentences: int = 4) -> str:

@@ -146,12 +146,18 @@ class MultilingualSimulator(Engine):
         return "\n\n".join(lexicon.paragraph(rng, lang, tenant.entities, rng.randint(2, 5)) for _ in range(paragraphs))
 
     def _excerpt(self, rng: random.Random, text: str, lo: int, hi: int) -> str:
+        """A run of lo..hi tokens from a random place in text (a char window first: texts can be long)."""
+        span = 8 * hi  # chars: enough for hi tokens of any script
+        skip = 0
+        if len(text) > 2 * span:
+            at = rng.randrange(0, len(text) - span)
+            text, skip = text[at : at + span], 1 if at else 0  # the first unit may be cut: skip it
         spans = unit_spans(text)
         want = rng.randint(lo, hi)
-        if not spans:
+        if len(spans) <= skip:
             return ""
-        start = rng.randrange(0, max(1, len(spans) - int(want / 1.3)))
-        return cut(text, start, want)[0]
+        start = rng.randrange(skip, max(skip + 1, len(spans) - int(want / 1.3)))
+        return cut(text, start, want, spans)[0]
 
     def _clean_output(
         self, rng: random.Random, session: Session, private_docs: list[str], shared: list[str], decoys: set[str]
@@ -204,7 +210,7 @@ class MultilingualSimulator(Engine):
             while start > 0 and need < want:  # the latest start that still leaves `want` tokens
                 start -= 1
                 need += spans[start][2]
-            text, tokens, units = cut(page.text, rng.randint(0, start), want)
+            text, tokens, units = cut(page.text, rng.randint(0, start), want, spans)
             if tokens < min(lo for _, lo, _ in sizes):
                 continue
             out.append(
