@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from schemas.alert import Alert
+from schemas.alert import Alert, IncidentResolved
 from streams.kafka.deliver import DeliveryConsumer, run_delivery
 from streams.settings import KafkaSettings, Settings, WebhookReceiver, WebhookSettings
 from streams.sinks.webhook import verify_signature
@@ -176,3 +176,113 @@ def test_delivery_commits_only_settled_offsets(kafka_bootstrap: str, tmp_path: A
     end.close()
     assert committed(kafka_bootstrap, group, topic, 2) == {tp.partition: off for tp, off in ends.items()}
     assert again.invalid >= 1
+
+
+def test_core_resolutions_on_the_alerts_topic_become_resolved_notifications(
+    kafka_bootstrap: str, tmp_path: Any
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    topic, group = f"crosstalk.alerts.test-{run}", f"crosstalk-deliver-test-{run}"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    admin.close()
+    receiver = Receiver()
+    settings = Settings(
+        kafka=KafkaSettings(bootstrap=kafka_bootstrap, alerts_topic=topic),
+        webhooks=WebhookSettings(
+            receivers=[WebhookReceiver(name="ops", url=f"http://127.0.0.1:{receiver.port}/hook", min_severity="info")],
+            secret=SECRET,
+            group_wait_s=0.0,
+            group_interval_s=0.0,
+            deliver_group_id=group,
+            deadletter_path=str(tmp_path / "dl.jsonl"),
+        ),
+    )
+    alerts = [make_alert(0), make_alert(2)]  # both of incident inc-0
+
+    def resolved(incident: str) -> IncidentResolved:
+        return IncidentResolved(
+            incident_id=incident,
+            group_key="cache_domain=pool-0,category=exposure",
+            cache_domain="pool-0",
+            first_ts=T0,
+            last_ts=T0 + 2,
+            resolved_at=T0 + 602,
+            alerts=2,
+        )
+
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    for a in alerts:
+        producer.send(topic, key=a.alert_id.encode(), value=a.model_dump_json().encode())
+    for res in (resolved("inc-0"), resolved("inc-never-routed-here")):
+        producer.send(topic, key=res.incident_id.encode(), value=res.model_dump_json().encode())
+    producer.flush()
+    producer.close()
+    try:
+        consumer = DeliveryConsumer(settings)
+        consumer.run(max_idle_s=1.5)
+        with receiver.lock:
+            bodies = [r["body"] for r in receiver.requests if r["verified"]]
+        assert [b["status"] for b in bodies] == ["firing", "resolved"]
+        assert bodies[1]["alert_ids"] == ["kal-0", "kal-2"] and bodies[1]["incident_ids"] == ["inc-0"]
+        assert bodies[1]["ends_at"] == "2026-05-28T20:36:42.000Z"  # the core's resolved_at, T0 + 602
+        assert consumer.resolutions == 2 and consumer.invalid == 0
+        assert committed(kafka_bootstrap, group, topic, 1) == {0: 4}  # resolutions settled and committed too
+    finally:
+        receiver.stop()
+
+
+class _EarlyEmptyConsumer:
+    """A consumer whose poll returns at once with nothing (no assignment yet, coordinator moving...)."""
+
+    def __init__(self, stop: threading.Event, polls: int, **kwargs: Any) -> None:
+        self.stop, self.left, self.timeouts = stop, polls, []
+
+    def subscribe(self, topics: list[str], listener: Any = None) -> None:
+        return None
+
+    def poll(self, timeout_ms: int) -> dict[Any, Any]:
+        self.timeouts.append(timeout_ms)
+        self.left -= 1
+        if self.left <= 0:
+            self.stop.set()
+        return {}
+
+    def close(self, autocommit: bool = False) -> None:
+        return None
+
+
+def test_early_empty_polls_are_paced_not_spun(tmp_path: Any) -> None:
+    stop = threading.Event()
+    fakes: list[_EarlyEmptyConsumer] = []
+
+    def factory(**kwargs: Any) -> _EarlyEmptyConsumer:
+        fakes.append(_EarlyEmptyConsumer(stop, polls=5))
+        return fakes[-1]
+
+    settings = Settings(
+        webhooks=WebhookSettings(
+            receivers=[WebhookReceiver(name="ops", url="http://127.0.0.1:9/hook")],
+            deadletter_path=str(tmp_path / "dl.jsonl"),
+        )
+    )
+    consumer = DeliveryConsumer(settings, stop_event=stop, consumer_factory=factory)  # type: ignore[arg-type]
+    consumer.run()
+    # Every poll that came back early and empty was topped up with a wait for the rest of its timeout.
+    assert consumer.polls == 5 and consumer.paced == 5
+    assert all(t >= 100 for t in fakes[0].timeouts)
+
+
+def test_deliver_without_receivers_idles_instead_of_exiting_2(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import argparse
+
+    from streams.kafka import deliver
+
+    monkeypatch.delenv("CROSSTALK_CONFIG", raising=False)
+    monkeypatch.delenv("CROSSTALK_WEBHOOKS__RECEIVERS", raising=False)
+    args = argparse.Namespace(config=None, topic=None, group_id=None, max_idle_s=0.05, loglevel="info")
+    with caplog.at_level("ERROR"):
+        assert deliver.run(args) == 0  # a supervisor would restart-loop on an exit
+    assert any("no webhook receivers configured" in r.getMessage() and "idle" in r.getMessage() for r in caplog.records)
