@@ -1,9 +1,11 @@
-"""Detection quality on the simulator's ground truth, over several seeds.
+"""Detection quality on the simulator's ground truth: every profile, the default seed and five others.
 
-Runs, per seed: simulate (default 20-minute incident) -> the embedded core -> evaluate, in-process.
-Writes docs/evaluation.json and prints a Markdown table (pasted into the README).
+Per (profile, seed): simulate (default 20 minutes, fault from the middle) -> the embedded core, in-process
+-> `streams.sim.evaluate`. Writes docs/evaluation.json (every figure, per scenario and language group),
+docs/evaluation.md (the tables pasted into the README) and docs/img/evaluation.png.
 
-    .venv/bin/python scripts/evaluate_seeds.py [--seeds 7 1 2 3 4 5] [--duration 1200] [--fault-at 600]
+    .venv/bin/python scripts/evaluate_seeds.py [--profiles multilingual stdlib-code] [--seeds 7 1 2 3 4 5]
+        [--duration 1200] [--fault-at 600] [--no-fault]
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -19,13 +23,16 @@ from schemas.events import EventError, parse_event
 from streams.embedded.runner import EmbeddedRunner
 from streams.settings import load_settings
 from streams.sim.evaluate import evaluate
-from streams.sim.simulate import SimConfig, iter_simulation
+from streams.sim.simulate import PROFILES, SimConfig, iter_simulation
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def one(seed: int, duration_s: float, fault_at_s: float | None) -> dict:
+def one(profile: str, seed: int, duration_s: float, fault_at_s: float | str | None) -> dict[str, Any]:
     settings = load_settings()
     runner = EmbeddedRunner(settings)
-    events, labels = iter_simulation(SimConfig(seed=seed, duration_s=duration_s, fault_at_s=fault_at_s))
+    config = SimConfig(profile=profile, seed=seed, duration_s=duration_s, fault_at_s=fault_at_s)
+    events, labels = iter_simulation(config)
     start = time.perf_counter()
     for obj in events:
         raw = orjson.dumps(obj)
@@ -34,46 +41,174 @@ def one(seed: int, duration_s: float, fault_at_s: float | None) -> dict:
         except EventError as exc:
             runner.reject("sim", None, exc.reason, exc.detail, raw)
     result = runner.finish(start)
-    ev = evaluate(labels.to_dict(), result.alerts)
-    out = ev.as_dict()
-    out |= {"seed": seed, "events": result.events_total, "alerts_total": len(result.alerts), "seconds": result.seconds}
+    out = evaluate(labels.to_dict(), result.alerts).as_dict()
+    out |= {"profile": profile, "seed": seed, "events": result.events_total, "alerts_total": len(result.alerts)}
+    out["seconds"] = result.seconds
     out["alerts_by_severity"] = {
         sev: sum(1 for a in result.alerts if a.severity == sev) for sev in ("info", "warning", "high", "critical")
     }
     return out
 
 
+def _pooled(rows: list[dict[str, Any]], group: str, value: str) -> dict[str, Any]:
+    """Figures of one group summed over seeds (counts add; rates recomputed)."""
+    figs = [r["groups"].get(group, {}).get(value) for r in rows]
+    figs = [f for f in figs if f]
+    if not figs:
+        return {}
+    if "contaminated" in figs[0]:
+        n = sum(f["contaminated"] for f in figs)
+        exp, att = sum(f["exposed"] for f in figs), sum(f["attributed"] for f in figs)
+        delays = [f["delay_s"] for f in figs if f["delay_s"] is not None]
+        return {"contaminated": n, "exposed": exp, "exposure": exp / n if n else None, "attributed": att,
+                "attribution": att / n if n else None, "max_delay_s": max(delays, default=None)}  # fmt: skip
+    n = sum(f["clean_2xx"] for f in figs)
+    hi, wa = sum(f["high"] for f in figs), sum(f["warning"] for f in figs)
+    return {"clean_2xx": n, "high": hi, "high_rate": hi / n if n else None, "warning": wa,
+            "warning_rate": wa / n if n else None}  # fmt: skip
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, dict[str, Any]] = {}
+    for group in ("scenario", "source_script", "receiver_script", "source_lang", "receiver_lang",
+                  "scenario_x_source_script", "clean_by_decoy", "clean_by_receiver_lang"):  # fmt: skip
+        values = sorted({v for r in rows for v in r["groups"].get(group, {})})
+        groups[group] = {v: _pooled(rows, group, v) for v in values}
+    n = sum(r["contaminated"] for r in rows)
+    clean = sum(r["clean_2xx"] for r in rows)
+    flagged, attributed = sum(r["flagged_contaminated"] for r in rows), sum(r["attributed"] for r in rows)
+    high, warning = sum(r["false_alarms"] for r in rows), sum(r["warning_alarms"] for r in rows)
+    return {
+        "seeds": [r["seed"] for r in rows],
+        "responses": sum(r["responses"] for r in rows),
+        "contaminated": n,
+        "flagged_contaminated": flagged,
+        "attributed": attributed,
+        "exposure_recall": flagged / n if n else None,
+        "attribution_accuracy": attributed / n if n else None,
+        "clean_2xx": clean,
+        "false_alarms": high,
+        "false_alarm_rate": high / clean if clean else None,
+        "warning_alarms": warning,
+        "warning_alarm_rate": warning / clean if clean else None,
+        "groups": groups,
+    }
+
+
+def _pct(f: dict[str, Any] | None, key: str, count: str) -> str:
+    if not f or f.get(key) is None:
+        return "–"
+    return f"{f[key]:.1%} ({f[count]}/{f.get('contaminated', f.get('clean_2xx'))})"
+
+
+def _rate(f: dict[str, Any] | None, key: str, count: str, of: int | None = None) -> str:
+    if not f or f.get(key) is None:
+        return "–"
+    return f"{f[key]:.3%} ({f[count]}" + ("" if of is None else f"/{of:,}") + ")"
+
+
+def markdown(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]]) -> str:
+    head = ["profile", "seed", "responses", "leaks (mech / content)", "exposure mechanism", "exposure content_only",
+            "attribution", "attribution CJK source", "attribution other source", "false alarms high+",
+            "warning+", "public-text decoys high+", "delay mech / content"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def line(profile: str, seed: str, r: dict[str, Any]) -> str:
+        g = r["groups"]
+        sc = g.get("scenario", {})
+        mech, cont = sc.get("mechanism"), sc.get("content_only")
+        src = g.get("source_script", {})
+        dec = g.get("clean_by_decoy", {}).get("any_public_text")
+        delay = " / ".join(
+            "–" if not f or f.get("delay_s", f.get("max_delay_s")) is None
+            else f"{f.get('delay_s', f.get('max_delay_s')):.0f} s"
+            for f in (mech, cont)
+        )  # fmt: skip
+        n_mech = mech["contaminated"] if mech else 0
+        n_cont = cont["contaminated"] if cont else 0
+        cells = [profile, seed, f"{r['responses']:,}", f"{n_mech} / {n_cont}",
+                 _pct(mech, "exposure", "exposed"), _pct(cont, "exposure", "exposed"),
+                 _pct(r, "attribution_accuracy", "attributed"),
+                 _pct(src.get("cjk"), "attribution", "attributed"), _pct(src.get("rest"), "attribution", "attributed"),
+                 _rate(r, "false_alarm_rate", "false_alarms", r["clean_2xx"]),
+                 _rate(r, "warning_alarm_rate", "warning_alarms"), _rate(dec, "high_rate", "high"), delay]  # fmt: skip
+        return "| " + " | ".join(cells) + " |"
+
+    for r in rows:
+        lines.append(line(r["profile"], str(r["seed"]), r))
+    for profile, pooled in summaries.items():
+        lines.append(line(f"**{profile}**", "**all**", pooled))
+    return "\n".join(lines) + "\n"
+
+
+def plot(summaries: dict[str, dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, len(summaries), figsize=(6 * len(summaries), 4), squeeze=False)
+    for ax, (profile, s) in zip(axes[0], summaries.items(), strict=True):
+        bars: list[tuple[str, float]] = []
+        for key, label in (("scenario", "{}"), ("source_script", "source {}")):
+            for v, f in s["groups"].get(key, {}).items():
+                if f.get("exposure") is not None:
+                    bars.append((label.format(v) + "\nexposure", f["exposure"]))
+                    bars.append((label.format(v) + "\nattribution", f["attribution"]))
+        ax.bar(range(len(bars)), [b[1] * 100 for b in bars], color=["#4c72b0", "#dd8452"] * (len(bars) // 2))
+        ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=60, ha="right", fontsize=7)
+        ax.axhline(95, color="grey", linestyle="--", linewidth=0.8)
+        fa = s["false_alarm_rate"] or 0.0
+        ax.set_title(f"{profile}: seeds {s['seeds']}\nfalse alarms high+ {fa:.3%}", fontsize=9)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("% of contaminated responses")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return True
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--profiles", nargs="+", choices=PROFILES, default=["multilingual", "stdlib-code"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 1, 2, 3, 4, 5])
     ap.add_argument("--duration", type=float, default=1200.0)
-    ap.add_argument("--fault-at", type=float, default=600.0)
+    ap.add_argument("--fault-at", type=float, default=None, help="default: half the duration")
     ap.add_argument("--no-fault", action="store_true")
-    ap.add_argument("--out", default="docs/evaluation.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs/evaluation.json")
+    ap.add_argument("--md", type=Path, default=ROOT / "docs/evaluation.md")
+    ap.add_argument("--plot", type=Path, default=ROOT / "docs/img/evaluation.png")
     args = ap.parse_args()
+    fault: float | str | None = None if args.no_fault else ("auto" if args.fault_at is None else args.fault_at)
     rows = []
-    for seed in args.seeds:
-        print(f"seed {seed}: simulating and detecting ...", file=sys.stderr, flush=True)
-        rows.append(one(seed, args.duration, None if args.no_fault else args.fault_at))
-    Path(args.out).write_bytes(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
-    header = ["seed", "responses", "contaminated", "exposure recall", "attribution (dominant source)"]
-    header += ["attribution (any source)", "false alarms", "delay", "warnings"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        delay = "n/a" if r["detection_delay_s"] is None else f"{r['detection_delay_s']:.1f} s"
-        cells = [
-            str(r["seed"]),
-            f"{r['responses']:,}",
-            str(r["contaminated"]),
-            f"{r['exposure_recall']:.1%} ({r['flagged_contaminated']}/{r['contaminated']})",
-            f"{r['attribution_accuracy']:.1%} ({r['attributed']}/{r['contaminated']})",
-            f"{r['attribution_any_source']:.1%} ({r['attributed_any_source']}/{r['contaminated']})",
-            f"{r['false_alarm_rate']:.3%} ({r['false_alarms']}/{r['clean_2xx']})",
-            delay,
-            str(r["alerts_by_severity"]["warning"]),
-        ]
-        print("| " + " | ".join(cells) + " |")
+    total = len(args.profiles) * len(args.seeds)
+    started = time.monotonic()
+    for profile in args.profiles:
+        for seed in args.seeds:
+            n = len(rows) + 1
+            print(f"[{n}/{total}] {profile} seed {seed}: simulating and detecting ...", file=sys.stderr, flush=True)
+            rows.append(one(profile, seed, args.duration, fault))
+            r = rows[-1]
+            print(f"    {r['contaminated']} leaks, exposure {r['exposure_recall']:.1%}, attribution "
+                  f"{r['attribution_accuracy']:.1%}, false alarms {r['false_alarm_rate']:.3%} "
+                  f"({time.monotonic() - started:.0f} s so far)", file=sys.stderr, flush=True)  # fmt: skip
+    summaries = {p: summary([r for r in rows if r["profile"] == p]) for p in args.profiles}
+    doc = {
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": args.duration,
+        "fault_at_s": fault,
+        "summary": summaries,
+        "runs": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    table = markdown(rows, summaries)
+    args.md.write_text(f"<!-- written by scripts/evaluate_seeds.py on {doc['generated']} -->\n\n{table}")
+    print(table)
+    if plot(summaries, args.plot):
+        print(f"plot: {args.plot}", file=sys.stderr)
     return 0
 
 
