@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+# Debian's packages (.ci/run installs them); overridable to test what happens without them.
+CHROMIUM = os.environ.get("CROSSTALK_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CROSSTALK_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 
 
 def crosstalk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

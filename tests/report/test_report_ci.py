@@ -1,0 +1,43 @@
+"""The browser the report tests need: present and working, and on CI its absence fails the run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from report_fixtures import ROOT
+
+
+def test_chromium_runs(browser_paths: tuple[str, str]) -> None:
+    chromium, driver = browser_paths
+    for exe, name in ((chromium, "Chromium"), (driver, "ChromeDriver")):
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and name in out.stdout, out.stderr
+
+
+def _pytest_without_browser(ci: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CI": ci, "CROSSTALK_TEST_CHROMIUM": "/nonexistent/chromium"}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/report/test_report_ci.py::test_chromium_runs",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_missing_browser_fails_on_ci_and_skips_elsewhere() -> None:
+    on_ci = _pytest_without_browser("true")
+    assert on_ci.returncode == 1 and "1 error" in on_ci.stdout and "/nonexistent/chromium missing" in on_ci.stdout
+    local = _pytest_without_browser("")
+    assert local.returncode == 0 and "1 skipped" in local.stdout, local.stdout
