@@ -58,7 +58,8 @@ class CycleReport:
 
     @property
     def answered(self) -> int:
-        return sum(r.status is not None for r in self.results)
+        """Probes the endpoint accepted (2xx): without any, nothing was tested."""
+        return sum(r.accepted for r in self.results)
 
     @property
     def skipped(self) -> int:
@@ -80,7 +81,8 @@ class CycleReport:
         if self.error is not None:
             return f"could not probe: {self.error}"
         if self.answered == 0:
-            return "could not probe: no probe was answered"
+            statuses = sorted({str(r.status) for r in self.results if r.status is not None}) or ["none"]
+            return f"could not probe: no probe was accepted (HTTP {', '.join(statuses)})"
         if self.skipped:
             return f"incomplete: {self.skipped} probes skipped by the budget (raise --max-tokens / --max-requests)"
         return "clean: no leak, no unsafe acceptance"
@@ -186,6 +188,8 @@ class Prober:
             ) from None
         except openai.APIStatusError as exc:
             raise CouldNotProbe(f"GET {self.base_url}/models answered {exc.status_code}") from None
+        except Exception as exc:  # the SDK on a non-OpenAI answer (HTML, plain text): not a crash, exit 2
+            raise CouldNotProbe(f"GET {self.base_url}/models: unreadable answer ({type(exc).__name__})") from None
         cards = list(page.data)
         card = next((c for c in cards if c.id == self.model), None) if self.model else (cards[0] if cards else None)
         if card is None and self.model is None:
@@ -297,6 +301,8 @@ class Prober:
             result.error = _one_line(exc, self.book)
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             result.error = _one_line(exc.__cause__ or exc, self.book) or type(exc).__name__
+        except Exception as exc:  # an answer the SDK cannot read: reported with the probe, the run goes on
+            result.error = f"{type(exc).__name__}: {_one_line(exc, self.book)}"
         del text  # only its fingerprint travels on
         result.duration_s = time.monotonic() - t0
         output = "".join(parts)

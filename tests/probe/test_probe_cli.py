@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
 from streams.cli.main import main
 from streams.sim.serving.core import EngineConfig
@@ -199,3 +200,41 @@ def test_unreadable_metrics_fall_back_to_window_fractions(
     code, report, _ = _probe(th, tmp_path, "--metrics-url", th.base_url + "/no-such-page")
     assert code == 0 and report["pool"] is None
     assert "no pool size" in capsys.readouterr().err
+
+
+def _garbage_server(models: web.Response, chat_status: int) -> EngineThread:
+    """An 'OpenAI-compatible' endpoint that is not: odd /models, and every chat request failing."""
+
+    class Garbage(LiveEngine):
+        def app(self) -> web.Application:
+            app = web.Application()
+
+            async def models_(request: web.Request) -> web.Response:
+                return models
+
+            async def chat(request: web.Request) -> web.Response:
+                return web.json_response({"error": {"message": "boom"}}, status=chat_status)
+
+            app.router.add_get("/v1/models", models_)
+            app.router.add_post("/v1/chat/completions", chat)
+            return app
+
+    return EngineThread(Garbage(EngineConfig()))
+
+
+@pytest.mark.parametrize(
+    ("models", "chat_status", "expect"),
+    [
+        (web.Response(text="not json at all"), 200, "models"),
+        (web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]}), 200, "no context window"),
+        (web.json_response({"object": "list", "data": []}), 200, "lists no model"),
+        (web.json_response({"data": [{"id": "m", "max_model_len": 8192}]}), 500, "no probe was accepted"),
+    ],
+)
+def test_endpoints_that_cannot_be_probed_exit_2(
+    models: web.Response, chat_status: int, expect: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _garbage_server(models, chat_status) as th:
+        code = main(["probe", "--base-url", th.base_url, *FAST])
+    assert code == 2
+    assert expect in capsys.readouterr().err
