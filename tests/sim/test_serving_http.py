@@ -136,3 +136,30 @@ def test_fixed_mode_under_random_concurrent_load_never_mixes_tenants() -> None:
             assert n > 4096
             continue
         assert content and all(w.startswith(f"{tenant}x") for w in content.split())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b'{"messages": "hi"}',
+        b'{"messages": []}',
+        b'{"messages": [{"role": "user", "content": 5}]}',
+        b'{"messages": ["x"]}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": -3}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100000}',
+        b"\xff\xfe",
+    ],
+)
+def test_hostile_bodies_get_400_and_the_engine_keeps_serving(body: bytes) -> None:
+    with EngineThread(LiveEngine(CONFIG, "fixed")) as th:
+        url, auth = th.base_url + "/chat/completions", {"Authorization": "Bearer a"}
+        req = urllib.request.Request(url, data=body, headers=auth)
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(req, timeout=10)
+        assert exc.value.code == 400 and orjson.loads(exc.value.read())["error"]["message"]
+        ok = openai.OpenAI(base_url=th.base_url, api_key="a", max_retries=0).chat.completions.create(
+            model="glm-sim", messages=[{"role": "user", "content": "still here"}], max_tokens=8
+        )
+        assert ok.choices[0].message.content == "still here"
