@@ -6,12 +6,11 @@ The same object runs in the embedded runner and in a Faust worker (pickled into 
 
 from __future__ import annotations
 
-import heapq
 import pickle
-from itertools import count
 
 from detectors.exchange import Exchange
 from detectors.incidents import IncidentTracker
+from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
 from detectors.signals.canary import CanaryDetector
 from detectors.signals.capacity import CapacityTracker
@@ -25,13 +24,6 @@ from schemas.timefmt import format_ts
 Item = CacheStats | Exchange
 
 
-def _order_key(item: Item) -> tuple[float, int, str]:
-    # Ties broken by content, not arrival, so partitions delivering in another order change nothing.
-    if isinstance(item, CacheStats):
-        return (item.ts, 0, item.event_id)
-    return (item.ts, 1, item.request_id)
-
-
 class DomainMonitor:
     def __init__(self, cache_domain: str, settings: DetectionSettings) -> None:
         self.cache_domain = cache_domain
@@ -43,8 +35,7 @@ class DomainMonitor:
         self.canary = CanaryDetector()
         self.overlap = OverlapDetector(settings)
         self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
-        self._buffer: list[tuple[tuple[float, int, str], int, Item]] = []
-        self._seq = count()
+        self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
         self.exchanges = 0
 
@@ -73,7 +64,7 @@ class DomainMonitor:
             # Nothing to re-sort: evaluate at once (the common, live case).
             self.watermark = max(self.watermark, item.ts)
             return self._process(item)
-        heapq.heappush(self._buffer, (_order_key(item), next(self._seq), item))
+        self._buffer.push(order_key(item), item)
         return self.advance(item.ts)
 
     @property
@@ -82,8 +73,7 @@ class DomainMonitor:
 
     def _release(self, upto: float) -> list[Alert]:
         out: list[Alert] = []
-        while self._buffer and self._buffer[0][0][0] <= upto:
-            _, _, item = heapq.heappop(self._buffer)
+        for item in self._buffer.release(upto):
             out.extend(self._process(item))
         return out
 
@@ -219,16 +209,6 @@ class DomainMonitor:
         if settings is not None:
             obj.s = settings
         return obj
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_seq"] = next(self._seq)
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        seq = state.pop("_seq")
-        self.__dict__.update(state)
-        self._seq = count(seq)
 
 
 def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:

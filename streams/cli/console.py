@@ -41,7 +41,8 @@ def print_summary(result: RunResult, console: Console = err) -> None:
         t.add_row(f"events: {typ}", f"{n:,}")
     for reason, n in sorted(result.rejects.items()):
         t.add_row(f"rejected: {reason}", f"{n:,}")
-    for key in ("exchanges", "orphans.no_request", "orphans.no_response", "exchanges.unroutable", "late"):
+    keys = ("exchanges", "orphans.no_request", "orphans.no_response", "exchanges.unroutable", "late")
+    for key in (*keys, "domains.expired", "domains.evicted"):
         if result.counters.get(key):
             t.add_row(key, f"{result.counters[key]:,}")
     kinds: dict[tuple[str, str], int] = {}
