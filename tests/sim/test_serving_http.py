@@ -4,6 +4,7 @@ the emitted events against the wire contract, and randomized concurrent load in 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import urllib.error
 import urllib.request
@@ -163,3 +164,28 @@ def test_hostile_bodies_get_400_and_the_engine_keeps_serving(body: bytes) -> Non
             model="glm-sim", messages=[{"role": "user", "content": "still here"}], max_tokens=8
         )
         assert ok.choices[0].message.content == "still here"
+
+
+def test_crosstalk_scrape_reads_both_pools_from_the_engine(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scrape input, tested against this engine: one target per server, as in a real P/D deployment."""
+    from streams.cli.main import main
+
+    with EngineThread(LiveEngine(CONFIG, "pd-abort-bug")) as th:
+        root = th.base_url.removesuffix("/v1")
+        cfg = tmp_path / "scrape.toml"
+        cfg.write_text(
+            "".join(
+                f'[[scrape.targets]]\nurl = "{root}"\nengine = "sglang"\ncache_domain = "sim-t"\n'
+                f'role = "{role}"\nmetrics_path = "/metrics/{role}"\n'
+                for role in ("prefill", "decode")
+            )
+        )
+        for var in [v for v in os.environ if v.startswith("CROSSTALK_")]:
+            monkeypatch.delenv(var)
+        out = tmp_path / "stats.jsonl"
+        once = ["--once", "--to", "jsonl", "--out", str(out), "--limits-port", "0"]
+        code = main(["--config", str(cfg), "scrape", *once])
+    assert code == 0
+    stats = {e["role"]: e for e in map(orjson.loads, out.read_bytes().splitlines()) if e["type"] == "cache_stats"}
+    assert stats["prefill"]["capacity_tokens"] == 4096 and stats["decode"]["capacity_tokens"] == 8192
+    assert stats["prefill"]["context_window"] == 8192

@@ -7,8 +7,9 @@ tokens), `sglang:num_used_tokens`, `sglang:token_usage` (used / max), `sglang:nu
 `sglang:generation_tokens_total`, `sglang:num_requests_total`, `sglang:num_aborted_requests_total` and the
 histogram `sglang:time_to_first_token_seconds`. Rendered by prometheus_client, the library SGLang uses,
 so the exposition text is the same format a scraper meets in production. A disaggregated deployment runs
-a prefill and a decode server, each with its own /metrics; this one process serves both sets, told apart
-by the `engine_type` label (`prefill` / `decode`) that SGLang puts on scheduler metrics.
+a prefill and a decode server, each with its own /metrics; this one process serves both sets on
+`/metrics`, told apart by the `engine_type` label (`prefill` / `decode`) that SGLang puts on scheduler
+metrics, and each server's own view on `/metrics/prefill` and `/metrics/decode`.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ class TtftHistogram:
 
 
 class SglangCollector:
-    def __init__(self, core: EngineCore, ttft: TtftHistogram, queued: dict[str, int]) -> None:
+    def __init__(self, core: EngineCore, ttft: TtftHistogram, queued: dict[str, int], only: str | None = None) -> None:
         self.core = core
         self.ttft = ttft
         self.queued = queued  # engine_type -> requests waiting for pool pages
+        self.only = only  # "prefill" / "decode": one server's view, as a real P/D deployment exposes it
 
     def collect(self) -> Iterator[Metric]:
         core = self.core
@@ -55,6 +57,8 @@ class SglangCollector:
             "prefill": (core.prefill.capacity_tokens, core.prefill_used_tokens()),
             "decode": (core.decode.capacity_tokens, core.decode_used_tokens()),
         }
+        if self.only is not None:
+            sides = {self.only: sides[self.only]}
         gauges = {
             "max_total_num_tokens": ("Maximum total number of tokens in the KV cache pool.", lambda c, u, t: c),
             "num_used_tokens": ("The number of used tokens.", lambda c, u, t: u),
@@ -68,10 +72,11 @@ class SglangCollector:
                 g.add_metric([model, engine_type, "0", "0"], float(value(cap, used, engine_type)))
             yield g
         cnt = core.counters
-        hit = GaugeMetricFamily("sglang:cache_hit_rate", "The prefix cache hit rate.", labels=labels)
-        rate = cnt.cached_tokens / cnt.prompt_tokens if cnt.prompt_tokens else 0.0
-        hit.add_metric([model, "prefill", "0", "0"], rate)
-        yield hit
+        if "prefill" in sides:
+            hit = GaugeMetricFamily("sglang:cache_hit_rate", "The prefix cache hit rate.", labels=labels)
+            rate = cnt.cached_tokens / cnt.prompt_tokens if cnt.prompt_tokens else 0.0
+            hit.add_metric([model, "prefill", "0", "0"], rate)
+            yield hit
         counters = {
             "prompt_tokens": ("Number of prefill tokens processed.", cnt.prompt_tokens),
             "generation_tokens": ("Number of generation tokens processed.", cnt.generation_tokens),

@@ -71,6 +71,7 @@ class LiveEngine:
         self.ttft = TtftHistogram()
         self.queued: dict[str, int] = {"prefill": 0}
         self.collector = SglangCollector(self.core, self.ttft, self.queued)
+        self.role_collectors = {r: SglangCollector(self.core, self.ttft, self.queued, r) for r in ("prefill", "decode")}
         self.requests_by_tenant: Counter[str] = Counter()  # every chat request received, answered or not
         self.tokens_by_tenant: Counter[str] = Counter()  # prompt tokens received (engine tokens)
         self.leaks: list[tuple[str, frozenset[str]]] = []  # ground truth: (receiver, tenants whose pages it read)
@@ -86,6 +87,7 @@ class LiveEngine:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/metrics/{role}", self.metrics)
         app.router.add_get("/health", self.health)
         app.router.add_post("/admin/mode", self.admin_mode)
         return app
@@ -164,7 +166,11 @@ class LiveEngine:
         return web.json_response({"object": "list", "data": [card]})
 
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=exposition(self.collector), content_type="text/plain", charset="utf-8")
+        role = request.match_info.get("role")
+        collector = self.collector if role is None else self.role_collectors.get(role)
+        if collector is None:
+            return _error(404, f"no {role} server here: /metrics, /metrics/prefill or /metrics/decode", "not_found")
+        return web.Response(body=exposition(collector), content_type="text/plain", charset="utf-8")
 
     async def admin_mode(self, request: web.Request) -> web.Response:
         try:
