@@ -26,8 +26,6 @@ from streams.integrations.litellm import CrosstalkLogger  # noqa: E402
 from streams.kafka.topics import ensure_topics  # noqa: E402
 from streams.testing.engines import Engines, sglang_text  # noqa: E402
 
-pytestmark = pytest.mark.kafka
-
 SECRET = " ".join(f"confidential{i} quarterly figure{i} of acme" for i in range(12))
 LONG = " ".join(f"word{i}" for i in range(600))  # ~1,200 tokens: over a 500-token pool
 CAPACITY = 500
@@ -113,6 +111,7 @@ def completion(logger: CrosstalkLogger, text: str, team: str = "team-acme") -> A
         litellm.callbacks = []
 
 
+@pytest.mark.kafka
 def test_callback_publishes_fingerprinted_events_with_the_gateway_count(kafka_names: Any) -> None:
     settings = kafka_names.settings(litellm={"guard": False, "cache_domains": {"glm-5.3": "glm53-pd-1"}})
     ensure_topics(settings.kafka)
@@ -137,6 +136,7 @@ def test_callback_publishes_fingerprinted_events_with_the_gateway_count(kafka_na
     assert all(b"confidential" not in r.value and b"Noted" not in r.value for r in recs)  # no text left LiteLLM
 
 
+@pytest.mark.kafka
 def test_guard_rejects_over_capacity_and_passes_within_via_http_limits(kafka_names: Any, engines: Engines) -> None:
     scraper = scraped(engines, kafka_names)
     server = LimitsServer(scraper)
@@ -158,6 +158,7 @@ def test_guard_rejects_over_capacity_and_passes_within_via_http_limits(kafka_nam
         server.close()
 
 
+@pytest.mark.kafka
 def test_guard_reads_the_limits_topic_and_ignores_stale_limits(kafka_names: Any, engines: Engines) -> None:
     fresh = scraped(engines, kafka_names)
     settings = kafka_names.settings(
@@ -191,3 +192,15 @@ def test_guard_reads_the_limits_topic_and_ignores_stale_limits(kafka_names: Any,
             asyncio.run(closed.check("glm-5.3", [{"role": "user", "content": "short"}]))
     finally:
         server.close()
+
+
+def test_proxy_config_loads_the_callback_by_its_dotted_name(tmp_path: Any) -> None:
+    """`litellm_settings: callbacks: streams.integrations.litellm.proxy_handler_instance` as the proxy resolves it."""
+    from litellm.proxy.types_utils.utils import get_instance_fn
+
+    inst = get_instance_fn(
+        "streams.integrations.litellm.proxy_handler_instance", config_file_path=str(tmp_path / "config.yaml")
+    )
+    assert isinstance(inst, CrosstalkLogger)
+    assert inst is get_instance_fn("streams.integrations.litellm.proxy_handler_instance")
+    inst.close()
