@@ -37,7 +37,7 @@ def test_env_var_names_are_settings_fields() -> None:
     assert {"worker-1", "worker-2", "deliver"} <= set(services)
     for name, svc in services.items():
         for var in svc.get("environment", {}):
-            if var.startswith("CROSSTALK_"):
+            if var.startswith("CROSSTALK_") and var != "CROSSTALK_CONFIG":  # the settings file itself
                 assert _known(var), f"{name}: {var} is not a Settings field"
 
 
@@ -55,3 +55,91 @@ def test_topics_and_ports_agree_with_settings_defaults() -> None:
     assert f"{k.bootstrap.rsplit(':', 1)[1]}:19092" in c["services"]["kafka"]["ports"]
     assert c["services"]["kafka"]["image"] == "apache/kafka:4.1.1"
     assert env["CROSSTALK_OTEL__ENDPOINT"].endswith(":4318")
+
+
+def test_kafka_data_lives_in_the_volume() -> None:
+    kafka = _compose()["services"]["kafka"]
+    # apache/kafka writes to log.dirs, /tmp/kraft-combined-logs unless KAFKA_LOG_DIRS says otherwise.
+    log_dirs = kafka["environment"]["KAFKA_LOG_DIRS"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in kafka["volumes"]}
+    assert log_dirs in mounts and mounts[log_dirs] in _compose()["volumes"]  # a named volume, kept by `down`
+    # A kept volume is formatted with a cluster id: the next container must present the same one.
+    import base64
+
+    cid = kafka["environment"]["CLUSTER_ID"]
+    assert len(base64.urlsafe_b64decode(cid + "==")) == 16
+
+
+def test_healthchecks_poll_only_what_serves_http() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    [hc] = [line for line in dockerfile.splitlines() if "/health" in line and "CMD" in line]
+    assert "CROSSTALK_KAFKA__WEB_PORT" in hc  # the worker's own web port, whatever it is set to
+    services = _crosstalk_services(_compose())
+    for name, svc in services.items():
+        serves_http = svc.get("command", ["worker"])[0] == "worker" and "entrypoint" not in svc
+        assert serves_http != svc.get("healthcheck", {}).get("disable", False), name
+
+
+def test_deliver_without_receivers_does_not_restart_loop() -> None:
+    deliver = _compose()["services"]["deliver"]
+    assert deliver["command"] == ["deliver"]
+    assert not any(k.startswith("CROSSTALK_WEBHOOKS__RECEIVERS") for k in deliver.get("environment", {}))
+    # ... so it must idle rather than exit (a supervisor restarts what exits): run it as compose would.
+    import argparse
+    import os
+
+    from streams.kafka import deliver as deliver_mod
+
+    os.environ.pop("CROSSTALK_CONFIG", None)
+    args = argparse.Namespace(config=None, topic=None, group_id=None, max_idle_s=0.01, loglevel="error")
+    assert deliver_mod.run(args) == 0
+
+
+def test_jaeger_is_v2_and_takes_otlp() -> None:
+    c = _compose()
+    jaeger = c["services"]["jaeger"]
+    assert jaeger["image"].startswith("jaegertracing/jaeger:2.")
+    assert any("otlp" in arg for arg in jaeger.get("command", []))
+    collector = yaml.safe_load((ROOT / "deploy" / "otel-collector.yaml").read_text())
+    assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    # Jaeger takes no metrics: the metrics pipeline must not point at it.
+    assert all("jaeger" not in e for e in collector["service"]["pipelines"]["metrics"]["exporters"])
+
+
+def test_readme_produce_path_is_the_mounted_one() -> None:
+    produce = _compose()["services"]["produce"]
+    [events] = [m for m in produce["volumes"] if m.startswith("./events:")]
+    target = events.split(":")[1]
+    readme = (ROOT / "README.md").read_text()
+    runs = [line for line in readme.splitlines() if "docker compose run --rm produce" in line]
+    assert runs and all(f" {target}/" in line for line in runs), runs
+
+
+def test_no_public_fingerprint_key_and_keygen_writes_one_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    from streams.settings import load_settings
+
+    raw = (ROOT / "docker-compose.yml").read_text()
+    assert "crosstalk-dev-key-change-me" not in raw
+    c = _compose()
+    for name in ("worker-1", "worker-2", "deliver"):
+        svc = c["services"][name]
+        assert svc["depends_on"]["keygen"]["condition"] == "service_completed_successfully"
+        assert "secrets:/secrets:ro" in svc["volumes"]
+    cfg = c["services"]["worker-1"]["environment"]["CROSSTALK_CONFIG"]
+    keygen = c["services"]["keygen"]
+    assert keygen["entrypoint"][-1] == cfg
+    # Run the shipped script as compose does (its path mapped to this checkout).
+    target = tmp_path / "secrets" / "crosstalk.toml"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("CROSSTALK_")}
+    script = ROOT / "deploy" / "keygen.py"
+    out = subprocess.run([sys.executable, str(script), str(target)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    monkeypatch.delenv("CROSSTALK_DETECTION__FINGERPRINT_KEY", raising=False)
+    key = load_settings(target).detection.fingerprint_key
+    assert key.configured and len(key.get_secret_value()) == 64
+    assert key.get_secret_value() not in out.stdout  # never printed
+    again = subprocess.run([sys.executable, str(script), str(target)], env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and load_settings(target).detection.fingerprint_key == key  # kept
