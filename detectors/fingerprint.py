@@ -27,7 +27,7 @@ import hashlib
 import numpy as np
 
 from detectors.exchange import TextPrint
-from detectors.tokens import FOLD, SCHEME, TABLE_END, code_points, normalise, unit_spans, utf8_offsets, words_of
+from detectors.tokens import FOLD, PAD, SCHEME, TABLE_END, Units, normalise, words_of
 from schemas.events import Fingerprint
 
 __all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "words_of"]
@@ -56,7 +56,7 @@ def key_id_of(key: str) -> str:
 # containing it take the per-word path), so the padding cannot be confused with content, and k0 != 0.
 _KEY_BYTES = 16
 _SPACE = 0x20
-_PAD = b" " * _KEY_BYTES  # lets an unaligned 8-byte read at any word start + 8 stay inside the buffer
+_PAD = PAD  # lets an unaligned 8-byte read at any word start + 8 stay inside the buffer
 # Masks keeping the first min(L, 8) bytes (k0) and the next min(max(L - 8, 0), 8) bytes (k1) of a word of
 # L bytes; index 17 stands for every longer word and gives the key (0, 0), which no short word has.
 _M0 = np.array([(1 << 8 * min(n, 8)) - 1 for n in range(_KEY_BYTES + 1)] + [0], dtype=np.uint64)
@@ -111,6 +111,9 @@ class Fingerprinter:
         return self._bytes_hash(word.encode("utf-8", "surrogatepass"))
 
     def _bytes_hash(self, data: bytes) -> int:
+        """The keyed hash of a unit given by its bytes as written: that of its normalised form."""
+        if not data.isascii():  # (folded ASCII is normalised already)
+            data = normalise(data.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass")
         h = self._hasher.copy()  # the keyed state, copied: cheaper than keying a new hash per word
         h.update(data)
         return int.from_bytes(h.digest(), "little")
@@ -253,19 +256,19 @@ class Fingerprinter:
         return h
 
     def _unicode_hashes(self, text: str) -> np.ndarray:
-        s, cps, cls = code_points(normalise(text))
-        starts, ends, ischar = unit_spans(cls)
-        nchar = int(np.count_nonzero(ischar))
-        if nchar == starts.shape[0]:  # only CHAR units (or none): no bytes needed
-            return self._char_hashes(cps[starts])
-        tb = s.encode("utf-8", "surrogatepass") + _PAD
-        off = utf8_offsets(cps)
+        """text_hashes of a non-ASCII text: the units found on its folded UTF-8 bytes, looked up by their
+        bytes as written (words) or their code point (single characters)."""
+        u = Units.of(text)
+        ischar = u.ischar
+        nchar = u.chars.shape[0]
+        if nchar == ischar.shape[0]:  # only single characters (or nothing)
+            return self._char_hashes(u.chars)
         if nchar == 0:
-            return self._span_hashes(tb, off[starts], off[ends])
-        out = np.empty(starts.shape[0], dtype=np.uint64)
-        out[ischar] = self._char_hashes(cps[starts[ischar]])
+            return self._span_hashes(u.data, u.starts, u.ends)
+        out = np.empty(ischar.shape[0], dtype=np.uint64)
+        out[ischar] = self._char_hashes(u.chars)
         isword = ~ischar
-        out[isword] = self._span_hashes(tb, off[starts[isword]], off[ends[isword]])
+        out[isword] = self._span_hashes(u.data, u.starts[isword], u.ends[isword])
         return out
 
     def word_hashes(self, words: list[str]) -> np.ndarray:

@@ -5,10 +5,11 @@ of text in every script. `\\w+` words do that for scripts written with spaces (a
 1.3 tokens) but not for scripts without them: a whole Chinese, Japanese or Thai clause would be one
 "word". So:
 
-* Text is normalised first: NFKC (full-width Ａ and ａ and half-width ｶ become A, a and カ; ligatures
-  and circled digits are spelled out), then case-folded (ß and ss, Σ and σ and ς agree), then NFKC
-  again (case folding can un-normalise). Invisible format characters (Unicode category Cf: soft
-  hyphen, zero-width space and joiners, BOM) are dropped, so they neither split nor join units.
+* Units are cut on the text as written (below), and each unit is then normalised on its own: NFKC
+  (full-width Ａ and half-width ｶ become A and カ, ligatures and circled digits are spelled out) and
+  case folding (ß and ss, Σ and σ and ς agree), repeated until stable. A unit's identity, and the input
+  of its keyed hash, is that normalised form. Invisible format characters (Unicode category Cf: soft
+  hyphen, zero-width space and joiners, BOM) are removed first, so they neither split nor join units.
 * CHAR: every letter, mark or digit of a script written without word spaces is a unit of its own:
   Han, Hiragana, Katakana, Bopomofo, Hangul, Yi, Thai, Lao, Khmer, Myanmar. Hangul is written with
   spaces, but between eojeol (a word plus its particles, 2-4 model tokens); a syllable is about one
@@ -22,12 +23,18 @@ of text in every script. `\\w+` words do that for scripts written with spaces (a
 Mixed text falls out of this: in "用Python写的2024年报告" the units are 用 python 写 的 2024 年 报 告.
 For ASCII text the units are exactly `re.findall(r"\\w+", text.lower())`, as in winnow-v1.
 
-`unit_spans` is the one definition: `words_of` slices the units out of the normalised text with it,
-and the fingerprinter hashes the same spans straight from the encoded bytes (numpy, no unit list).
+Normalising units rather than the whole text costs nothing per occurrence: the fingerprinter caches the
+hash by the unit's bytes as written and normalises only a unit it has not seen. Compatibility characters
+that NFKC would spell as several units (㍿ → 株式会社, ｶﾞ → ガ) stay one unit (or a separator), and
+decomposed (NFD) Hangul jamo are one unit each: both are rare in typed or generated text.
+
+`Units` is the one definition: it finds the units on the folded UTF-8 bytes (numpy, no string per unit);
+`words_of` decodes and normalises them, and the fingerprinter hashes the same spans without decoding.
 """
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 import numpy as np
@@ -87,81 +94,133 @@ def _class_table() -> np.ndarray:
 
 
 CLASS = _class_table()
-_UTF8_LEN_STEPS = (0x80, 0x800, 0x10000)
+_SPACE = 0x20
 
 
 def normalise(text: str) -> str:
-    """NFKC, case-folded, NFKC again (an approximation of Unicode's NFKC_Casefold)."""
+    """NFKC and case folding, repeated until stable (Unicode's NFKC_Casefold, up to its closure)."""
     if text.isascii():
         return text.lower()  # ASCII is NFKC already, and its case folding is lower()
-    s = unicodedata.normalize("NFKC", text).casefold()
-    return s if s.isascii() else unicodedata.normalize("NFKC", s)
-
-
-def code_points(s: str) -> tuple[str, np.ndarray, np.ndarray]:
-    """`s` (normalised) without its DROP characters, its code points (uint32) and their classes."""
-    cps = np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    cls = CLASS[np.minimum(cps, TABLE_END - 1)]  # TABLE_END - 1 is unassigned: SEP
-    if (cls == DROP).any():
-        keep = cls != DROP
-        cps = cps[keep]
-        cls = cls[keep]
-        s = cps.tobytes().decode("utf-32-le", "surrogatepass")
-    return s, cps, cls
-
-
-def unit_spans(cls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The units of a classified code point sequence: start and end (exclusive) indices, and which are CHAR.
-
-    Units are disjoint and in text order: a CHAR is one code point, a WORD a maximal run of WORD classes.
-    """
-    n = cls.shape[0]
-    isword = np.zeros(n + 2, dtype=bool)
-    np.equal(cls, WORD, out=isword[1:-1])
-    ischar = cls == CHAR
-    first = isword[1:-1] & ~isword[:-2]
-    first |= ischar
-    last = isword[1:-1] & ~isword[2:]
-    last |= ischar
-    starts = first.nonzero()[0]
-    ends = last.nonzero()[0]
-    ends += 1
-    return starts, ends, ischar[starts]
-
-
-def utf8_offsets(cps: np.ndarray) -> np.ndarray:
-    """Byte offset in the UTF-8 encoding of every code point, plus the total length at the end."""
-    lens = np.ones(cps.shape[0] + 1, dtype=np.int64)
-    lens[-1] = 0
-    body = lens[:-1]
-    for step in _UTF8_LEN_STEPS:
-        body += cps >= step
-    out = np.empty(cps.shape[0] + 1, dtype=np.int64)
-    out[0] = 0
-    np.cumsum(lens[:-1], out=out[1:])
-    return out
+    for _ in range(4):
+        s = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+        if s == text:
+            break
+        text = s
+    return text
 
 
 def _fold_table() -> bytes:
     table = bytearray(range(256))
     for b in range(128):
         c = chr(b)
-        table[b] = ord(c.lower()) if (c.isalnum() or c == "_") else 0x20
+        table[b] = ord(c.lower()) if (c.isalnum() or c == "_") else _SPACE
     return bytes(table)
 
 
-# ASCII bytes: word characters lower-cased, every other byte a space (only used on ASCII text).
+# ASCII bytes: word characters lower-cased, every other ASCII byte a space. Bytes >= 0x80 (the parts of
+# multi-byte UTF-8 sequences) pass unchanged, so folded UTF-8 is still UTF-8.
 FOLD = _fold_table()
 
 
+class Units:
+    """The units of a folded UTF-8 text, found on its bytes (numpy, no string per unit).
+
+    `data` is the folded text (format characters removed) followed by padding; `starts`/`ends` are the
+    byte spans of all units in text order, `ischar` tells the CHAR units, whose code points are `chars`.
+    """
+
+    __slots__ = ("chars", "data", "ends", "ischar", "starts")
+
+    def __init__(self, data: bytes, n: int) -> None:
+        b = np.frombuffer(data, dtype=np.uint8)
+        cls = np.zeros(n + 2, dtype=np.uint8)  # SEP sentinels on both ends
+        body = cls[1:-1]
+        body[:] = b[:n] != _SPACE  # folded ASCII: WORD unless a space
+        hi = (b[:n] >= 0x80).nonzero()[0]
+        char_starts = char_ends = chars = hi[:0]
+        if hi.size:
+            # Decode the code point at each lead byte (the padding keeps lead + 3 inside the buffer).
+            islead = b[hi] >= 0xC0
+            lead = hi[islead]
+            bl = b[lead].astype(np.uint32)
+            c1 = b[lead + 1] & np.uint32(0x3F)
+            c2 = b[lead + 2] & np.uint32(0x3F)
+            c3 = b[lead + 3] & np.uint32(0x3F)
+            cp = np.where(
+                bl < 0xE0,
+                ((bl & 0x1F) << 6) | c1,
+                np.where(
+                    bl < 0xF0, ((bl & 0x0F) << 12) | (c1 << 6) | c2, ((bl & 0x07) << 18) | (c1 << 12) | (c2 << 6) | c3
+                ),
+            )
+            ccls = CLASS[np.minimum(cp, TABLE_END - 1)]  # TABLE_END - 1 is unassigned: SEP
+            if (ccls == DROP).any():
+                # Invisible format characters vanish: the text around them closes up (soft hyphens).
+                keep = np.ones(n, dtype=bool)
+                drop = lead[ccls == DROP]
+                ln = 2 + (b[drop] >= 0xE0) + (b[drop] >= 0xF0)
+                for extra in range(4):
+                    sel = drop[ln > extra]
+                    keep[sel + extra] = False
+                kept = b[:n][keep].tobytes()
+                self.__init__(kept + data[n:], len(kept))  # type: ignore[misc]
+                return
+            body[hi] = ccls[np.cumsum(islead) - 1]  # every byte of a character takes its class
+            ischar_lead = ccls == CHAR
+            char_starts = lead[ischar_lead]
+            chars = cp[ischar_lead]
+            blc = bl[ischar_lead]
+            char_ends = char_starts + 2 + (blc >= 0xE0) + (blc >= 0xF0)
+        isword = cls == WORD
+        edges = (isword[1:] != isword[:-1]).nonzero()[0]
+        word_starts = edges[0::2]
+        word_ends = edges[1::2]
+        self.data = data
+        self.chars = chars
+        if not char_starts.size:
+            self.starts, self.ends = word_starts, word_ends
+            self.ischar = np.zeros(word_starts.shape[0], dtype=bool)
+            return
+        if not word_starts.size:
+            self.starts, self.ends = char_starts, char_ends
+            self.ischar = np.ones(char_starts.shape[0], dtype=bool)
+            return
+        mark = np.zeros(n, dtype=np.uint8)  # unit starts are disjoint: 1 = a word, 2 = a character
+        mark[word_starts] = 1
+        mark[char_starts] = 2
+        self.starts = mark.nonzero()[0]
+        self.ischar = mark[self.starts] == 2
+        ends = np.empty(self.starts.shape[0], dtype=np.intp)
+        ends[self.ischar] = char_ends
+        ends[~self.ischar] = word_ends
+        self.ends = ends
+
+    @classmethod
+    def of(cls, text: str) -> Units:
+        data = text.encode("utf-8", "surrogatepass").translate(FOLD)
+        return cls(data + PAD, len(data))
+
+    def raw(self) -> list[str]:
+        """The units as written (folded ASCII, otherwise not normalised yet)."""
+        data = self.data
+        pieces = map(data.__getitem__, map(slice, self.starts.tolist(), self.ends.tolist()))
+        return [p.decode("utf-8", "surrogatepass") for p in pieces]
+
+
+PAD = b" " * 16  # lets unaligned 8-byte reads (and a UTF-8 decode) at any unit start stay inside the buffer
+
+
 def words_of(text: str) -> list[str]:
-    """The units the fingerprints are made of, in text order (words, and single characters of CJK/Thai...).
+    """The units the fingerprints are made of, in text order and normalised (words, and single characters
+    of CJK, Thai...). A unit's hash is the keyed hash of exactly this string.
 
     ASCII fast path: one C pass (bytes.translate) blanks non-word bytes and lower-cases, then split;
     exactly `re.findall(r"\\w+", text.lower())`.
     """
     if text.isascii():
         return text.encode("ascii").translate(FOLD).decode("ascii").split()
-    s, _, cls = code_points(normalise(text))
-    starts, ends, _ = unit_spans(cls)
-    return list(map(s.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+    return [u if u.isascii() else _normalise_unit(u) for u in Units.of(text).raw()]
+
+
+# Units repeat (a text has a few thousand distinct characters at most): normalise each once.
+_normalise_unit = functools.lru_cache(maxsize=1 << 16)(normalise)
