@@ -20,7 +20,8 @@ DATA="$KAFKA_HOME/data-$KAFKA_PORT"
 CONF="$KAFKA_HOME/server-$KAFKA_PORT.properties"
 LOG="$KAFKA_HOME/server-$KAFKA_PORT.log"
 PIDFILE="$KAFKA_HOME/kafka-$KAFKA_PORT.pid"
-PYTHON="${PYTHON:-$( [ -x /work/venv/bin/python ] && echo /work/venv/bin/python || command -v python3 )}"
+# The probe needs kafka-python: the project's venv has it (a python3 from PATH usually does not).
+PYTHON="${PYTHON:-${CROSSTALK_VENV:-$ROOT/.venv}/bin/python}"
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 
@@ -107,15 +108,21 @@ format_storage() {
     -t "$(java -cp "$LIBS/*" kafka.tools.StorageTool random-uuid)" -c "$CONF" >/dev/null
 }
 
-# Ready = the broker answers a metadata request (ApiVersions + Metadata) on the client port.
+# Ready = the broker answers a metadata request (ApiVersions + Metadata) on the client port: with
+# the venv's kafka-python when there is one, else with Kafka's own tool from the jars.
 probe() {
-  "$PYTHON" - "$1" <<'EOF' >/dev/null 2>&1
+  if [ -x "$PYTHON" ] && "$PYTHON" -c "import kafka" >/dev/null 2>&1; then
+    "$PYTHON" - "$1" <<'EOF' >/dev/null 2>&1
 import sys
 from kafka import KafkaAdminClient
 admin = KafkaAdminClient(bootstrap_servers=sys.argv[1], request_timeout_ms=3000)
 admin.describe_cluster()
 admin.close()
 EOF
+  else
+    timeout 20 java -Dlog4j.configuration="file:$KAFKA_HOME/log4j.properties" -cp "$LIBS/*" \
+      org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" >/dev/null 2>&1
+  fi
 }
 
 cmd_up() {
