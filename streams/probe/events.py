@@ -66,11 +66,12 @@ class JsonlSink:
 
 
 class KafkaSink:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, send_text: bool = True) -> None:
         from streams.producer import GatewayProducer
 
-        # send_text: the prompt is already a fingerprint; the output's words feed the canary scan.
-        self._gp = GatewayProducer(settings, send_text=True)
+        # The prober's default (send_text): its prompt is already a fingerprint, and the output's words feed
+        # the canary scan. A gateway's (the test engine's) traffic is fingerprinted at the edge instead.
+        self._gp = GatewayProducer(settings, send_text=send_text)
 
     def send(self, event: dict[str, Any]) -> None:
         self._gp.publish(event)

@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefill-rate", type=float, default=d.prefill_tokens_per_s, help="simulated prefill tokens/s")
     p.add_argument("--cache-domain", help="cache_domain of emitted events (default: host:port)")
     p.add_argument("--events", metavar="FILE", help="emit gateway/engine events as JSONL (- for stdout)")
-    p.add_argument("--kafka", action="store_true", help="emit events to the Kafka input topic (gateway producer)")
+    p.add_argument("--kafka", action="store_true", help="emit events to the Kafka input topic (text as fingerprints)")
     p.add_argument("--stats-interval", type=float, default=1.0, help="seconds between cache_stats events")
 
 
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         if args.events:
             sink = Validated(JsonlSink(args.events), settings)
         elif args.kafka:
-            sink = Validated(KafkaSink(settings), settings)
+            sink = Validated(KafkaSink(settings, send_text=False), settings)  # text fingerprinted at the edge
         on_event = sink.send if sink else None
         engine = LiveEngine(config, args.mode, on_event=on_event, stats_interval_s=args.stats_interval)
     except (ValueError, OSError) as exc:
