@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,20 +30,19 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
     MetricExporter,
-    MetricExportResult,
     MetricReader,
-    MetricsData,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from detectors.exchange import Exchange
 from schemas.alert import Alert
 from streams.settings import OtelSettings
+from streams.sinks.otel_export import CountedMetrics, CountedSpans, ExportStats
 
 log = logging.getLogger(__name__)
 
@@ -66,87 +65,6 @@ def parent_context(traceparent: str | None) -> Context | None:
     ctx = _PROPAGATOR.extract({"traceparent": traceparent})
     span_ctx = trace.get_current_span(ctx).get_span_context()
     return ctx if span_ctx.is_valid else None
-
-
-class ExportStats:
-    """What the exporters did, per signal: batches and items exported or dropped, and on which threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.counts: dict[str, int] = {}
-        self.threads: set[int] = set()  # thread idents that ran an export (never the pipeline's)
-
-    def add(self, key: str, n: int = 1) -> None:
-        with self._lock:
-            self.counts[key] = self.counts.get(key, 0) + n
-
-    def saw_thread(self) -> None:
-        with self._lock:
-            self.threads.add(threading.get_ident())
-
-    def get(self, key: str) -> int:
-        with self._lock:
-            return self.counts.get(key, 0)
-
-
-class _CountedSpans(SpanExporter):
-    """Counts what the wrapped exporter exported or failed; after close, drops (counted) at once."""
-
-    def __init__(self, inner: SpanExporter, stats: ExportStats) -> None:
-        self.inner = inner
-        self.stats = stats
-        self.abandoned = False
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.stats.saw_thread()
-        if self.abandoned:
-            result = SpanExportResult.FAILURE
-        else:
-            try:
-                result = self.inner.export(spans)
-            except Exception:
-                log.exception("span export failed")
-                result = SpanExportResult.FAILURE
-        ok = result == SpanExportResult.SUCCESS
-        self.stats.add("span_batches" if ok else "span_batches_dropped")
-        self.stats.add("spans" if ok else "spans_dropped", len(spans))
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
-class _CountedMetrics(MetricExporter):
-    def __init__(self, inner: MetricExporter, stats: ExportStats) -> None:
-        super().__init__(
-            preferred_temporality=inner._preferred_temporality,  # the inner exporter's choices, passed on
-            preferred_aggregation=inner._preferred_aggregation,
-        )
-        self.inner = inner
-        self.stats = stats
-        self.abandoned = False
-
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        self.stats.saw_thread()
-        if self.abandoned:
-            result = MetricExportResult.FAILURE
-        else:
-            try:
-                result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
-            except Exception:
-                log.exception("metric export failed")
-                result = MetricExportResult.FAILURE
-        self.stats.add("metric_batches" if result == MetricExportResult.SUCCESS else "metric_batches_dropped")
-        return result
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return self.inner.force_flush(timeout_millis=timeout_millis)
 
 
 @dataclass
@@ -196,7 +114,7 @@ class OtelSink:
                 )
             if settings.console:
                 exporters.append(ConsoleSpanExporter())
-        self._span_exporters = [_CountedSpans(exp, self.export_stats) for exp in exporters]
+        self._span_exporters = [CountedSpans(exp, self.export_stats) for exp in exporters]
         for exp in self._span_exporters:
             # A file replay produces thousands of spans per second; the default 2048-span queue
             # would drop some whenever one export is slow.
@@ -212,7 +130,7 @@ class OtelSink:
 
         readers: list[MetricReader] = list(metric_readers or [])
         interval_ms = settings.export_interval_s * 1000
-        self._metric_exporters: list[_CountedMetrics] = []
+        self._metric_exporters: list[CountedMetrics] = []
         metric_exporters: list[MetricExporter] = []
         if settings.metrics and metric_readers is None and settings.enabled:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -223,7 +141,7 @@ class OtelSink:
         if settings.metrics and settings.console:
             metric_exporters.append(ConsoleMetricExporter())
         for mexp in metric_exporters:
-            counted = _CountedMetrics(mexp, self.export_stats)
+            counted = CountedMetrics(mexp, self.export_stats)
             self._metric_exporters.append(counted)
             readers.append(
                 PeriodicExportingMetricReader(
