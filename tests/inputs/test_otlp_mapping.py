@@ -198,3 +198,17 @@ def test_replay_of_an_otlp_json_incident_gives_the_same_alert_ids(tmp_path: Path
     assert {"overlong_accepted", "cross_tenant_contamination"} & kinds or "canary_leak" in kinds
     assert len(a.alerts) > 3
     assert sorted(al.alert_id for al in b.alerts) == sorted(al.alert_id for al in a.alerts)
+
+
+def test_cli_replay_format_otlp_json(tmp_path: Path) -> None:
+    from streams.cli.main import main as cli_main
+
+    events_it, _ = iter_simulation(SimConfig(seed=3, duration_s=120.0, fault_at_s=30.0, rate=2.0, tenants=6))
+    otlp = tmp_path / "spans.jsonl"
+    otlp.write_bytes(b"".join(line + b"\n" for line in to_otlp_lines(orjson.loads(orjson.dumps(e)) for e in events_it)))
+    alerts, rejects = tmp_path / "alerts.jsonl", tmp_path / "rejects.jsonl"
+    args = ["replay", "--format", "otlp-json", str(otlp), "--alerts-out", str(alerts), "--rejects", str(rejects)]
+    assert cli_main([*args, "--quiet", "--no-progress"]) == 0
+    got = [orjson.loads(x) for x in alerts.read_bytes().splitlines()]
+    assert any(a["kind"] != "capacity_gap" for a in got)
+    assert not rejects.exists()
