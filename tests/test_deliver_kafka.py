@@ -179,7 +179,7 @@ def test_delivery_commits_only_settled_offsets(kafka_bootstrap: str, tmp_path: A
 
 
 def test_core_resolutions_on_the_alerts_topic_become_resolved_notifications(
-    kafka_bootstrap: str, tmp_path: Any
+    kafka_bootstrap: str, tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     run = uuid.uuid4().hex[:8]
     topic, group = f"crosstalk.alerts.test-{run}", f"crosstalk-deliver-test-{run}"
@@ -220,7 +220,13 @@ def test_core_resolutions_on_the_alerts_topic_become_resolved_notifications(
     producer.close()
     try:
         consumer = DeliveryConsumer(settings)
-        consumer.run(max_idle_s=1.5)
+        with caplog.at_level("INFO", logger="streams.kafka.deliver"):
+            consumer.run(max_idle_s=1.5)
+        said = [r.getMessage() for r in caplog.records if r.name == "streams.kafka.deliver"]
+        # It says what it does: where it reads, and every notification's outcome.
+        assert any(m.startswith(f"deliver: reading {topic} as group {group}") for m in said), said
+        assert sum("delivered firing notification" in m for m in said) == 1
+        assert sum("delivered resolved notification" in m for m in said) == 1
         with receiver.lock:
             bodies = [r["body"] for r in receiver.requests if r["verified"]]
         assert [b["status"] for b in bodies] == ["firing", "resolved"]
