@@ -130,6 +130,12 @@ class WebhookSettings(_Section):
     ends_at_intervals: float = Field(
         default=4.0, ge=1, description="a re-sent alert's endsAt lies this many resend intervals in the future"
     )
+    resend_for_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="safety net: an incident with no new alert for this long (wall clock) is no longer re-sent "
+        "(a lost resolution must not keep it firing for ever); Alertmanager then lets it lapse at its endsAt",
+    )
     close_timeout_s: float = Field(default=10.0, ge=0, description="close() drains at most this long")
     external_url: str = Field(default="http://127.0.0.1:6066", description="base of Alertmanager generatorURL")
     outbox_path: str = Field(default=".crosstalk-data/outbox", description="directory of the embedded-mode outbox")

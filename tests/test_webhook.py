@@ -304,6 +304,12 @@ def test_grouper_resends_active_alerts_until_resolved() -> None:
     [res] = g.resolve("inc-g1", T0 + 61, now=130.0)
     assert res.status == "resolved"
     assert g.due(1e9) == [] and g.next_due() is None
+    # A resolution that never comes cannot keep an alert asserted for ever: re-sends stop after resend_for_s.
+    capped = Grouper("am", group_wait_s=0.0, group_interval_s=0.0, resend_interval_s=60.0, resend_for_s=150.0)
+    capped.add(make_alert(0), now=0.0)
+    capped.due(0.0)
+    assert [n.resend for n in capped.due(60.0) + capped.due(120.0)] == [1, 2]
+    assert capped.due(180.0) == [] and capped.next_due() is None  # 180 s after its last alert > 150 s
     # Receivers of other formats are not re-sent to.
     plain = Grouper("json", group_wait_s=0.0, group_interval_s=0.0)
     plain.add(make_alert(0), now=0.0)

@@ -34,6 +34,7 @@ class _OpenIncident:
     group_key: str
     alerts: dict[str, Alert] = field(default_factory=dict)
     last_sent: float | None = None  # when its alerts last went out as firing (None: not yet)
+    last_added: float = 0.0  # when its newest alert arrived (the caller's clock)
     resends: int = 0
 
 
@@ -48,11 +49,15 @@ class Grouper:
         group_interval_s: float,
         resend_interval_s: float | None = None,
         seen_capacity: int = 100_000,
+        resend_for_s: float = float("inf"),
     ) -> None:
         self.receiver = receiver
         self.group_wait_s = group_wait_s
         self.group_interval_s = group_interval_s
         self.resend_interval_s = resend_interval_s
+        # Not a lifecycle decision (only the core resolves): a bound on how long a resolution that
+        # never arrives (lost with a dropped domain, a restart) can keep an alert asserted.
+        self.resend_for_s = resend_for_s
         self._groups: dict[str, _Group] = {}
         self._incidents: dict[str, _OpenIncident] = {}
         # alert_id -> "pending" | "sent": at-least-once upstream redelivers alerts; they must not
@@ -79,7 +84,7 @@ class Grouper:
         state = self._seen.get(alert.alert_id)
         if state is not None:
             return state  # type: ignore[return-value]
-        self._incident_for(alert)
+        self._incident_for(alert).last_added = now
         group = self._groups.setdefault(alert.group_key, _Group())
         group.pending[alert.alert_id] = alert
         if group.next_flush is None:
@@ -90,13 +95,14 @@ class Grouper:
         self._remember(alert.alert_id, "pending")
         return "new"
 
-    def restore_sent(self, alert: Alert) -> None:
+    def restore_sent(self, alert: Alert, now: float = 0.0) -> None:
         """After a restart: this alert was already notified as firing; track it for re-sends and resolution."""
         if alert.alert_id in self._seen:
             return
         inc = self._incident_for(alert)
         if inc.last_sent is None:
             inc.last_sent = float("-inf")  # unknown when: re-assert it at the first opportunity
+            inc.last_added = now
         group = self._groups[alert.group_key]
         if group.last_flush is None:
             # Unknown when it went out; treat it as just now so group_interval still applies.
@@ -109,7 +115,8 @@ class Grouper:
     def _resend_due(self, inc: _OpenIncident) -> float | None:
         if self.resend_interval_s is None or inc.last_sent is None:
             return None
-        return inc.last_sent + self.resend_interval_s
+        due = inc.last_sent + self.resend_interval_s
+        return due if due - inc.last_added <= self.resend_for_s else None
 
     def next_due(self) -> float | None:
         times = [g.next_flush for g in self._groups.values() if g.pending and g.next_flush is not None]

@@ -34,7 +34,9 @@ _CLOSE = object()
 def new_grouper(receiver: WebhookReceiver, settings: WebhookSettings) -> Grouper:
     """Alertmanager receivers get periodic re-sends (it times out alerts that are not re-sent)."""
     resend = settings.resend_interval_s if receiver.format == "alertmanager" else None
-    return Grouper(receiver.name, settings.group_wait_s, settings.group_interval_s, resend)
+    return Grouper(
+        receiver.name, settings.group_wait_s, settings.group_interval_s, resend, resend_for_s=settings.resend_for_s
+    )
 
 
 class _ReceiverWorker(threading.Thread):
@@ -152,7 +154,7 @@ class WebhookSink:
                     continue
                 scoped = scope_for_receiver(alert, receiver)
                 if alert.alert_id in sent:
-                    grouper.restore_sent(scoped)
+                    grouper.restore_sent(scoped, now)
                 else:
                     grouper.add(scoped, now)
             backlog = [e for e in state.unacked if e.receiver == name]
