@@ -99,17 +99,23 @@ class CanaryRegistry:
     def scan(self, words: list[str]) -> list[CanaryHit]:
         if not self._markers:
             return []
+        return self.scan_keys(self.token_keys(words))
+
+    def token_keys(self, words: list[str]) -> list[int]:
+        """The token keys of an output's hex-looking words, in text order: what scan() looks up. The
+        Kafka ingest computes them where the text is, so the join partitions never see the text."""
+        return [self.token_key(w) for w in words if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+
+    def scan_keys(self, keys: list[int]) -> list[CanaryHit]:
         hits = []
         seen: set[int] = set()
-        for word in words:
-            if len(word) >= MIN_HEX and _HEX_WORD.fullmatch(word):
-                key = self.token_key(word)
-                m = self._markers.get(key)
-                if m is not None and key not in seen:
-                    seen.add(key)
-                    hits.append(
-                        CanaryHit(marker_id=m.marker_id, owner_tenant_id=m.tenant_id, owner_session_id=m.session_id)
-                    )
+        for key in keys:
+            m = self._markers.get(key)
+            if m is not None and key not in seen:
+                seen.add(key)
+                hits.append(
+                    CanaryHit(marker_id=m.marker_id, owner_tenant_id=m.tenant_id, owner_session_id=m.session_id)
+                )
         return hits
 
     def state_size(self) -> int:

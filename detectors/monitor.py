@@ -129,6 +129,17 @@ class DomainTable:
         self._flushed += dm.flush()
         self.counters[counter] += 1
 
+    def drain_resolved(self, ts: float) -> list[IncidentResolved]:
+        """Incidents resolved by event time `ts` since the last call (see Monitor.drain_resolved)."""
+        out: list[IncidentResolved] = []
+        for dm in self.domains.values():
+            tracker = dm.incidents
+            if tracker.open:
+                tracker.advance(ts)
+            if tracker.has_resolved:
+                out += tracker.drain_resolved()
+        return out
+
     def take_flushed(self) -> list[Alert]:
         """Alerts that dropped domains released; each returned once."""
         out, self._flushed = self._flushed, []
@@ -227,14 +238,7 @@ class Monitor:
         Domains with open incidents are advanced too, so a domain that went silent altogether still
         resolves its incident. O(domains): call it about once per second of event time, not per event.
         """
-        out: list[IncidentResolved] = []
-        for dm in self.domains.values():
-            tracker = dm.incidents
-            if tracker.open:
-                tracker.advance(ts)
-            if tracker.has_resolved:
-                out += tracker.drain_resolved()
-        return out
+        return self.table.drain_resolved(ts)
 
     def incidents(self) -> list[Incident]:
         out = [inc for dm in self.domains.values() for inc in dm.incidents.all()]

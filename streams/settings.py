@@ -66,6 +66,13 @@ class KafkaSettings(_Section):
         default=2000, ge=1, description="checkpoint a partition's state after this many messages"
     )
     snapshot_interval_s: float = Field(default=2.0, gt=0, description="... or after this long (wall clock)")
+    snapshot_max_share: float = Field(
+        default=0.2,
+        gt=0,
+        le=1,
+        description="at most this share of a stage's time goes to snapshots: one that took d s defers the next "
+        "by d/share (large partitions snapshot less often and replay more after a crash, instead of stalling)",
+    )
     watermark_lateness_s: float = Field(
         default=1.0,
         ge=0,

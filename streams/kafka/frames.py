@@ -3,42 +3,56 @@
 One Kafka message per event costs a Faust stream step and a producer send at every stage, tens of
 microseconds each, far more than the detectors spend on a text-free event (bench/bench_kafka.py).
 So the stages exchange batches: one message carries every item one stage produced for one
-partition of the next, plus the sending join partition's watermark.
+partition of the next, plus the event-time progress of the sender.
 
-Every item keeps the position of the message it came from (source, offset, seq), so a consumer
-drops replayed items one by one however a restarted upstream cuts its batches.
+Every item keeps the position of the message it came from (source partition, offset, seq), so a
+consumer drops replayed items one by one however a restarted upstream cuts its batches.
 
 Layout: an orjson header line, then the payloads back to back (their lengths are in the header):
 
-    {"v":1,"items":[[src,offset,seq,kind,length(,[ts,rank,id,cache_domain])],...],"wm":[join_partition,watermark]|null,
-     "marks":{"i<partition>":newest_event_time,...}|null,"idle":["i<partition>",...]|null}\\n<payloads>
+    {"v":2,"items":[[topic,partition,offset,seq,kind,length(,[ts,rank,id],cache_domain)],...],
+     "wm":[join_partition,watermark]|null,"marks":{"<input partition>":newest_event_time,...}|null,
+     "idle":[<input partition>,...]|null}\\n<payloads>
 
-Payloads stay opaque bytes (raw event JSON, an Exchange's JSON): no escaping, no second parse.
+Payloads stay opaque bytes (records of streams/kafka/records.py): no escaping, no second parse.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
-VERSION = 1
+from detectors.reorder import OrderKey
+
+VERSION = 2
+INPUT = "input"  # Source.topic of an item caused by an input-topic message
+JOIN = "join"  # ... by a join-topic message
 
 
 class FrameError(ValueError):
     """An internal message that is not a batch of this version (a bug or a foreign producer)."""
 
 
+class Source(NamedTuple):
+    """The topic partition whose message caused an item: replays are recognised per source."""
+
+    topic: str  # INPUT | JOIN
+    partition: int
+
+
 @dataclass(slots=True)
 class Item:
-    src: str  # "i<partition>" of the input topic or "j<partition>" of the join topic
+    source: Source
     offset: int  # of the source message
     seq: int  # n-th output caused by that message
     kind: str  # event | canary | exchange | stats
     payload: bytes
-    # join -> domain: the item's order key (event time, kind rank, id) and its cache domain, so that
-    # the domain stage can order and hold it as bytes, validating it once when it is released
-    meta: tuple[float, int, str, str] | None = None
+    # join -> domain: the item's order key and cache domain, so that the domain stage can order and
+    # hold it as bytes, decoding it once when it is released
+    order: OrderKey | None = None
+    cache_domain: str | None = None
 
     @property
     def pos(self) -> tuple[int, int]:
@@ -49,9 +63,9 @@ class Item:
 class Batch:
     items: list[Item]
     wm: tuple[int, float] | None = None  # join -> domain: (join partition, its watermark)
-    # ingest -> join: the newest event time read so far from each input partition ("i<partition>")
-    marks: dict[str, float] | None = None
-    idle: list[str] | None = None  # ... and which of those input partitions have gone quiet
+    # ingest -> join: the newest event time read so far from each input partition
+    marks: dict[int, float] | None = None
+    idle: list[int] | None = None  # ... and which of those input partitions have gone quiet
 
 
 def split(items: list[Item], max_bytes: int) -> list[list[Item]]:
@@ -59,7 +73,7 @@ def split(items: list[Item], max_bytes: int) -> list[list[Item]]:
     runs: list[list[Item]] = [[]]
     size = 0
     for it in items:
-        n = len(it.payload) + 64  # + its header entry, generously
+        n = len(it.payload) + 80  # + its header entry, generously
         if runs[-1] and size + n > max_bytes:
             runs.append([])
             size = 0
@@ -68,16 +82,20 @@ def split(items: list[Item], max_bytes: int) -> list[list[Item]]:
     return runs
 
 
+def _entry(it: Item) -> list[object]:
+    head: list[object] = [it.source.topic, it.source.partition, it.offset, it.seq, it.kind, len(it.payload)]
+    if it.order is not None:
+        head += [list(it.order), it.cache_domain]
+    return head
+
+
 def encode(batch: Batch) -> bytes:
     header = orjson.dumps(
         {
             "v": VERSION,
-            "items": [
-                [it.src, it.offset, it.seq, it.kind, len(it.payload), *([list(it.meta)] if it.meta else [])]
-                for it in batch.items
-            ],
+            "items": [_entry(it) for it in batch.items],
             "wm": list(batch.wm) if batch.wm is not None else None,
-            "marks": batch.marks,
+            "marks": {str(k): v for k, v in batch.marks.items()} if batch.marks is not None else None,
             "idle": batch.idle,
         }
     )
@@ -94,13 +112,24 @@ def decode(value: bytes) -> Batch:
             raise FrameError(f"batch version {h.get('v')!r} != {VERSION}")
         items: list[Item] = []
         at = 0
-        view = memoryview(body)
+        sources: dict[tuple[str, int], Source] = {}  # one Source per partition, not one per item
         for entry in h["items"]:
-            src, offset, seq, kind, length = entry[:5]
-            m = entry[5] if len(entry) > 5 else None
-            meta = (float(m[0]), int(m[1]), str(m[2]), str(m[3])) if m is not None else None
-            items.append(Item(src, int(offset), int(seq), kind, bytes(view[at : at + length]), meta))
-            at += length
+            topic, partition, offset, seq, kind, length = entry[:6]
+            source = sources.get((topic, partition))
+            if source is None:
+                if topic not in (INPUT, JOIN) or type(partition) is not int:
+                    raise FrameError(f"unknown source {topic!r}:{partition!r}")
+                source = sources[(topic, partition)] = Source(topic, partition)
+            if type(offset) is not int or type(seq) is not int:
+                raise FrameError(f"position {offset!r}:{seq!r} is not two integers")
+            order = cache_domain = None
+            if len(entry) > 6:
+                ts, rank, ident = entry[6]
+                order = OrderKey(float(ts), int(rank), str(ident))
+                cache_domain = str(entry[7])
+            end = at + length
+            items.append(Item(source, offset, seq, kind, body[at:end], order, cache_domain))
+            at = end
         if at != len(body):
             raise FrameError(f"payload lengths add up to {at}, body has {len(body)} bytes")
         wm = h.get("wm")
@@ -109,10 +138,10 @@ def decode(value: bytes) -> Batch:
         return Batch(
             items,
             (int(wm[0]), float(wm[1])) if wm is not None else None,
-            {str(k): float(v) for k, v in marks.items()} if marks is not None else None,
-            [str(x) for x in idle] if idle is not None else None,
+            {int(k): float(v) for k, v in marks.items()} if marks is not None else None,
+            [int(x) for x in idle] if idle is not None else None,
         )
     except FrameError:
         raise
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FrameError(f"malformed batch: {type(exc).__name__}: {exc}") from exc
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise FrameError(f"malformed batch: {type(exc).__name__}: {exc}") from None

@@ -44,7 +44,7 @@ def settings_for(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     import faust
 
-    from streams.kafka.app import build_runtime
+    from streams.kafka.app import build_pipeline
     from streams.kafka.topics import ensure_topics
 
     settings = require_fingerprint_key(settings_for(args), "worker")
@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_create_topics:
         created = ensure_topics(settings.kafka)
         logging.getLogger("crosstalk.worker").info("topics: %s", created)
-    runtime = build_runtime(settings)
-    worker = faust.Worker(runtime.app, loglevel=args.loglevel, quiet=True)
+    pipeline = build_pipeline(settings)
+    worker = faust.Worker(pipeline.app, loglevel=args.loglevel, quiet=True)
     # Faust's terminal spinner sets the root logger to DEBUG so that it "spins for every log
     # message": every debug call in aiokafka then builds a LogRecord (~8 % of a worker's CPU).
     worker.spinner = None
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     finally:
-        runtime.close_sinks()
+        pipeline.close_sinks()
     return 0
 
 

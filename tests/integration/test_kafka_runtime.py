@@ -81,14 +81,21 @@ class AlertReader:
         )
         self.seen: dict[str, int] = {}
         self.kinds: dict[str, str] = {}
+        self.resolved: set[str] = set()  # incident ids the core resolved (records beside the alerts)
+        self.incidents: set[str] = set()  # incident ids the alerts named
 
     def poll(self) -> dict[str, int]:
         for records in self.consumer.poll(timeout_ms=500).values():
             for r in records:
                 a = json.loads(r.value)
+                if a.get("record") == "incident_resolved":
+                    assert r.key == a["incident_id"].encode(), "resolutions are keyed by incident_id"
+                    self.resolved.add(a["incident_id"])
+                    continue
                 assert r.key == a["alert_id"].encode(), "alerts are keyed by alert_id"
                 self.seen[a["alert_id"]] = self.seen.get(a["alert_id"], 0) + 1
                 self.kinds[a["alert_id"]] = a["kind"]
+                self.incidents.add(a["incident_id"])
         return self.seen
 
     def wait_for_ids(self, expected: set[str], timeout_s: float = WAIT_S) -> set[str]:
@@ -137,6 +144,9 @@ def test_incident_through_kafka_gives_the_embedded_alert_ids(
         res = produce_file(incident["path"], kafka_names.settings().kafka)
         assert not res.bad_lines
         _assert_same_alerts(reader, incident, [w])
+        # The ticks end every incident: the core's resolutions reach the alerts topic, for `crosstalk deliver`.
+        wait_for(lambda: reader.poll() is not None and reader.resolved, 60, what="incident resolutions")
+        assert reader.resolved <= reader.incidents
         c = w.counters()
         assert c is not None and not c["deadletter"], c
 
@@ -276,7 +286,16 @@ def test_bad_messages_go_to_the_dead_letter_topic_and_the_worker_keeps_going(
     for reason, _, value in bad:
         assert reason in got, (reason, sorted(got), w.log_tail())
         raw, headers = got[reason]
-        assert raw == value, reason
+        if reason == "duplicate":
+            # Found at the join, after ingest validated it into a compact, text-free record: the dead letter
+            # holds that record, and its headers point at the original message in the input topic.
+            assert (
+                raw != value
+                and b'"e-1"' in raw
+                and headers["x-crosstalk-source-topic"] == kafka_names.input_topic.encode()
+            )
+        else:
+            assert raw == value, reason
         assert headers["x-crosstalk-detail"], reason
         assert headers["x-crosstalk-source-topic"].decode() in (kafka_names.input_topic, f"{kafka_names.app_id}.join")
         assert int(headers["x-crosstalk-source-offset"]) >= 0
@@ -327,3 +346,60 @@ def test_a_bad_line_in_a_batched_message_is_dead_lettered_alone(kafka_names: Kaf
     assert c["counters"]["events.request"] == 1 and c["counters"]["events.response"] == 1
     assert c["counters"]["ingest.messages"] == 1
     assert c["deadletter"] == {"not_json": 1}
+
+
+def test_ready_only_once_assigned_and_consuming(kafka_names: KafkaNames, workers: Workers) -> None:
+    """Issue 11: /ready answered 200 about 50 s before the worker had joined the consumer group."""
+    import urllib.error
+    import urllib.request
+
+    w = workers.start(kafka_names, "ready")
+
+    def ready() -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{w.port}/ready", timeout=2) as r:
+                return json.loads(r.read()) if r.status == 200 else None
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503, exc.code
+            return None
+        except OSError:
+            assert w.alive(), w.log_tail()
+            return None
+
+    body = wait_for(ready, 120, interval_s=0.1, what="/ready to answer 200")
+    # The very first 200 already comes from a worker that holds input partitions.
+    assert body["ready"] is True
+    assert any(tp.startswith(f"{kafka_names.input_topic}:") for tp in body["assigned"]), body["assigned"]
+
+
+def test_a_far_future_event_is_dead_lettered_and_moves_no_watermark(kafka_names: KafkaNames, workers: Workers) -> None:
+    """Issue 11: one event far in the future moved every watermark to that time, for good."""
+    w = workers.start(kafka_names, "future")
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    now = time.time()
+    stats = {"type": "cache_stats", "cache_domain": "d1", "role": "prefill", "capacity_tokens": 10, "used_tokens": 1}
+    prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+    for p in range(4):  # every input partition has a recent event time
+        prod.send(
+            kafka_names.input_topic, partition=p, value=orjson.dumps({**stats, "event_id": f"s{p}", "ts": now - 60})
+        )
+    poison = {**stats, "event_id": "poison", "ts": now + 10 * 365 * 86400.0}
+    prod.send(kafka_names.input_topic, partition=1, value=orjson.dumps(poison))
+    for p in range(4):
+        prod.send(
+            kafka_names.input_topic, partition=p, value=orjson.dumps({**stats, "event_id": f"t{p}", "ts": now - 30})
+        )
+    prod.flush()
+    prod.close()
+
+    def settled() -> dict[str, Any] | None:
+        c = w.counters()
+        if not c or c["counters"].get("events.cache_stats", 0) < 8:  # every good event reached its join partition
+            return None
+        return c if c["event_time"]["join_watermarks"] else None
+
+    c = wait_for(settled, WAIT_S, what="the events to be read and a watermark to form")
+    assert c["deadletter"] == {"future_ts": 1}
+    assert all(ts <= now for ts in c["event_time"]["input"].values()), c["event_time"]
+    assert all(wm <= now for wm in c["event_time"]["join_watermarks"].values()), c["event_time"]
+    assert c["counters"]["events.cache_stats"] == 8

@@ -1,0 +1,183 @@
+"""The compact records of the workers' internal topics: events validated once, at ingest.
+
+An input event is validated by the ingest stage and nowhere else. What crosses the internal topics is
+the validated model's field values in field order (an orjson array), rebuilt on the other side
+without validation: every stage after ingest reads records that only the workers write. A record
+holds no raw text: prompts and outputs were fingerprinted at ingest (the wire `Fingerprint` form), and
+canary markers travel as their keyed hashes (`Plant`, detectors.canaries.CanaryRegistry.register_keyed).
+
+    event record     [type, [field values in model order, nested models as arrays], token_keys|null]
+    plant record     [event_id, ts, token_key, marker_id, tenant_id, session_id]
+    exchange record  [ts, request|null, response|null, prompt_print|null, output_print|null,
+                      [[marker_id, owner_tenant_id, owner_session_id], ...], orphan|null]
+
+Rebuilding skips pydantic's validation, the cost the records exist to avoid (a model built here is
+equal to, and serialises like, the validated one; tests/kafka/test_records.py checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from detectors.exchange import CanaryHit, Exchange, TextPrint
+from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
+
+
+class RecordError(ValueError):
+    """An internal record this version cannot read (a bug, or a foreign writer to an internal topic)."""
+
+
+_new = object.__new__
+# BaseModel's own slot descriptors, as detectors.exchange.joined uses them: a trusted build, no validation.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
+    cls: tuple(cls.model_fields) for cls in (Request, Response, CacheStats, Canary, Usage, Fingerprint)
+}
+# Fields holding a nested model, by position: flattened to an array in the record.
+_NESTED: dict[type[BaseModel], tuple[tuple[int, type[BaseModel]], ...]] = {
+    Request: ((_FIELDS[Request].index("prompt_fingerprint"), Fingerprint),),
+    Response: (
+        (_FIELDS[Response].index("usage"), Usage),
+        (_FIELDS[Response].index("output_fingerprint"), Fingerprint),
+    ),
+}
+_BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response, "cache_stats": CacheStats}
+
+
+def _trusted(cls: type[BaseModel], values: dict[str, Any]) -> Any:
+    # fields_set = every field: nothing here dumps with exclude_unset, and computing it per model costs.
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields_set(obj, set(values))
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
+
+
+def _flat(model: BaseModel) -> list[Any]:
+    cls = type(model)
+    d = model.__dict__
+    values = [d[f] for f in _FIELDS[cls]]
+    for i, _ in _NESTED.get(cls, ()):
+        if values[i] is not None:
+            values[i] = _flat(values[i])
+    return values
+
+
+def _build(cls: type[BaseModel], values: list[Any]) -> Any:
+    fields = _FIELDS[cls]
+    if len(values) != len(fields):
+        raise RecordError(f"{cls.__name__} record has {len(values)} fields, expected {len(fields)}")
+    for i, sub in _NESTED.get(cls, ()):
+        if values[i] is not None:
+            values[i] = _build(sub, values[i])
+    return _trusted(cls, dict(zip(fields, values, strict=False)))  # lengths checked above
+
+
+# --- events (ingest -> join) ------------------------------------------------------------------------
+
+
+def event_record(event: Request | Response | CacheStats, token_keys: list[int] | None = None) -> bytes:
+    """`event` must be text-free (ingest fingerprints and strips text before); `token_keys` are the keyed
+    hashes of an output's hex-looking words, which a canary scan looks up (CanaryRegistry.token_keys)."""
+    return orjson.dumps([event.type, _flat(event), token_keys])
+
+
+def event_from_record(raw: bytes) -> tuple[Request | Response | CacheStats, list[int] | None]:
+    try:
+        kind, values, anchors = orjson.loads(raw)
+        cls = _BY_TYPE[kind]
+        return _build(cls, values), anchors
+    except RecordError:
+        raise
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise RecordError(f"malformed event record: {type(exc).__name__}: {exc}") from None
+
+
+# --- canary plants (ingest -> every join partition) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Plant:
+    """A canary marker planted at event time `ts`, known by its keyed hashes only."""
+
+    event_id: str  # the canary event's id (deduplicated where the event itself is routed), or the request's
+    ts: float
+    token_key: int  # keyed hash of the marker's random part: what outputs are scanned for
+    marker_id: str  # keyed id of the whole marker: what alerts carry
+    tenant_id: str
+    session_id: str | None
+
+
+def plant_record(p: Plant) -> bytes:
+    return orjson.dumps([p.event_id, p.ts, p.token_key, p.marker_id, p.tenant_id, p.session_id])
+
+
+def plant_from_record(raw: bytes) -> Plant:
+    try:
+        event_id, ts, token_key, marker_id, tenant_id, session_id = orjson.loads(raw)
+        return Plant(str(event_id), float(ts), int(token_key), str(marker_id), str(tenant_id), session_id)
+    except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+        raise RecordError(f"malformed plant record: {type(exc).__name__}: {exc}") from None
+
+
+# --- exchanges (join -> domain) -------------------------------------------------------------------------
+
+
+def _print_values(tp: TextPrint | None) -> list[Any] | None:
+    return None if tp is None else [tp.words, tp.hashes]
+
+
+def _print_of(values: list[Any] | None) -> TextPrint | None:
+    if values is None:
+        return None
+    words, hashes = values
+    return _trusted(TextPrint, {"hashes": hashes, "words": words})
+
+
+def exchange_record(ex: Exchange) -> bytes:
+    d = ex.__dict__
+    req, resp = d["request"], d["response"]
+    return orjson.dumps(
+        [
+            d["ts"],
+            None if req is None else _flat(req),
+            None if resp is None else _flat(resp),
+            _print_values(d["prompt_print"]),
+            _print_values(d["output_print"]),
+            [[h.marker_id, h.owner_tenant_id, h.owner_session_id] for h in d["canary_hits"]],
+            d["orphan"],
+        ]
+    )
+
+
+def exchange_from_record(raw: bytes) -> Exchange:
+    try:
+        ts, req, resp, pprint, oprint, hits, orphan = orjson.loads(raw)
+        values = {
+            "ts": float(ts),
+            "request": None if req is None else _build(Request, req),
+            "response": None if resp is None else _build(Response, resp),
+            "prompt_print": _print_of(pprint),
+            "output_print": _print_of(oprint),
+            "canary_hits": [
+                _trusted(CanaryHit, {"marker_id": m, "owner_tenant_id": t, "owner_session_id": s}) for m, t, s in hits
+            ],
+            "orphan": orphan,
+        }
+    except RecordError:
+        raise
+    except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+        raise RecordError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None
+    ex = _trusted(Exchange, values)
+    # An Exchange sets every field but `orphan` when it is a pair (detectors.exchange.joined).
+    _set_fields_set(ex, set(values) - ({"orphan"} if orphan is None else set()))
+    return ex

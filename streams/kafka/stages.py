@@ -1,0 +1,378 @@
+"""What each Kafka stage does with one partition's input, without Faust: feed a batch, get back what to
+send on, what to dead-letter, and the alerts.
+
+    IngestStage  (streams/kafka/ingest.py) input messages -> validated, text-free records per join
+                 partition (+ canary plants, + event-time marks per input partition)
+    JoinStage    records of one join partition -> admit (check + dedup), join, route by cache domain,
+                 watermark = slowest input partition - lateness
+    DomainStage  exchanges and stats of one domain partition -> event-time order behind the join
+                 partitions' watermarks -> DomainMonitor per cache domain -> alerts
+
+No I/O and no clock: wall-clock time, used for idleness only, is passed in as `now` (monotonic s).
+app.py moves the bytes and acks; checkpoint.py snapshots the states. Every decision about the data is
+made by detectors/ (admit, route_exchange, DomainTable, count_alerts, order_key, EventTimeBuffer,
+EventClock are what the embedded Monitor and runner use too). tests/kafka/ runs them without a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from detectors.canaries import CanaryRegistry
+from detectors.dedup import Deduper
+from detectors.exchange import CanaryHit, Exchange
+from detectors.join import Joiner
+from detectors.monitor import DomainTable, admit, count_alerts, make_fingerprinter, route_exchange
+from detectors.reorder import EventTimeBuffer, OrderKey, order_key
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert, IncidentResolved
+from schemas.events import CacheStats, EventError, Request, Response
+from streams.kafka import records
+from streams.kafka.frames import JOIN, Batch, Item, Source
+from streams.kafka.routing import partition_of
+from streams.settings import Settings
+
+log = logging.getLogger("crosstalk.stages")
+Pos = tuple[int, int]  # (offset, seq) within one source partition
+NEG_INF = float("-inf")
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    """What a stage could not use: the bytes it had, why, and where they came from."""
+
+    payload: bytes
+    reason: str
+    detail: str
+    source: Source
+    offset: int
+    line: int | None = None  # within a batched (NDJSON) input message
+    key: bytes | None = None
+
+
+@dataclass(slots=True)
+class Send:
+    """One internal message to send: items for a partition of the next stage, with event-time progress."""
+
+    partition: int
+    items: list[Item]
+    wm: tuple[int, float] | None = None
+    marks: dict[int, float] | None = None
+    idle: list[int] | None = None
+
+
+def _replayed(last: dict[Source, Pos], source: Source, pos: Pos) -> bool:
+    """True if this position was already applied (a replay of an upstream that restarted)."""
+    seen = last.get(source)
+    if seen is not None and pos <= seen:
+        return True
+    last[source] = pos
+    return False
+
+
+def _failed(stage: str, it: Item, exc: Exception) -> DeadLetter:
+    # A bug must not wedge the partition: the item is kept (dead-lettered) and the stage goes on.
+    log.exception("%s: item %s:%s:%s failed", stage, it.source, it.offset, it.seq)
+    return DeadLetter(it.payload, "internal_error", f"{type(exc).__name__}: {exc}", it.source, it.offset)
+
+
+# --- join ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class JoinState:
+    """One join partition's state (snapshotted whole by checkpoint.py)."""
+
+    joiner: Joiner  # its CanaryRegistry holds the markers, by keyed hashes only
+    dedup: Deduper
+    hits: dict[str, list[CanaryHit]] = field(default_factory=dict)  # request_id -> hits of its waiting response
+    wm: float = NEG_INF  # the watermark the Joiner's expiry has been advanced to
+    sent_wm: float = NEG_INF
+    marks: dict[int, float] = field(default_factory=dict)  # input partition -> newest event time read
+    idle: set[int] = field(default_factory=set)  # input partitions the ingest reported quiet
+    last: dict[Source, Pos] = field(default_factory=dict)
+    offset: int = -1  # last join-topic offset covered
+
+    @classmethod
+    def fresh(cls, s: DetectionSettings) -> JoinState:
+        joiner = Joiner(s, CanaryRegistry(make_fingerprinter(s), s.max_canaries))
+        return cls(joiner, Deduper(s.dedup_window, s.dedup_window_s))
+
+
+@dataclass(slots=True)
+class JoinResult:
+    sends: list[Send] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class _ToDomain:
+    """What handling one join message produces, by domain partition, with consecutive positions."""
+
+    def __init__(self, source: Source, offset: int, partitions: int) -> None:
+        self.source = source
+        self.offset = offset
+        self.partitions = partitions
+        self.seq = 0
+        self.items: dict[int, list[Item]] = {}
+
+    def add(self, cache_domain: str, kind: str, payload: bytes, key: OrderKey) -> None:
+        q = partition_of(cache_domain, self.partitions)
+        self.items.setdefault(q, []).append(Item(self.source, self.offset, self.seq, kind, payload, key, cache_domain))
+        self.seq += 1
+
+
+class JoinStage:
+    def __init__(self, settings: Settings, counters: Counter[str], started: float) -> None:
+        self.kafka = settings.kafka
+        self.detection = settings.detection
+        self.counters = counters
+        self.started = started  # monotonic time the worker started
+        self.mark_heard: dict[tuple[int, int], float] = {}  # (join partition, input partition) -> wall clock
+
+    def restored(self, partition: int, st: JoinState, now: float) -> None:
+        for i in st.marks:  # restored marks count as just heard, and may go idle from now
+            self.mark_heard[(partition, i)] = now
+
+    def handle(self, st: JoinState, partition: int, offset: int, batch: Batch, now: float) -> JoinResult:
+        res = JoinResult()
+        out = _ToDomain(Source(JOIN, partition), offset, self.kafka.internal_partitions)
+        for it in batch.items:
+            if _replayed(st.last, it.source, it.pos):
+                self.counters["join.replayed_skipped"] += 1
+                continue
+            try:
+                self._item(st, it, out, res)
+            except Exception as exc:
+                res.dead.append(_failed("join", it, exc))
+        if batch.marks:
+            quiet = set(batch.idle or ())
+            for i, ts in batch.marks.items():
+                st.marks[i] = max(st.marks.get(i, NEG_INF), ts)
+                self.mark_heard[(partition, i)] = now
+                if i in quiet:
+                    st.idle.add(i)
+                else:
+                    st.idle.discard(i)
+        wm = self.watermark(st, partition, now) - self.kafka.watermark_lateness_s
+        if wm > st.wm:
+            # Pending halves expire on the watermark, not on the newest event seen here: one input
+            # partition read ahead of another (a backlog, a tick far ahead) must not orphan requests
+            # whose responses are still unread elsewhere. Orphans precede the watermark that passes them.
+            self._route(st, st.joiner.advance(wm), out)
+            st.wm = wm
+        wm_due = wm > NEG_INF and (wm >= st.sent_wm + self.kafka.watermark_step_s or st.sent_wm == NEG_INF)
+        if wm_due:
+            st.sent_wm = wm
+        mark = (partition, st.sent_wm) if st.sent_wm != NEG_INF else None
+        for q in range(self.kafka.internal_partitions):
+            items = out.items.get(q)
+            if items or wm_due:
+                res.sends.append(Send(q, items or [], wm=mark))
+        return res
+
+    def watermark(self, st: JoinState, partition: int, now: float) -> float:
+        """The slowest input partition's event time, skipping partitions silent for watermark_idle_s.
+
+        When every input partition is silent, everything written has been read: the newest mark holds."""
+        idle = self.kafka.watermark_idle_s
+        if now - self.started <= idle and any(i not in st.marks for i in range(self.kafka.input_partitions)):
+            # An input partition not heard of yet may be read by another worker that has not sent its
+            # first batch: waiting for it (at most watermark_idle_s after start) keeps its items on time.
+            return NEG_INF
+        # Quiet by the ingest's word (it reads the partition), or not heard of at all for that long
+        # (the worker that read it is gone).
+        heard = self.mark_heard
+        live = [ts for i, ts in st.marks.items() if i not in st.idle and now - heard.get((partition, i), now) <= idle]
+        if live:
+            return min(live)
+        return max(st.marks.values(), default=NEG_INF)
+
+    def _item(self, st: JoinState, it: Item, out: _ToDomain, res: JoinResult) -> None:
+        if it.kind == "plant":  # a marker planted by an event routed elsewhere
+            self._register(st, records.plant_from_record(it.payload))
+            return
+        try:
+            if it.kind == "canary":
+                plant = records.plant_from_record(it.payload)
+                if st.dedup.seen(plant.event_id, plant.ts):
+                    raise EventError("duplicate", f"event_id {plant.event_id!r} was seen before")
+                self.counters["events.canary"] += 1
+                self._register(st, plant)
+                return
+            event, keys = records.event_from_record(it.payload)
+            admit(event, st.joiner, st.dedup)
+        except EventError as exc:
+            res.dead.append(DeadLetter(it.payload, exc.reason, exc.detail, it.source, it.offset))
+            return
+        self.counters[f"events.{event.type}"] += 1
+        if isinstance(event, CacheStats):
+            out.add(event.cache_domain, "stats", it.payload, order_key(event))
+            return
+        if isinstance(event, Response):
+            hits = st.joiner.canaries.scan_keys(keys) if keys else []
+            if hits and event.request_id not in st.hits:
+                st.hits[event.request_id] = hits
+            exchanges = st.joiner.observe_response(event)
+        else:
+            assert isinstance(event, Request)
+            exchanges = st.joiner.observe_request(event)
+        self._route(st, exchanges, out)
+
+    @staticmethod
+    def _register(st: JoinState, p: records.Plant) -> None:
+        st.joiner.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
+
+    def _route(self, st: JoinState, exchanges: list[Exchange], out: _ToDomain) -> None:
+        for ex in exchanges:
+            hits = st.hits.pop(ex.request_id, None) if st.hits else None
+            if hits and ex.response is not None:
+                # The response's canary hits, found at ingest time from keyed ids instead of by the
+                # Joiner from its text (which never reaches this stage).
+                ex = ex.model_copy(update={"canary_hits": hits})
+            domain = route_exchange(ex, self.counters)
+            if domain is not None:
+                out.add(domain, "exchange", records.exchange_record(ex), order_key(ex))
+
+
+# --- domain ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DomainState:
+    """One domain partition's state: its domains and the items waiting for the watermark."""
+
+    table: DomainTable  # the partition's DomainMonitors, bounded and expired as in the embedded Monitor
+    wms: dict[int, float] = field(default_factory=dict)  # join partition -> its watermark
+    released: float = NEG_INF  # items up to this event time were handed to the domains
+    # Held as bytes: a held item is pickled into every snapshot until released, and bytes pickle for
+    # free where a model costs more than decoding it once on release.
+    pending: EventTimeBuffer[Item] = field(default_factory=EventTimeBuffer)
+    last: dict[Source, Pos] = field(default_factory=dict)
+    offset: int = -1
+
+    @classmethod
+    def fresh(cls, s: DetectionSettings, counters: Counter[str]) -> DomainState:
+        return cls(DomainTable(s, counters))
+
+
+@dataclass(slots=True)
+class DomainResult:
+    alerts: list[Alert] = field(default_factory=list)
+    evaluated: list[tuple[Exchange, list[Alert]]] = field(default_factory=list)  # for the sinks
+    resolved: list[IncidentResolved] = field(default_factory=list)
+    # What goes to the alerts topic: (key, value) — alerts keyed by alert_id, resolutions by incident_id.
+    published: list[tuple[bytes, bytes]] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class DomainStage:
+    def __init__(self, settings: Settings, counters: Counter[str], started: float) -> None:
+        self.kafka = settings.kafka
+        self.detection = settings.detection
+        self.counters = counters
+        self.started = started
+        self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark
+
+    def handle(self, st: DomainState, partition: int, batch: Batch, now: float) -> DomainResult:
+        res = DomainResult()
+        for it in batch.items:
+            if _replayed(st.last, it.source, it.pos):
+                self.counters["domain.replayed_skipped"] += 1
+                continue
+            try:
+                self._item(st, it, res)
+            except Exception as exc:
+                res.dead.append(_failed("domain", it, exc))
+        if batch.wm is not None:
+            src, wm = batch.wm
+            # max(): a replayed (older) watermark never moves time back.
+            st.wms[src] = max(st.wms.get(src, NEG_INF), wm)
+            self.wm_heard[src] = now
+            self._release(st, now, res)
+        if st.table._flushed:  # domains evicted by the count bound flushed their buffers
+            res.alerts += st.table.take_flushed()
+        count_alerts(self.counters, res.alerts)
+        self._publish(res, partition)
+        return res
+
+    def _publish(self, res: DomainResult, partition: int) -> None:
+        """Serialise here, where a failure is one dead letter, not a crashed agent and a lost partition."""
+        for a in res.alerts:
+            try:
+                res.published.append((a.alert_id.encode(), a.model_dump_json().encode()))
+            except Exception as exc:
+                log.exception("domain: alert %s could not be serialised", a.alert_id)
+                detail = f"alert {a.alert_id} ({a.kind}): {type(exc).__name__}: {exc}"
+                res.dead.append(DeadLetter(a.alert_id.encode(), "internal_error", detail, Source(JOIN, partition), -1))
+        for r in res.resolved:
+            self.counters["incidents.resolved"] += 1
+            res.published.append((r.incident_id.encode(), r.model_dump_json().encode()))
+
+    def _item(self, st: DomainState, it: Item, res: DomainResult) -> None:
+        if it.kind not in ("stats", "exchange"):
+            self.counters["domain.unknown_kind"] += 1
+            return
+        if it.order is None or it.cache_domain is None:
+            raise records.RecordError(f"{it.kind} item without its order key")
+        if it.order.ts <= st.released:
+            # Later than the watermark promised (input more disordered than the lateness allows):
+            # evaluated at once rather than dropped.
+            self.counters["domain.late_items"] += 1
+            self._feed(st, it, res)
+            return
+        st.pending.push(it.order, it)
+
+    def watermark(self, st: DomainState, now: float) -> float:
+        """The slowest join partition's watermark, skipping join partitions silent for watermark_idle_s."""
+        newest = max(self.wm_heard.values(), default=now)
+        idle = self.kafka.watermark_idle_s
+        marks = []
+        for q in range(self.kafka.internal_partitions):
+            heard = self.wm_heard.get(q)
+            # A join partition that has been silent for a while (no traffic) must not hold every domain back.
+            if q not in st.wms:
+                if heard is None and now - self.started > idle:
+                    continue
+                return NEG_INF
+            if heard is not None and newest - heard > idle:
+                continue
+            marks.append(st.wms[q])
+        return min(marks) if marks else NEG_INF
+
+    def _release(self, st: DomainState, now: float, res: DomainResult) -> None:
+        upto = self.watermark(st, now)
+        if upto <= st.released:
+            return
+        for it in st.pending.release(upto):
+            try:
+                self._feed(st, it, res)
+            except Exception as exc:
+                res.dead.append(_failed("domain", it, exc))
+        st.released = upto
+        table = st.table
+        for name in sorted(table.domains):
+            try:
+                res.alerts += table.domains[name].advance(upto)
+            except Exception as exc:  # its held items are lost to this domain, but not the partition
+                log.exception("domain: advancing %s failed", name)
+                detail = f"advancing domain {name!r}: {type(exc).__name__}: {exc}"
+                res.dead.append(DeadLetter(name.encode(), "internal_error", detail, Source(JOIN, -1), -1))
+        # Before expiry: a domain that went silent still resolves its incidents.
+        res.resolved += table.drain_resolved(upto)
+        table.expire(upto)
+        res.alerts += table.take_flushed()
+
+    def _feed(self, st: DomainState, it: Item, res: DomainResult) -> None:
+        assert it.cache_domain is not None and it.order is not None
+        dm = st.table.get(it.cache_domain, it.order.ts)
+        if it.kind == "stats":
+            stats, _ = records.event_from_record(it.payload)
+            assert isinstance(stats, CacheStats)
+            res.alerts += dm.observe_stats(stats)
+            return
+        ex = records.exchange_from_record(it.payload)
+        alerts = dm.observe_exchange(ex)
+        res.alerts += alerts
+        res.evaluated.append((ex, alerts))

@@ -1,0 +1,107 @@
+"""The Kafka stages wired in memory: the workers' topology without a broker or Faust.
+
+Every internal message goes through the real framing (frames.encode/decode) into a per-partition
+queue, and the stages are the worker's own classes (streams/kafka/stages.py); only the transport is
+a deque. Used by the broker-free tests (tests/kafka/) and to measure what the stages cost apart from
+Faust and Kafka (bench/bench_kafka.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from schemas.alert import Alert
+from streams.kafka import frames
+from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.stages import (
+    DeadLetter,
+    DomainStage,
+    DomainState,
+    JoinStage,
+    JoinState,
+    Send,
+)
+from streams.settings import Settings
+
+
+@dataclass
+class PipelineOutput:
+    alerts: list[Alert] = field(default_factory=list)
+    published: list[tuple[bytes, bytes]] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class StagePipeline:
+    """ingest -> join partitions -> domain partitions, in one process, one batch of input at a time."""
+
+    def __init__(self, settings: Settings, now: float = 1.0) -> None:
+        k = settings.kafka
+        self.settings = settings
+        self.counters: Counter[str] = Counter()
+        self.now = now  # monotonic seconds since the stages "started" (idleness only)
+        self.ingest = IngestStage(settings, self.counters)
+        self.join = JoinStage(settings, self.counters, started=0.0)
+        self.domain = DomainStage(settings, self.counters, started=0.0)
+        self.join_states = {p: JoinState.fresh(settings.detection) for p in range(k.internal_partitions)}
+        self.domain_states = {
+            q: DomainState.fresh(settings.detection, self.counters) for q in range(k.internal_partitions)
+        }
+        self.join_topic: dict[int, deque[bytes]] = {p: deque() for p in range(k.internal_partitions)}
+        self.domain_topic: dict[int, deque[bytes]] = {q: deque() for q in range(k.internal_partitions)}
+        self.join_offsets = dict.fromkeys(range(k.internal_partitions), -1)
+        self.input_offsets: dict[int, int] = {}
+        self.out = PipelineOutput()
+
+    @staticmethod
+    def _encode(send: Send) -> bytes:
+        return frames.encode(frames.Batch(send.items, send.wm, send.marks, send.idle))
+
+    def feed(
+        self, messages: Iterable[tuple[int, bytes | None]], ndjson: bool = False, wall: float | None = None
+    ) -> None:
+        """One ingest batch of (input partition, message value), then everything it causes downstream."""
+        msgs = []
+        for partition, value in messages:
+            offset = self.input_offsets[partition] = self.input_offsets.get(partition, -1) + 1
+            msgs.append(InputMessage(partition, offset, None, value, ndjson))
+        res = self.ingest.read(msgs, self.now, time.time() if wall is None else wall)
+        self.out.dead += res.dead
+        self.ingest.publish(res.newest)
+        for send in self.ingest.sends(res.to_join, self.now, force=False):
+            self.join_topic[send.partition].append(self._encode(send))
+        self.drain()
+
+    def heartbeat(self) -> None:
+        for send in self.ingest.sends({}, self.now, force=True):
+            self.join_topic[send.partition].append(self._encode(send))
+        self.drain()
+
+    def drain(self) -> None:
+        for p, queue in self.join_topic.items():
+            while queue:
+                self.join_offsets[p] += 1
+                batch = frames.decode(queue.popleft())
+                jr = self.join.handle(self.join_states[p], p, self.join_offsets[p], batch, self.now)
+                self.out.dead += jr.dead
+                for send in jr.sends:
+                    self.domain_topic[send.partition].append(self._encode(send))
+        for q, queue in self.domain_topic.items():
+            while queue:
+                dr = self.domain.handle(self.domain_states[q], q, frames.decode(queue.popleft()), self.now)
+                self.out.alerts += dr.alerts
+                self.out.published += dr.published
+                self.out.dead += dr.dead
+
+
+def run_lines(settings: Settings, lines: list[bytes], batch: int = 100) -> StagePipeline:
+    """Lines spread round-robin over the input partitions, `batch` per ingest call."""
+    pipe = StagePipeline(settings)
+    n = settings.kafka.input_partitions
+    for start in range(0, len(lines), batch):
+        chunk = lines[start : start + batch]
+        pipe.feed(((start + i) % n, line) for i, line in enumerate(chunk))
+    pipe.heartbeat()
+    return pipe

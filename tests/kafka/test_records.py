@@ -1,0 +1,138 @@
+"""The internal topics' framing and records, without a broker: what goes in comes out, bad bytes are errors."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from detectors.exchange import CanaryHit, Exchange, TextPrint, joined
+from detectors.reorder import EXCHANGE_RANK, OrderKey
+from schemas.events import Fingerprint, Request, Response, parse_event
+from streams.kafka import frames, records
+
+REQ = {
+    "type": "request",
+    "event_id": "q",
+    "ts": "2026-08-27T10:00:00.120+02:00",
+    "request_id": "r",
+    "tenant_id": "t",
+    "model": "m",
+    "prompt_tokens": 812345,
+    "session_id": "s",
+    "context_window": 1048576,
+    "max_output_tokens": 64,
+    "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+}
+RESP = {
+    "type": "response",
+    "event_id": "p",
+    "ts": 1787817641.9,
+    "request_id": "r",
+    "tenant_id": "t",
+    "model": "m",
+    "cache_domain": "d",
+    "status_code": 200,
+    "finish_reason": "stop",
+    "usage": {"input_tokens": 1, "output_tokens": 3},
+    "ttft_ms": 41,
+    "duration_ms": 5200.5,
+}
+FP = {"scheme": "winnow-v1", "k": 5, "w": 12, "key_id": "abc", "words": 9, "hashes": [0, 7, 2**64 - 1]}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        REQ,
+        {**REQ, "prompt_fingerprint": FP, "cache_domain": "d"},
+        RESP,
+        {**RESP, "output_fingerprint": FP, "usage": None},
+        {
+            "type": "cache_stats",
+            "event_id": "s",
+            "ts": 1.5,
+            "cache_domain": "d",
+            "role": "prefill",
+            "capacity_tokens": 681280,
+            "used_tokens": 3,
+            "context_window": 1048576,
+        },
+    ],
+)
+def test_an_event_record_rebuilds_the_validated_event(raw: dict) -> None:
+    event = parse_event(orjson.dumps(raw))
+    back, keys = records.event_from_record(records.event_record(event, [5, 2**64 - 1]))  # type: ignore[arg-type]
+    assert type(back) is type(event)
+    assert back == event
+    assert back.model_dump_json() == event.model_dump_json()
+    assert keys == [5, 2**64 - 1]
+    if isinstance(back, Request) and back.prompt_fingerprint is not None:
+        assert isinstance(back.prompt_fingerprint, Fingerprint)
+
+
+def test_an_exchange_record_rebuilds_the_exchange() -> None:
+    req, resp = parse_event(orjson.dumps(REQ)), parse_event(orjson.dumps(RESP))
+    assert isinstance(req, Request) and isinstance(resp, Response)
+    hit = CanaryHit(marker_id="m1", owner_tenant_id="probe-a", owner_session_id=None)
+    pair = joined(5.0, req, resp, TextPrint(hashes=[1, 2**64 - 1], words=3), None, [hit])
+    orphan = Exchange(ts=6.0, request=req, response=None, prompt_print=None, orphan="no_response")
+    for ex in (pair, orphan):
+        back = records.exchange_from_record(records.exchange_record(ex))
+        assert back == ex
+        assert back.model_dump_json() == ex.model_dump_json()
+        assert back.request_id == ex.request_id and back.cache_domain == ex.cache_domain
+
+
+@pytest.mark.parametrize(
+    ("decode", "raw"),
+    [
+        (records.event_from_record, b"not json"),
+        (records.event_from_record, b'["request", [1, 2], null]'),
+        (records.event_from_record, b'["alert", [], null]'),
+        (records.exchange_from_record, b"[1, 2]"),
+        (records.plant_from_record, b'["e", 1.0]'),
+    ],
+)
+def test_a_malformed_record_is_a_record_error(decode: object, raw: bytes) -> None:
+    with pytest.raises(records.RecordError):
+        decode(raw)  # type: ignore[operator]
+
+
+def test_a_plant_record_round_trips() -> None:
+    plant = records.Plant("c1", 2.5, 2**64 - 3, "mid", "probe-a", None)
+    assert records.plant_from_record(records.plant_record(plant)) == plant
+
+
+def test_frames_round_trip_with_positions_order_keys_and_progress() -> None:
+    items = [
+        frames.Item(frames.Source(frames.INPUT, 3), 10, 0, "event", b'{"a":1}'),
+        frames.Item(frames.Source(frames.JOIN, 1), 11, 2, "exchange", b"", OrderKey(5.5, EXCHANGE_RANK, "r\n1"), "dom"),
+    ]
+    batch = frames.Batch(items, wm=(1, 5.25), marks={0: 1.0, 3: 2.0}, idle=[3])
+    assert frames.decode(frames.encode(batch)) == batch
+    assert frames.decode(frames.encode(frames.Batch([]))) == frames.Batch([])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"",
+        b"no newline",
+        b'{"v":1,"items":[]}\n',
+        b'{"v":2,"items":[["x",0,0,0,"event",0]]}\n',
+        b'{"v":2,"items":[["input",0,0,0,"event",5]]}\nabc',
+        b"[1]\n",
+    ],
+)
+def test_a_malformed_frame_is_a_frame_error(value: bytes) -> None:
+    with pytest.raises(frames.FrameError):
+        frames.decode(value)
+
+
+def test_split_keeps_messages_under_the_limit_and_every_item_in_order() -> None:
+    items = [frames.Item(frames.Source(frames.INPUT, 0), i, 0, "event", b"x" * 100) for i in range(50)]
+    runs = frames.split(items, 1000)
+    assert [it for run in runs for it in run] == items
+    assert all(sum(len(it.payload) + 80 for it in run) <= 1000 for run in runs)
+    big = [frames.Item(frames.Source(frames.INPUT, 0), 0, 0, "event", b"x" * 5000)]
+    assert frames.split(big, 1000) == [big]  # too large for any message: alone, not dropped
