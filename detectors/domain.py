@@ -10,6 +10,7 @@ import pickle
 
 from detectors.exchange import Exchange
 from detectors.incidents import IncidentTracker
+from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
 from detectors.signals.canary import CanaryDetector
@@ -25,7 +26,7 @@ Item = CacheStats | Exchange
 
 
 class DomainMonitor:
-    def __init__(self, cache_domain: str, settings: DetectionSettings) -> None:
+    def __init__(self, cache_domain: str, settings: DetectionSettings, public: PublicSet | None = None) -> None:
         self.cache_domain = cache_domain
         self.s = settings
         self.capacity = CapacityTracker()
@@ -33,7 +34,7 @@ class DomainMonitor:
         self.accounting = AccountingDetector(settings)
         self.prefill = PrefillDetector(settings)
         self.canary = CanaryDetector()
-        self.overlap = OverlapDetector(settings)
+        self.overlap = OverlapDetector(settings, public)
         self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
@@ -202,12 +203,16 @@ class DomainMonitor:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def loads(cls, blob: bytes, settings: DetectionSettings | None = None) -> DomainMonitor:
+    def loads(
+        cls, blob: bytes, settings: DetectionSettings | None = None, public: PublicSet | None = None
+    ) -> DomainMonitor:
         obj = pickle.loads(blob)
         if not isinstance(obj, cls):
             raise TypeError("not a DomainMonitor snapshot")
         if settings is not None:
             obj.s = settings
+            obj.overlap.s = settings
+        obj.overlap.public = public  # the process's corpus: never part of a snapshot
         return obj
 
 

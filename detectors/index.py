@@ -43,6 +43,20 @@ class Overlap:
     run_by_session: Counter[str] = field(default_factory=Counter)
     by_session: Counter[str] = field(default_factory=Counter)  # same tenant, other session
     source_requests: dict[str, Counter[str]] = field(default_factory=dict)
+    # Explained by what the window cannot see: the receiver's own older history, the operator's public
+    # corpus, or a spread over many tenants across the long horizon.
+    own_history: int = 0
+    public: int = 0
+    # Rarity-weighted evidence per source (see `rarity`), passages (runs) per source, and the matched
+    # fingerprints per source, in output order.
+    evidence: dict[str, float] = field(default_factory=dict)
+    passages: Counter[str] = field(default_factory=Counter)
+    long_passages: Counter[str] = field(default_factory=Counter)  # runs of at least `long_run` matches
+    long_run: int = 3
+    # Evidence inside long passages only: the source of a leak is the tenant whose pages explain the long runs,
+    # not the one that shares the most scattered vocabulary with the output.
+    long_evidence: dict[str, float] = field(default_factory=dict)
+    matched: dict[str, list[int]] = field(default_factory=dict)
 
     def best_tenant(self) -> tuple[str, int] | None:
         if not self.by_tenant:
@@ -51,7 +65,13 @@ class Overlap:
         # the recently freed ones), then the lexically first id so the verdict is stable.
         tenant = min(
             self.by_tenant,
-            key=lambda t: (-round(self.weight[t], 9), -self.by_tenant[t], -self.newest[t], t),
+            key=lambda t: (
+                -round(self.long_evidence.get(t, 0.0), 9),
+                -round(self.weight[t], 9),
+                -self.by_tenant[t],
+                -self.newest[t],
+                t,
+            ),
         )
         return tenant, self.by_tenant[tenant]
 
@@ -78,6 +98,7 @@ class ContentIndex:
         self._order: deque[int] = deque()
         self._next_id = 0
         self.docs_seen = 0
+        self.first_ts: float | None = None  # event time of the first text: warm-up counts time, not texts alone
         self._fingerprints = 0
 
     def add(self, tenant_id: str, session_id: str | None, request_id: str, ts: float, hashes: list[int]) -> None:
@@ -87,6 +108,8 @@ class ContentIndex:
         doc = Doc(doc_id, tenant_id, session_id, request_id, ts, hashes)
         self._next_id += 1
         self.docs_seen += 1
+        if self.first_ts is None:
+            self.first_ts = ts
         docs = self._docs
         docs[doc_id] = doc
         self._order.append(doc_id)
@@ -142,18 +165,39 @@ class ContentIndex:
                         single[h] = next(iter(owners.values()))
                         del multi[h]
 
-    def query(self, tenant_id: str, session_id: str | None, hashes: list[int], own_prompt: set[int]) -> Overlap:
-        ov = Overlap(total=len(hashes))
+    def query(
+        self,
+        tenant_id: str,
+        session_id: str | None,
+        hashes: list[int],
+        own_prompt: set[int],
+        explained: list[int] | None = None,
+        rarity: list[float] | None = None,
+        long_run: int = 3,
+    ) -> Overlap:
+        """What the output `hashes` share with the window. `explained[i]` (0 none, 1 own history, 2 public
+        corpus, 3 common over the long horizon) and `rarity[i]` (the evidence weight of a match) come from
+        the long-horizon record; without them every match weighs 1."""
+        ov = Overlap(total=len(hashes), long_run=long_run)
         single_get = self._single.get
         multi_get = self._multi.get
         docs = self._docs
         common_min = self.common_min_tenants
-        runs: dict[str, int] = {}  # source -> length of the run ending at the previous fingerprint
-        for h in hashes:
+        # source -> (length, evidence) of the run ending at the previous fingerprint
+        runs: dict[str, tuple[int, float]] = {}
+        for i, h in enumerate(hashes):
             prev, runs = runs, {}
             if h in own_prompt:
                 ov.own_prompt += 1
                 continue
+            why = explained[i] if explained is not None else 0
+            if why >= 2:
+                if why == 2:
+                    ov.public += 1
+                else:
+                    ov.common += 1
+                continue
+            weight = rarity[i] if rarity is not None else 1.0
             only = single_get(h)
             if only is not None:
                 doc = docs[only]
@@ -161,8 +205,10 @@ class ContentIndex:
                     ov.common += 1
                 elif doc.tenant_id == tenant_id:
                     self._own(ov, doc, session_id, tenant_id, prev, runs)
+                elif why:  # the receiver had it itself, before the window
+                    ov.own_history += 1
                 else:
-                    self._credit(ov, doc, 1.0, prev, runs)
+                    self._credit(ov, doc, 1.0, weight, h, prev, runs)
                 continue
             owners = multi_get(h)
             if owners is None:
@@ -175,9 +221,12 @@ class ContentIndex:
             if own_doc is not None:
                 self._own(ov, docs[own_doc], session_id, tenant_id, prev, runs)
                 continue
+            if why:
+                ov.own_history += 1
+                continue
             share = 1.0 / len(owners)
             for doc_id in owners.values():
-                self._credit(ov, docs[doc_id], share, prev, runs)
+                self._credit(ov, docs[doc_id], share, weight * share, h, prev, runs)
         return ov
 
     @staticmethod
@@ -188,17 +237,30 @@ class ContentIndex:
             ov.own_context += 1
             return
         ov.by_session[sess] += 1
-        runs[sess] = prev.get(sess, 0) + 1
-        ov.run_by_session[sess] = max(ov.run_by_session[sess], runs[sess])
+        run = prev.get(sess, (0, 0.0))[0] + 1
+        runs[sess] = (run, 0.0)
+        ov.run_by_session[sess] = max(ov.run_by_session[sess], run)
         ov.source_requests.setdefault(tenant_id, Counter())[doc.request_id] += 1
 
     @staticmethod
-    def _credit(ov: Overlap, doc: Doc, share: float, prev: dict, runs: dict) -> None:
+    def _credit(ov: Overlap, doc: Doc, share: float, weight: float, h: int, prev: dict, runs: dict) -> None:
         """A passage another tenant had: credit (split between the tenants that had it)."""
         other = doc.tenant_id
         ov.by_tenant[other] += 1
-        runs[other] = prev.get(other, 0) + 1
-        ov.run_by_tenant[other] = max(ov.run_by_tenant[other], runs[other])
+        run, run_weight = prev.get(other, (0, 0.0))
+        run += 1
+        run_weight += weight
+        runs[other] = (run, run_weight)
+        if run == 1:
+            ov.passages[other] += 1
+        if run == ov.long_run:
+            ov.long_passages[other] += 1
+            ov.long_evidence[other] = ov.long_evidence.get(other, 0.0) + run_weight
+        elif run > ov.long_run:
+            ov.long_evidence[other] += weight
+        ov.evidence[other] = ov.evidence.get(other, 0.0) + weight
+        ov.matched.setdefault(other, []).append(h)
+        ov.run_by_tenant[other] = max(ov.run_by_tenant[other], run)
         ov.weight[other] = ov.weight.get(other, 0.0) + share
         ov.newest[other] = max(ov.newest.get(other, doc.ts), doc.ts)
         ov.source_requests.setdefault(other, Counter())[doc.request_id] += 1

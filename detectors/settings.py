@@ -84,7 +84,7 @@ class DetectionSettings(BaseModel):
         description="secret of the keyed hash; workers refuse to start without one, replay/demo use a random one",
     )
     k: int = Field(default=5, ge=2, le=32)
-    w: int = Field(default=12, ge=1, le=128)
+    w: int = Field(default=4, ge=1, le=128)
 
     # Join of request and response by request_id, in event time.
     request_wait_s: float = Field(default=900.0, gt=0, description="how long a request waits for its response")
@@ -128,6 +128,36 @@ class DetectionSettings(BaseModel):
     )
     overlap_strong_matches: int = Field(
         default=8, ge=1, description="run of consecutive matches that is critical on its own; score saturates here"
+    )
+    # Evidence from the shape of a match (docs/adr/0003): each unexplained fingerprint of a source counts 1 when
+    # no other tenant has had it over the long horizon (rare), 1/2 when one other has, 0 when more have.
+    overlap_high_run: int = Field(
+        default=3, ge=1, description="consecutive matched fingerprints (one passage) that may make a high alert"
+    )
+    overlap_max_scatter: float = Field(
+        default=2.0, ge=0, description="short scattered passages per long one beyond which a match is vocabulary"
+    )
+    overlap_high_evidence: float = Field(
+        default=2.0, gt=0, description="rarity-weighted matched fingerprints of one source that make a high alert"
+    )
+    overlap_critical_evidence: float = Field(
+        default=6.0, gt=0, description="rarity-weighted matched fingerprints of one source that make it critical"
+    )
+    overlap_warmup_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="event time a domain's index must have been learning before overlap alone may alert",
+    )
+    # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
+    spread_bits_log2: int = Field(
+        default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"
+    )
+    spread_capacity: int = Field(
+        default=200_000, ge=1000, description="pairs per generation (false-positive rate <= 1 % at the default)"
+    )
+    spread_epoch_s: float = Field(default=3 * 86400.0, gt=0, description="a generation lasts at most this long")
+    max_tainted: int = Field(
+        default=200_000, ge=0, description="fingerprints of flagged leaks remembered so re-sends stay attributable"
     )
 
     # Per-domain inputs are re-sorted by event time within this lateness, so that the order in which

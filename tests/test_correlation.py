@@ -22,7 +22,7 @@ def feed(m: Monitor, events: list) -> list:
 
 
 def test_response_before_request_still_joins() -> None:
-    m = Monitor(DetectionSettings(overlap_warmup_docs=0))
+    m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     alerts = feed(
         m,
         [
@@ -36,7 +36,7 @@ def test_response_before_request_still_joins() -> None:
 
 
 def test_request_without_cache_domain_joins_with_its_response() -> None:
-    m = Monitor(DetectionSettings(overlap_warmup_docs=0))
+    m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     r = request("r1", "a", 1, tokens=OVER)
     assert r.cache_domain is None
     alerts = feed(
@@ -58,7 +58,7 @@ def test_orphans_after_the_bounded_wait_are_reported_and_still_judged() -> None:
 
 
 def test_duplicate_event_id_is_rejected_and_changes_nothing() -> None:
-    m = Monitor(DetectionSettings(overlap_warmup_docs=0))
+    m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     r = request("r1", "a", 1)
     m.observe(r)
     with pytest.raises(EventError) as info:
@@ -68,7 +68,7 @@ def test_duplicate_event_id_is_rejected_and_changes_nothing() -> None:
 
 
 def test_foreign_fingerprint_parameters_are_rejected() -> None:
-    m = Monitor(DetectionSettings(overlap_warmup_docs=0))
+    m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     foreign = Fingerprinter("other-key", k=5, w=12).fingerprint(TEXTS[0])
     with pytest.raises(EventError) as info:
         m.observe(request("r1", "a", 1, prompt_fingerprint=foreign.model_dump()))
@@ -78,7 +78,7 @@ def test_foreign_fingerprint_parameters_are_rejected() -> None:
 
 
 def test_edge_fingerprints_detect_like_text() -> None:
-    s = DetectionSettings(overlap_warmup_docs=0)
+    s = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0)
     edge = Fingerprinter(s.fingerprint_key, s.k, s.w)
     m = Monitor(s)
     alerts = feed(
@@ -94,7 +94,7 @@ def test_edge_fingerprints_detect_like_text() -> None:
 
 
 def test_one_alert_per_response_combining_all_signals() -> None:
-    m = Monitor(DetectionSettings(overlap_warmup_docs=0))
+    m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     alerts = feed(
         m,
         [
@@ -118,7 +118,7 @@ def test_one_alert_per_response_combining_all_signals() -> None:
 
 def test_alert_ids_are_stable_and_incidents_group_a_fault() -> None:
     def once() -> list:
-        m = Monitor(DetectionSettings(overlap_warmup_docs=0))
+        m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
         events = [stats(ts=0, context_window=None)]
         for i in range(5):
             events += [
@@ -164,7 +164,7 @@ def test_state_is_bounded_by_size_and_time() -> None:
 
 
 def test_domain_state_snapshot_round_trip() -> None:
-    s = DetectionSettings(overlap_warmup_docs=0)
+    s = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0)
     m = Monitor(s)
     feed(m, [stats(ts=0), request("a1", "alice", 1, text=TEXTS[0]), response("a1", "alice", 2, text="ok")])
     restored = DomainMonitor.loads(m.domain("d1").dumps(), s)

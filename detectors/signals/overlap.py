@@ -1,11 +1,22 @@
 """Content overlap: an output carrying passages of another tenant's (or session's) recent context.
 
-A shared fingerprint is evidence only when it is not explained by the receiver's own prompt or own
-recent context and is not common to many tenants. The source is the tenant whose recent context
-explains most unexplained passages (credit split between tenants that share a passage). Overlap
-alone is graded by how much is shared: one or two fingerprints are `info` (unrelated code shares
-idioms), a few are a warning, many are critical. Next to the placeholder mechanism (overlong,
-accounting, prefill signals) any overlap is no coincidence: the verdict makes it critical.
+A shared fingerprint is evidence only when nothing innocent explains it:
+- the receiver's own prompt, or its own recent context (the window index), or its own older history
+  (the long-horizon record, `TenantSpread.had`);
+- the operator's public corpus (`PublicSet`);
+- commonness: held by `common_min_tenants` tenants in the window, or over the long horizon.
+What is left is weighed by rarity: a fingerprint no other tenant has ever had (over days) weighs 1,
+one that one other tenant has had weighs 1/2. The evidence for a source is the sum over its matched
+fingerprints (split when several tenants in the window had one). Winnowing guarantees a fingerprint
+for every shared passage of t units, so one page-sized fragment of a tenant's private text gives at
+least one rare match: `overlap_high_evidence` (1.0) makes that a high alert once the domain is warm.
+A long run of consecutive matches (`overlap_strong_matches`) is critical whatever the rarity: chance
+does not produce eight consecutive shared k-grams. Next to the placeholder mechanism any overlap is no
+coincidence: the verdict makes it critical. The reasoning and its measurements: docs/adr/0003.
+
+The source is the tenant whose recent context explains most unexplained passages (rarity-weighted).
+Fingerprints of a flagged leak are remembered (tainted) with their source: when the victim re-sends them
+in later turns they are not learned as the victim's, so the passage stays rare and attributable.
 """
 
 from __future__ import annotations
@@ -13,16 +24,22 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
+from detectors.commonness import TenantSpread
 from detectors.exchange import Exchange
-from detectors.index import ContentIndex
+from detectors.index import ContentIndex, Overlap
+from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
 
 _MAX_SOURCE_IDS = 5
+# Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.
+_RARITY = np.array([1.0, 1.0, 0.5, 0.0], dtype=np.float64)
 
 
 class OverlapDetector:
-    def __init__(self, settings: DetectionSettings) -> None:
+    def __init__(self, settings: DetectionSettings, public: PublicSet | None = None) -> None:
         self.s = settings
         self.index = ContentIndex(
             settings.index_window_s,
@@ -30,16 +47,53 @@ class OverlapDetector:
             settings.index_max_fingerprints,
             settings.common_min_tenants,
         )
+        self.spread = TenantSpread(
+            settings.spread_bits_log2, capacity=settings.spread_capacity, epoch_s=settings.spread_epoch_s
+        )
+        self.public = public
+        self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
+        self._last: tuple[str, list[int]] | None = None  # (source, matched) of the exchange just judged
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
+        state = self.__dict__.copy()
+        state["public"] = None
+        return state
+
+    def warm(self, ts: float) -> bool:
+        """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
+        counted in event time and texts, so a flood of junk texts or tenants cannot end it early."""
+        idx = self.index
+        return (
+            idx.docs_seen >= self.s.overlap_warmup_docs
+            and idx.first_ts is not None
+            and ts - idx.first_ts >= self.s.overlap_warmup_s
+        )
+
+    def _explain(self, tenant_id: str, hashes: list[int]) -> tuple[list[int], list[float]]:
+        """Per output fingerprint: why it is innocent (0 it is not, 1 own history, 2 public, 3 common over the
+        long horizon) and its evidence weight."""
+        spread = self.spread.tenants(hashes)
+        why = np.where(spread >= self.s.common_min_tenants, 3, 0)
+        if self.public is not None:
+            why[self.public.contains(hashes)] = 2
+        why[self.spread.had(tenant_id, hashes)] = 1
+        return why.tolist(), _RARITY[np.minimum(spread, 3)].tolist()
 
     def observe(self, ex: Exchange) -> list[Signal]:
+        self._last = None
         if ex.output_print is None or not ex.output_print.hashes:
             return []
+        hashes = ex.output_print.hashes
         own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
-        ov = self.index.query(ex.tenant_id, ex.session_id, ex.output_print.hashes, own)
+        why, rarity = self._explain(ex.tenant_id, hashes)
+        ov = self.index.query(ex.tenant_id, ex.session_id, hashes, own, why, rarity, self.s.overlap_high_run)
         base = {
             "output_fingerprints": ov.total,
             "explained_own_prompt": ov.own_prompt,
             "explained_own_context": ov.own_context,
+            "explained_own_history": ov.own_history,
+            "explained_public": ov.public,
             "common": ov.common,
             "novel": ov.novel,
         }
@@ -51,41 +105,68 @@ class OverlapDetector:
             # The conclusion is the origin that explains more of the output.
             assert best is not None and session is not None
             cross_tenant = best[1] >= session[1]
+        warm = self.warm(ex.ts)
         if cross_tenant:
             assert best is not None
             tenant, n = best
-            run = ov.run_by_tenant[tenant]
-            return [
-                self._signal("cross_tenant_contamination", n, run, ov.total, base, tenant, ov.source_requests[tenant])
-            ]
+            self._last = (tenant, ov.matched.get(tenant, []))
+            return [self._tenant_signal(ov, tenant, n, base, warm)]
         if cross_session:
             assert session is not None
             sess, n = session
             figures = dict(base, source_session_id=sess)
             run = ov.run_by_session[sess]
-            reqs = ov.source_requests[ex.tenant_id]
-            return [self._signal("cross_session_contamination", n, run, ov.total, figures, None, reqs)]
+            # A tenant's own text in its other session is its own data: a finding only as a long run.
+            severity = "info"
+            return [self._signal("cross_session_contamination", severity, n, run, ov.total, figures, None, ov)]
         return []
 
+    def _by_run(self, run: int, warm: bool, strong: str) -> str:
+        if not warm:
+            return "info"
+        if run >= self.s.overlap_strong_matches:
+            return strong
+        # One or two shared k-grams happen between unrelated texts (code idioms); alone they are no
+        # finding, but next to the placeholder mechanism they attribute the leak.
+        return "warning" if run >= self.s.overlap_alone_matches else "info"
+
+    def _tenant_signal(self, ov: Overlap, tenant: str, n: int, base: dict[str, Any], warm: bool) -> Signal:
+        run = ov.run_by_tenant[tenant]
+        evidence = round(ov.evidence.get(tenant, 0.0), 4)
+        severity = self._by_run(run, warm, "critical")
+        long = ov.long_passages[tenant]
+        scattered = ov.passages[tenant] - long
+        if warm and severity != "critical" and run >= self.s.overlap_high_run:
+            # A run of consecutive matches is one passage of at least k + (run - 1) units; winnowing puts a run
+            # of >= floor((16 - k + 1) / w) = 3 matches into every shared 16-unit passage (docs/adr/0003).
+            # Many short scattered matches beside it are shared vocabulary, not pages: they cap the verdict.
+            if scattered > self.s.overlap_max_scatter * long:
+                severity = "info"
+            elif long >= 2 and evidence >= self.s.overlap_critical_evidence:
+                severity = "critical"
+            elif evidence >= self.s.overlap_high_evidence:
+                severity = "high"
+        figures = dict(base, evidence=evidence, passages=ov.passages[tenant], long_passages=long, warm=warm)
+        return self._signal("cross_tenant_contamination", severity, n, run, ov.total, figures, tenant, ov)
+
     def _signal(
-        self, name: str, n: int, run: int, total: int, figures: dict[str, Any], source: str | None, reqs: Counter[str]
+        self,
+        name: str,
+        severity: str,
+        n: int,
+        run: int,
+        total: int,
+        figures: dict[str, Any],
+        source: str | None,
+        ov: Overlap,
     ) -> Signal:
-        if self.index.docs_seen < self.s.overlap_warmup_docs:
-            # Cold start: nothing is common yet, so stock phrases look like rare shared passages.
-            # Until the index has seen enough texts, overlap counts only next to the mechanism.
-            severity = "info"
-        elif run >= self.s.overlap_strong_matches:
-            severity = "critical" if name == "cross_tenant_contamination" else "warning"
-        elif run >= self.s.overlap_alone_matches:
-            severity = "warning"
-        else:
-            # One or two shared k-grams happen between unrelated texts (code idioms); alone they are
-            # no finding, but next to the placeholder mechanism they attribute the leak.
-            severity = "info"
+        reqs: Counter[str] = ov.source_requests.get(source if source is not None else "", Counter())
+        if source is None:  # cross-session: the receiver's own other session
+            reqs = next(iter(ov.source_requests.values()), Counter())
         top = sorted(reqs.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_SOURCE_IDS]
         return Signal(
             name=name,
-            severity=severity,
+            severity=severity,  # type: ignore[arg-type]
             score=min(1.0, 0.4 + 0.6 * n / self.s.overlap_strong_matches),
             source_tenant_id=source,
             figures=dict(
@@ -98,7 +179,26 @@ class OverlapDetector:
         )
 
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
-        """Add the exchange's own texts to the index, after it has been judged."""
+        """Add the exchange's own texts to the index and the long-horizon record, after it was judged.
+
+        `include_output=False` marks the output as a flagged leak: it is not the receiver's context, and its
+        matched fingerprints are tainted with their source."""
+        if not include_output and self._last is not None:
+            source, matched = self._last
+            tainted = self.tainted
+            for h in matched:
+                tainted[h] = source
+            while len(tainted) > self.s.max_tainted:
+                del tainted[next(iter(tainted))]
+        self._last = None
         for tp in (ex.prompt_print, ex.output_print if include_output else None):
-            if tp is not None and tp.hashes:
-                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, tp.hashes)
+            if tp is None or not tp.hashes:
+                continue
+            hashes = tp.hashes
+            if self.tainted:
+                # Leaked passages a victim re-sends stay the source's: never the victim's context, never common.
+                get = self.tainted.get
+                hashes = [h for h in hashes if get(h, ex.tenant_id) == ex.tenant_id]
+            if hashes:
+                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, hashes)
+                self.spread.add(ex.tenant_id, hashes, ex.ts)

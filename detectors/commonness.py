@@ -1,0 +1,175 @@
+"""How widely a fingerprint has been seen, over a horizon much longer than the leak window.
+
+Public text (licences, news, quotes, a RAG passage) is common across the world but rare in any
+15-minute window: two tenants may be the only ones quoting it today. The window index cannot tell
+that apart from a leak; this record can, because it remembers every (fingerprint, tenant) pair for
+days in a fixed amount of memory.
+
+Structure: Bloom filters (bit arrays, `hashes` probes each, double hashing of a 64-bit key).
+- `pairs` holds (fingerprint, tenant) pairs: a pair not yet in it is a new tenant for that fingerprint;
+- `level[1..3]` hold fingerprints seen by at least 1, 2, 3 distinct tenants: a new pair promotes its
+  fingerprint one level. `tenants(h)` is the highest level holding h (0..3, 3 meaning "3 or more").
+Two generations: inserts go to the current one; when it has taken `capacity` inserts (or `epoch_s`
+of event time passed) it becomes the previous one and a fresh one starts. A query reads both, and a
+pair met again is copied forward with its fingerprint's level, so content in steady use never ages
+out; content unseen for two generations is forgotten.
+
+Error bound, for a filter of m bits with n inserts and h probes: false-positive rate
+f = (1 - e^(-h n / m))^h. With the defaults (m = 2^23 bits, n <= 600,000 per generation, h = 4) f <= 0.5 %.
+A false positive can only (a) count a tenant twice as once (the pair looked seen: undercount, at most f
+per pair), or (b) put a fingerprint one level too high (overcount, at most f per level). (b) can hide
+a leaked fingerprint as common; (a) can make a common one look one tenant rarer. Both are bounded by
+f per fingerprint, and a leak is a run of several fingerprints, so a verdict needs several errors.
+Memory: 5 filters x 2 generations x m/8 bytes = 10 MiB per record with the defaults, allocated on the
+first text, never more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_S33 = np.uint64(33)
+_S29 = np.uint64(29)
+LEVELS = 3  # distinct tenants are counted up to "3 or more"
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: fingerprints are keyed hashes already, but pair keys need spreading."""
+    x = (x ^ (x >> _S33)) * _M1
+    x = (x ^ (x >> _S29)) * _M2
+    return x ^ (x >> _S33)
+
+
+class _Generation:
+    __slots__ = ("bits", "inserts", "started")
+
+    def __init__(self, nbytes: int, started: float) -> None:
+        # Row 0: pairs; rows 1..LEVELS: fingerprints by level.
+        self.bits = np.zeros((LEVELS + 1, nbytes), dtype=np.uint8)
+        self.inserts = 0
+        self.started = started
+
+
+class TenantSpread:
+    def __init__(self, bits_log2: int = 23, probes: int = 4, capacity: int = 600_000, epoch_s: float = 3 * 86400.0):
+        if not 10 <= bits_log2 <= 34:
+            raise ValueError("bits_log2 must be within 10..34")
+        self.bits_log2 = bits_log2
+        self.probes = probes
+        self.capacity = capacity
+        self.epoch_s = epoch_s
+        self._mask = np.uint64((1 << bits_log2) - 1)
+        self._cur: _Generation | None = None
+        self._old: _Generation | None = None
+        self._tenant_keys: dict[str, np.uint64] = {}
+        self.rotations = 0
+
+    # --- hashing ------------------------------------------------------------------------------
+    def _tenant_key(self, tenant_id: str) -> np.uint64:
+        key = self._tenant_keys.get(tenant_id)
+        if key is None:
+            if len(self._tenant_keys) > 100_000:  # bounded: recomputing is cheap, the map is a cache
+                self._tenant_keys.clear()
+            raw = int.from_bytes(hashlib.blake2b(tenant_id.encode(), digest_size=8).digest(), "little")
+            key = np.uint64((raw * int(_M2)) & 0xFFFFFFFFFFFFFFFF)
+            self._tenant_keys[tenant_id] = key
+        return key
+
+    def _positions(self, keys: np.ndarray) -> np.ndarray:
+        """probes x n bit positions (Kirsch-Mitzenmacher double hashing)."""
+        mixed = _mix(keys)
+        a = mixed & self._mask
+        b = ((mixed >> np.uint64(32)) | np.uint64(1)) & self._mask
+        i = np.arange(self.probes, dtype=np.uint64)[:, None]
+        return (a[None, :] + i * b[None, :]) & self._mask
+
+    @staticmethod
+    def _test(row: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        byte = row[pos >> np.uint64(3)]
+        return np.all((byte >> (pos & np.uint64(7)).astype(np.uint8)) & 1, axis=0).astype(bool)
+
+    @staticmethod
+    def _set(row: np.ndarray, pos: np.ndarray) -> None:
+        flat = pos.ravel()
+        np.bitwise_or.at(row, flat >> np.uint64(3), (1 << (flat & np.uint64(7))).astype(np.uint8))
+
+    def _levels(self, gen: _Generation | None, fpos: np.ndarray) -> np.ndarray:
+        out = np.zeros(fpos.shape[1], dtype=np.int8)
+        if gen is None:
+            return out
+        for lvl in range(1, LEVELS + 1):
+            out[self._test(gen.bits[lvl], fpos)] = lvl
+        return out
+
+    # --- the record ---------------------------------------------------------------------------
+    def _rotate(self, ts: float) -> None:
+        cur = self._cur
+        if cur is None:
+            self._cur = _Generation(1 << (self.bits_log2 - 3), ts)
+        elif cur.inserts >= self.capacity or ts - cur.started >= self.epoch_s:
+            self._old, self._cur = cur, _Generation(1 << (self.bits_log2 - 3), ts)
+            self.rotations += 1
+
+    def add(self, tenant_id: str, hashes: list[int] | np.ndarray, ts: float) -> None:
+        """Record that `tenant_id` had a text with these fingerprints at event time `ts`."""
+        if len(hashes) == 0:
+            return
+        self._rotate(ts)
+        cur, old = self._cur, self._old
+        assert cur is not None
+        fp = np.unique(np.asarray(hashes, dtype=np.uint64))
+        pairs = fp ^ self._tenant_key(tenant_id)
+        ppos = self._positions(pairs)
+        in_cur = self._test(cur.bits[0], ppos)
+        if in_cur.all():
+            return
+        in_old = self._test(old.bits[0], ppos) if old is not None else np.zeros_like(in_cur)
+        todo = ~in_cur
+        fpos = self._positions(fp[todo])
+        level = np.maximum(self._levels(cur, fpos), self._levels(old, fpos))
+        # A new tenant promotes the fingerprint; a pair known only to the old generation is copied
+        # forward at its level, so text in steady use is never forgotten.
+        new_level = np.where(in_old[todo], np.maximum(level, 1), np.minimum(level + 1, LEVELS))
+        self._set(cur.bits[0], ppos[:, todo])
+        for lvl in range(1, LEVELS + 1):
+            sel = new_level >= lvl
+            if sel.any():
+                self._set(cur.bits[lvl], fpos[:, sel])
+        cur.inserts += int(todo.sum())
+
+    def tenants(self, hashes: list[int] | np.ndarray) -> np.ndarray:
+        """Distinct tenants (0..3, 3 meaning 3 or more) that had each fingerprint, over the horizon."""
+        fp = np.asarray(hashes, dtype=np.uint64)
+        if self._cur is None or fp.size == 0:
+            return np.zeros(fp.size, dtype=np.int8)
+        fpos = self._positions(fp)
+        return np.maximum(self._levels(self._cur, fpos), self._levels(self._old, fpos))
+
+    def had(self, tenant_id: str, hashes: list[int] | np.ndarray) -> np.ndarray:
+        """Whether `tenant_id` itself had each fingerprint before (over the horizon)."""
+        fp = np.asarray(hashes, dtype=np.uint64)
+        if self._cur is None or fp.size == 0:
+            return np.zeros(fp.size, dtype=bool)
+        ppos = self._positions(fp ^ self._tenant_key(tenant_id))
+        seen = self._test(self._cur.bits[0], ppos)
+        if self._old is not None:
+            seen |= self._test(self._old.bits[0], ppos)
+        return seen
+
+    def false_positive_rate(self) -> float:
+        """The current generation's bound f = (1 - e^(-h n / m))^h for the fullest filter (pairs)."""
+        if self._cur is None:
+            return 0.0
+        m = float(1 << self.bits_log2)
+        return float((1.0 - np.exp(-self.probes * self._cur.inserts / m)) ** self.probes)
+
+    def state_size(self) -> dict[str, int]:
+        gens = [g for g in (self._cur, self._old) if g is not None]
+        return {
+            "spread_bytes": sum(g.bits.nbytes for g in gens),
+            "spread_inserts": sum(g.inserts for g in gens),
+        }
