@@ -1,20 +1,20 @@
-"""Benchmark 2: MB/s of prompt/output text through keyed winnowing (`Fingerprinter.fingerprint_text`).
+"""Benchmark 2: keyed winnowing (`Fingerprinter.fingerprint_text`, scheme winnow-v2) in every script and size.
 
-Baseline: tokenising the same text alone (`words_of`, the tokeniser the fingerprints are made of).
-Targets: >= 60 % of the baseline rate, and >= 30 MB/s on one core. Cold (empty word-hash cache) and
-warm (every word seen before) are measured separately. Also measured in the same run, for reference:
-the previous tokeniser (`re.findall(r"\\w+", text.lower())`), the previous fingerprinter (the module
-as of the commit before the hot-path rewrite, loaded from git if available), and a Unicode-heavy
-variant of the texts (non-ASCII words take the exact, slower regex path). Stage rows (cumulative):
-`text_hashes` (tokenise + word-hash table lookup, fingerprint_text's first half), + k-gram hashes; and
-`words_of` + `word_hashes(words)`, the path of callers that need the words too (`print_words`).
+Baselines, measured in the same run on the same texts:
+* the ASCII rate: fingerprinting non-ASCII text (Chinese, Japanese, Thai, German, Russian, mixed
+  Chinese/English) should reach >= 50 % of the MB/s on ASCII text of the same size class (issue 10);
+* `words_of` (tokenising alone): fingerprinting should reach >= 60 % of its rate per size class and
+  >= 50 % at 300 bytes (issue 16); texts/s is reported beside MB/s, since short texts pay a fixed cost.
+Also: the cold-cache rate (every distinct unit hashed with blake2b once), and the last winnow-v1
+fingerprinter (loaded from git) on the ASCII texts, which must give identical fingerprints: winnow-v2
+changes nothing for ASCII text.
 
-Texts: the prompts and outputs of a simulated run (real Python source, prose, system prompts).
+Texts: the simulator's ASCII prompts and outputs (code, prose, system prompts) and Faker's locales
+(zh_CN, ja_JP, th_TH, de_DE, ru_RU; mixed = Chinese with English words), cut to 300 B, 2 KB and 20 KB.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import types
@@ -27,213 +27,179 @@ import _common as c
 from detectors.fingerprint import Fingerprinter, words_of
 
 NAME = "bench_fingerprint"
-PREVIOUS_REV = "5a40571~1"  # the fingerprinter before the hot-path rewrite (same hashes, slower)
-_LEGACY_WORD = re.compile(r"\w+")
-_UNICODE_WORDS = ("naïve", "café", "Straße", "Σίσυφος", "ΟΔΟΣ", "日本語", "zürich", "İstanbul", "—", "“quoted”")
+V1_REV = "d457451~1"  # the last commit with winnow-v1 fingerprints
+SIZES = (300, 2_000, 20_000)
+LOCALES = {"zh": "zh_CN", "ja": "ja_JP", "th": "th_TH", "de": "de_DE", "ru": "ru_RU"}
+KEY, K, W = "bench-key", 5, 12
 
 
-def legacy_words(text: str) -> list[str]:
-    return _LEGACY_WORD.findall(text.lower())
-
-
-def previous_fingerprinter(args) -> type | None:
+def v1_fingerprinter(args) -> type | None:
     try:
         src = subprocess.run(
-            ["git", "-C", str(c.ROOT), "show", f"{PREVIOUS_REV}:detectors/fingerprint.py"],
+            ["git", "-C", str(c.ROOT), "show", f"{V1_REV}:detectors/fingerprint.py"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        c.log(args, "previous fingerprinter not available from git; skipping that reference")
+        c.log(args, "winnow-v1 fingerprinter not available from git; skipping that check")
         return None
-    mod = types.ModuleType("fingerprint_previous")
-    exec(compile(src, "fingerprint_previous.py", "exec"), mod.__dict__)
+    mod = types.ModuleType("fingerprint_v1")
+    exec(compile(src, "fingerprint_v1.py", "exec"), mod.__dict__)
     return mod.Fingerprinter
 
 
-def collect_texts(args, target_bytes: int) -> list[str]:
-    texts: list[str] = []
+def ascii_stream(args) -> str:
+    parts: list[str] = []
     total = 0
-    prog = c.Progress("collecting texts", target_bytes / c.MB, not args.no_progress, " MB")
     for ev in c.sim_events(args.seed, 1e7, 4.0):
         for f in c.TEXT_FIELDS:
             t = ev.get(f)
-            if t:
-                texts.append(t)
-                total += len(t.encode())
-        prog.update(total / c.MB)
-        if total >= target_bytes:
+            if t and t.isascii():
+                parts.append(t)
+                total += len(t)
+        if total >= 3 * c.MB:
             break
-    prog.done()
-    return texts
+    return "\n".join(parts)
 
 
-def unicode_variant(texts: list[str]) -> list[str]:
-    """The same texts with a non-ASCII word about every 60 characters (e.g. comments in other languages)."""
-    out = []
-    for i, t in enumerate(texts):
-        parts = t.split(" ")
-        for j in range(0, len(parts), 10):
-            parts[j] = parts[j] + " " + _UNICODE_WORDS[(i + j) % len(_UNICODE_WORDS)]
-        out.append(" ".join(parts))
-    return out
+def locale_stream(locale: str, seed: int, nbytes: int) -> str:
+    import faker
+
+    f = faker.Faker(locale)
+    f.seed_instance(seed)
+    parts: list[str] = []
+    total = 0
+    while total < nbytes:
+        t = f.text(400)
+        parts.append(t)
+        total += len(t.encode())
+    return "\n".join(parts)
+
+
+def mixed_stream(seed: int, nbytes: int) -> str:
+    """Chinese sentences with English words and numbers in them, as in technical chat."""
+    import faker
+
+    zh, en = faker.Faker("zh_CN"), faker.Faker("en_US")
+    zh.seed_instance(seed)
+    en.seed_instance(seed)
+    parts: list[str] = []
+    total = 0
+    while total < nbytes:
+        t = f"{zh.sentence()}{en.word()} {en.word()}{zh.sentence()}{en.random_int(1, 9999)}{zh.sentence()}"
+        parts.append(t)
+        total += len(t.encode())
+    return "".join(parts)
+
+
+def cut(stream: str, size: int, count: int) -> list[str]:
+    """`count` texts of about `size` UTF-8 bytes, taken at successive offsets of the stream (cut anywhere,
+    a partial character at the end dropped)."""
+    raw = stream.encode()
+    step = max(1, (len(raw) - size) // max(count, 1))
+    return [raw[i * step : i * step + size].decode("utf-8", "ignore") for i in range(count)]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
-    target_mb = c.pick(args, full=100, quick=20, tiny=0.5)
+    cell_bytes = c.pick(args, full=4 * c.MB, quick=c.MB, tiny=20_000)
     repeat = c.pick(args, full=3, quick=2, tiny=1)
-    texts = collect_texts(args, int(target_mb * c.MB))
-    nbytes = sum(len(t.encode()) for t in texts)
-    nwords = sum(len(words_of(t)) for t in texts)
-    c.log(args, f"{len(texts):,} texts, {nbytes / c.MB:.1f} MB, {nwords:,} words; best of {repeat}")
-    key, k, w = "bench-key", 5, 12
+    streams = {"ascii": ascii_stream(args)}
+    for name, loc in LOCALES.items():
+        streams[name] = locale_stream(loc, args.seed, 3 * c.MB if not args.tiny else 60_000)
+    streams["mixed"] = mixed_stream(args.seed, 3 * c.MB if not args.tiny else 60_000)
+    c.log(args, f"{len(streams)} scripts x {len(SIZES)} sizes, ~{cell_bytes / c.MB:.2f} MB each; best of {repeat}")
 
-    def over(fn) -> None:
-        for t in texts:
-            fn(t)
-
-    def mbps(seconds: float, size: int = nbytes) -> float:
-        return size / seconds / c.MB
-
-    t_tok, _ = c.best_of(lambda: over(words_of), repeat)
-    t_legacy, _ = c.best_of(lambda: over(legacy_words), repeat)
-
-    # Cold: a new Fingerprinter each run, so every distinct word is hashed (blake2b) once.
-    t_cold, _ = c.best_of(lambda: over(Fingerprinter(key, k, w).fingerprint_text), repeat)
-    warm = Fingerprinter(key, k, w)
-    over(warm.fingerprint_text)
-    t_warm, _ = c.best_of(lambda: over(warm.fingerprint_text), repeat)
-    vocab = warm.cached_units
-
-    # Stages of the warm path (cumulative), to show where the time goes.
-    def upto_hashes(t: str) -> None:
-        warm.text_hashes(t)
-
-    def upto_kgrams(t: str) -> None:
-        warm.kgram_hashes(warm.text_hashes(t))
-
-    def words_then_hashes(t: str) -> None:
-        warm.word_hashes(words_of(t))
-
-    t_wh, _ = c.best_of(lambda: over(upto_hashes), repeat)
-    t_kg, _ = c.best_of(lambda: over(upto_kgrams), repeat)
-    # print_words' path (callers that need the words too): words_of, then the hashes of the word list.
-    t_wlist, _ = c.best_of(lambda: over(words_then_hashes), repeat)
-
-    prev_cls = previous_fingerprinter(args)
-    t_prev = None
-    if prev_cls is not None:
-        prev = prev_cls(key, k, w)
-        over(prev.print_text)
-        t_prev, _ = c.best_of(lambda: over(prev.print_text), repeat)
-        sample = texts[:: max(1, len(texts) // 200)]
-        assert all(prev.print_text(t) == warm.fingerprint_text(t) for t in sample), "fingerprints changed!"
-
-    utexts = unicode_variant(texts)
-    ubytes = sum(len(t.encode()) for t in utexts)
-    t_utok, _ = c.best_of(lambda: [words_of(t) for t in utexts] and None, repeat)
-    over(warm.fingerprint_text)
-    t_uwarm, _ = c.best_of(lambda: [warm.fingerprint_text(t) for t in utexts] and None, repeat)
-
-    rows = [
-        {
-            "what": "baseline: words_of (tokenise)",
-            "seconds": t_tok,
-            "MB/s": mbps(t_tok),
-            "ns/word": 1e9 * t_tok / nwords,
-        },
-        {
-            "what": "ref: re.findall(\\w+, lower)",
-            "seconds": t_legacy,
-            "MB/s": mbps(t_legacy),
-            "ns/word": 1e9 * t_legacy / nwords,
-        },
-        {"what": "print_text, cold cache", "seconds": t_cold, "MB/s": mbps(t_cold), "ns/word": 1e9 * t_cold / nwords},
-        {"what": "print_text, warm cache", "seconds": t_warm, "MB/s": mbps(t_warm), "ns/word": 1e9 * t_warm / nwords},
-        {
-            "what": "  stage: tokenise + word hashes",
-            "seconds": t_wh,
-            "MB/s": mbps(t_wh),
-            "ns/word": 1e9 * t_wh / nwords,
-        },
-        {"what": "  stage: + k-gram hashes", "seconds": t_kg, "MB/s": mbps(t_kg), "ns/word": 1e9 * t_kg / nwords},
-        {
-            "what": "ref: words_of + word_hashes(words)",
-            "seconds": t_wlist,
-            "MB/s": mbps(t_wlist),
-            "ns/word": 1e9 * t_wlist / nwords,
-        },
-    ]
-    if t_prev is not None:
-        rows.append(
-            {
-                "what": f"ref: previous print_text ({PREVIOUS_REV}), warm",
-                "seconds": t_prev,
-                "MB/s": mbps(t_prev),
-                "ns/word": 1e9 * t_prev / nwords,
+    warm = Fingerprinter(KEY, K, W)
+    rows: list[dict] = []
+    cells: dict[tuple[str, int], dict[str, float]] = {}
+    prog = c.Progress("measuring", len(streams) * len(SIZES), not args.no_progress)
+    for size in SIZES:
+        for name, stream in streams.items():
+            texts = cut(stream, size, max(10, cell_bytes // size))
+            nbytes = sum(len(t.encode()) for t in texts)
+            nunits = sum(len(words_of(t)) for t in texts)
+            for t in texts:  # warm the unit cache
+                warm.fingerprint_text(t)
+            t_fp, _ = c.best_of(lambda texts=texts: [warm.fingerprint_text(t) for t in texts] and None, repeat)
+            t_tok, _ = c.best_of(lambda texts=texts: [words_of(t) for t in texts] and None, repeat)
+            cell = {
+                "fp_mb_s": nbytes / t_fp / c.MB,
+                "fp_texts_s": len(texts) / t_fp,
+                "words_of_mb_s": nbytes / t_tok / c.MB,
+                "ns_per_unit": 1e9 * t_fp / max(nunits, 1),
             }
-        )
-    urows = [
-        {"what": "unicode texts: words_of", "seconds": t_utok, "MB/s": mbps(t_utok, ubytes)},
-        {"what": "unicode texts: print_text, warm", "seconds": t_uwarm, "MB/s": mbps(t_uwarm, ubytes)},
-    ]
-    ratio_warm = t_tok / t_warm
-    ratio_cold = t_tok / t_cold
-    summary = (
-        f"print_text / words_of: warm {ratio_warm:.1%}, cold {ratio_cold:.1%}\n"
-        f"print_text (warm) / previous tokeniser re.findall: {t_legacy / t_warm:.1%}"
-        + (f"\nprint_text now / before: {t_prev / t_warm:.2f}x" if t_prev else "")
-    )
-    tables = {
-        "one core, simulator texts": c.table(rows) + "\n\n" + summary,
-        "unicode-heavy variant (a non-ASCII word every ~10 words)": c.table(urows) + f"\nratio {t_utok / t_uwarm:.1%}",
-    }
+            cells[(name, size)] = cell
+            prog.update(len(cells))
+    prog.done()
+    for size in SIZES:
+        base = cells[("ascii", size)]["fp_mb_s"]
+        for name in streams:
+            cell = cells[(name, size)]
+            cell["of_ascii"] = cell["fp_mb_s"] / base
+            cell["of_words_of"] = cell["fp_mb_s"] / cell["words_of_mb_s"]
+            rows.append(
+                {
+                    "size": f"{size:,} B",
+                    "script": name,
+                    "fingerprint MB/s": cell["fp_mb_s"],
+                    "texts/s": cell["fp_texts_s"],
+                    "ns/unit": cell["ns_per_unit"],
+                    "words_of MB/s": cell["words_of_mb_s"],
+                    "of words_of": f"{cell['of_words_of']:.0%}",
+                    "of ASCII": f"{cell['of_ascii']:.0%}",
+                }
+            )
+
+    # Cold cache and the winnow-v1 check, on the 2 KB ASCII texts.
+    ascii_texts = cut(streams["ascii"], 2_000, max(10, cell_bytes // 2_000))
+    abytes = sum(len(t.encode()) for t in ascii_texts)
+
+    def cold_pass() -> None:
+        fresh = Fingerprinter(KEY, K, W)  # an empty unit cache: every distinct unit hashed once
+        for t in ascii_texts:
+            fresh.fingerprint_text(t)
+
+    t_cold, _ = c.best_of(cold_pass, repeat)
+    v1_cls = v1_fingerprinter(args)
+    v1_same = None
+    if v1_cls is not None:
+        v1 = v1_cls(KEY, K, W)
+        v1_same = all(v1.print_text(t) == warm.fingerprint_text(t) for t in ascii_texts)
+        assert v1_same, "winnow-v2 changed the fingerprints of ASCII text"
+
+    non_ascii = [n for n in streams if n != "ascii"]
+    worst_of_ascii = {s: min(cells[(n, s)]["of_ascii"] for n in non_ascii) for s in SIZES}
+    worst_of_words = {s: min(cells[(n, s)]["of_words_of"] for n in streams) for s in SIZES}
     targets = {
-        "print_text (warm) >= 60% of words_of": c.target(ratio_warm, 0.6),
-        "print_text (warm) >= 30 MB/s": c.target(mbps(t_warm), 30, unit=" MB/s"),
-        "print_text (cold) >= 30 MB/s": c.target(mbps(t_cold), 30, unit=" MB/s"),
+        f"non-ASCII >= 50% of ASCII MB/s, {s:,} B (worst script)": c.target(worst_of_ascii[s], 0.5) for s in SIZES
+    }
+    targets.update(
+        {f"fingerprint >= 60% of words_of, {s:,} B (worst script)": c.target(worst_of_words[s], 0.6) for s in SIZES}
+    )
+    targets["fingerprint >= 50% of words_of at 300 B (worst script)"] = c.target(worst_of_words[300], 0.5)
+    targets["cold cache >= 30 MB/s (2 KB ASCII)"] = c.target(abytes / t_cold / c.MB, 30, unit=" MB/s")
+    tables = {
+        "warm cache, one core": c.table(rows),
+        "cold cache": f"2 KB ASCII texts, a new Fingerprinter per pass: {abytes / t_cold / c.MB:.1f} MB/s"
+        + ("" if v1_same is None else f"\nwinnow-v1 ({V1_REV}) gives the same fingerprints on ASCII: {v1_same}"),
     }
     path = c.write(
         NAME,
         args,
-        params={
-            "texts": len(texts),
-            "bytes": nbytes,
-            "words": nwords,
-            "k": k,
-            "w": w,
-            "repeat": repeat,
-            "distinct_words": vocab,
-            "unicode_bytes": ubytes,
-        },
-        figures={
-            "print_text_warm_mb_s": mbps(t_warm),
-            "print_text_cold_mb_s": mbps(t_cold),
-            "tokenise_plus_hash_lookup_mb_s": mbps(t_wh),
-            "tokenise_plus_kgrams_mb_s": mbps(t_kg),
-            "words_of_plus_word_hashes_mb_s": mbps(t_wlist),
-            "unicode_print_text_warm_mb_s": mbps(t_uwarm, ubytes),
-            "previous_print_text_warm_mb_s": mbps(t_prev) if t_prev else None,
-        },
-        baseline={
-            "words_of_mb_s": mbps(t_tok),
-            "legacy_regex_tokeniser_mb_s": mbps(t_legacy),
-            "unicode_words_of_mb_s": mbps(t_utok, ubytes),
-        },
+        params={"k": K, "w": W, "repeat": repeat, "cell_bytes": cell_bytes, "sizes": list(SIZES)},
+        figures={f"{n}_{s}": cells[(n, s)] for n, s in cells},
+        baseline={f"ascii_{s}_fp_mb_s": cells[("ascii", s)]["fp_mb_s"] for s in SIZES},
         ratio={
-            "warm_over_words_of": ratio_warm,
-            "cold_over_words_of": ratio_cold,
-            "warm_over_legacy_regex_tokeniser": t_legacy / t_warm,
-            "speedup_over_previous_print_text": (t_prev / t_warm) if t_prev else None,
-            "unicode_warm_over_unicode_words_of": t_utok / t_uwarm,
+            **{f"worst_non_ascii_over_ascii_{s}": worst_of_ascii[s] for s in SIZES},
+            **{f"worst_over_words_of_{s}": worst_of_words[s] for s in SIZES},
         },
         targets=targets,
         tables=tables,
     )
-    c.report("keyed winnowing throughput", tables, targets, path)
+    c.report("keyed winnowing throughput by script and size", tables, targets, path)
     return 0
 
 

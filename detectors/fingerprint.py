@@ -9,7 +9,7 @@ t = k + w - 1 units shared by two texts yields at least one shared fingerprint, 
 inside the passage has the same contents, hence the same selection, in both. Density is about
 2 / (w + 1) fingerprints per unit.
 
-Unit hashes are cached: words of at most 16 UTF-8 bytes in an open-addressing table of numpy arrays
+Unit hashes are cached: words of at most 24 UTF-8 bytes in an open-addressing table of numpy arrays
 keyed by the word's bytes (exact, no Python object per word), looked up for a whole text in a few
 vectorised passes; single-character units in a dense table indexed by code point. Neither path makes
 a Python string per unit: ASCII text is split from its folded bytes, other text from its UTF-32 code
@@ -44,6 +44,10 @@ _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _S31 = np.uint64(31)
 _S29 = np.uint64(29)
 _WORD_CACHE_MAX = 2_000_000
+# Short texts (chat turns) pay mostly fixed numpy costs: below these sizes their words are looked up in a
+# plain dict (bytes -> hash, bounded) instead of the vectorised table.
+_SHORT_TEXT = 1_024
+_SHORT_CACHE_MAX = 100_000
 
 
 def key_id_of(key: str) -> str:
@@ -51,16 +55,19 @@ def key_id_of(key: str) -> str:
     return hashlib.blake2b(b"crosstalk-key-id", key=key.encode()[:64], digest_size=6).hexdigest()
 
 
-# Word-hash table. A word of at most 16 UTF-8 bytes is identified exactly by its bytes zero-padded to two
-# little-endian 64-bit integers (k0, k1): word bytes are never 0 (NUL is not a word character; word lists
-# containing it take the per-word path), so the padding cannot be confused with content, and k0 != 0.
-_KEY_BYTES = 16
+# Word-hash table. A word of at most 24 UTF-8 bytes (12 Cyrillic or Greek letters, 8 CJK) is identified
+# exactly by its bytes zero-padded to three little-endian 64-bit integers (k0, k1, k2): word bytes are
+# never 0 (NUL is not a word character; word lists containing it take the per-word path), so the padding
+# cannot be confused with content, and k0 != 0.
+_KEY_BYTES = 24
 _SPACE = 0x20
 _PAD = PAD  # lets an unaligned 8-byte read at any word start + 8 stay inside the buffer
-# Masks keeping the first min(L, 8) bytes (k0) and the next min(max(L - 8, 0), 8) bytes (k1) of a word of
-# L bytes; index 17 stands for every longer word and gives the key (0, 0), which no short word has.
-_M0 = np.array([(1 << 8 * min(n, 8)) - 1 for n in range(_KEY_BYTES + 1)] + [0], dtype=np.uint64)
-_M1 = np.array([(1 << 8 * min(max(n - 8, 0), 8)) - 1 for n in range(_KEY_BYTES + 1)] + [0], dtype=np.uint64)
+# Masks keeping bytes 0-7 (k0), 8-15 (k1) and 16-23 (k2) of a word of L bytes; index 25 stands for every
+# longer word and gives the key (0, 0, 0), which no short word has.
+_M0, _M1, _M2 = (
+    np.array([(1 << 8 * min(max(n - 8 * i, 0), 8)) - 1 for n in range(_KEY_BYTES + 1)] + [0], dtype=np.uint64)
+    for i in range(3)
+)
 _LONG = _KEY_BYTES + 1
 _H0 = np.uint64(0x9E3779B97F4A7C15)  # multiplicative hashing of a key into a slot
 _MIN_BITS = 10  # 1,024 slots (24 KiB) to start with; the table doubles at half load
@@ -76,8 +83,8 @@ class Fingerprinter:
         self.key_id = key_id_of(key)
         # Distinct words are few compared with word occurrences; caching their keyed hash is the
         # difference between hashing every occurrence and hashing the vocabulary once. Words of at most
-        # 16 bytes live in an open-addressing table of numpy arrays (linear probing, looked up for a whole
-        # text at once, 48-96 bytes a word); longer words (about 1 % of words) in a dict keyed by bytes.
+        # 24 bytes live in an open-addressing table of numpy arrays (linear probing, looked up for a whole
+        # text at once, 64-128 bytes a word); longer words (well under 1 % of words) in a dict keyed by bytes.
         self._reset_cache()
         # Single-character units (CJK, Thai...) by code point: 1.6 MB, filled as characters are first seen.
         self._cp = np.zeros(TABLE_END, dtype=np.uint64)
@@ -96,12 +103,14 @@ class Fingerprinter:
     def _reset_cache(self) -> None:
         self._tables(_MIN_BITS)
         self._long: dict[bytes, int] = {}
+        self._short: dict[bytes, int] = {}
 
     def _tables(self, bits: int) -> None:
         self._bits = bits
         self._shift = np.uint64(64 - bits)
         self._tk0 = np.zeros(1 << bits, dtype=np.uint64)  # 0: a free slot
         self._tk1 = np.zeros(1 << bits, dtype=np.uint64)
+        self._tk2 = np.zeros(1 << bits, dtype=np.uint64)
         self._tval = np.zeros(1 << bits, dtype=np.uint64)
         self._count = 0
         self._reach = 0  # the largest distance of a key from its home slot
@@ -118,19 +127,20 @@ class Fingerprinter:
         h.update(data)
         return int.from_bytes(h.digest(), "little")
 
-    def _home(self, k0: np.ndarray, k1: np.ndarray) -> np.ndarray:
-        """Multiplicative hashing: the top bits of (k0 ^ k1) * odd constant. The key (0, 0) of every long
+    def _home(self, k0: np.ndarray, k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
+        """Multiplicative hashing: the top bits of (k0 ^ k1 ^ k2) * odd constant. The key (0, 0, 0) of every long
         word goes to slot 0, which no key takes: it "finds" its all-zero entry there at no cost."""
         h = k0 ^ k1  # array arithmetic wraps modulo 2**64 silently
+        h ^= k2
         h *= _H0
         h >>= self._shift
         return h.view(np.intp)  # < 2**bits: the same values
 
-    def _insert(self, k0: np.ndarray, k1: np.ndarray, val: np.ndarray) -> None:
+    def _insert(self, k0: np.ndarray, k1: np.ndarray, k2: np.ndarray, val: np.ndarray) -> None:
         """Add distinct keys that are not in the table yet (vectorised linear probing; there is room)."""
-        tk0, tk1, tval = self._tk0, self._tk1, self._tval
+        tk0, tk1, tk2, tval = self._tk0, self._tk1, self._tk2, self._tval
         mask = tk0.shape[0] - 1
-        home = self._home(k0, k1)
+        home = self._home(k0, k1, k2)
         slot = home.copy()
         pend = np.arange(k0.shape[0])
         placed = np.zeros(k0.shape[0], dtype=bool)
@@ -143,6 +153,7 @@ class Fingerprinter:
             win = pend[free][first]
             tk0[taken] = k0[win]
             tk1[taken] = k1[win]
+            tk2[taken] = k2[win]
             tval[taken] = val[win]
             placed[win] = True
             pend = pend[~placed[pend]]
@@ -152,7 +163,7 @@ class Fingerprinter:
             self._reach = max(self._reach, int(((slot - home) & mask).max()))
             self._steps = np.arange(1, self._reach + 1)
 
-    def _add(self, tb: bytes, starts: np.ndarray, ends: np.ndarray, k0: np.ndarray, k1: np.ndarray) -> None:
+    def _add(self, tb: bytes, starts: np.ndarray, ends: np.ndarray, keys: tuple[np.ndarray, ...]) -> None:
         """Hash and add the words at these offsets of `tb` (absent from the table, possibly repeated)."""
         first: dict[bytes, int] = {}
         for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
@@ -164,12 +175,12 @@ class Fingerprinter:
             bits += 1
         if bits != self._bits:  # keep the load at most one half
             used = np.flatnonzero(self._tk0)
-            old = self._tk0[used], self._tk1[used], self._tval[used]
+            old = self._tk0[used], self._tk1[used], self._tk2[used], self._tval[used]
             self._tables(bits)
             self._insert(*old)
-        self._insert(k0[idx], k1[idx], val)
+        self._insert(*(k[idx] for k in keys), val)
 
-    def _probe(self, k0: np.ndarray, k1: np.ndarray, slot: np.ndarray, found: np.ndarray) -> np.ndarray:
+    def _probe(self, k0: np.ndarray, k1: np.ndarray, k2: np.ndarray, slot: np.ndarray, found: np.ndarray) -> np.ndarray:
         """Look for the keys not found at their home `slot` in the next `_reach` slots (no key is further
         from home), all at once; update `slot` in place. Returns the positions of the absent keys."""
         pend = (~found).nonzero()[0]
@@ -181,6 +192,7 @@ class Fingerprinter:
         cand &= tk0.shape[0] - 1
         hit = tk0[cand] == k0[pend][:, None]
         hit &= self._tk1[cand] == k1[pend][:, None]
+        hit &= self._tk2[cand] == k2[pend][:, None]
         home += hit.argmax(axis=1)  # the first hit's step - 1; cand[:, 0] is home + 1
         home += 1
         home &= tk0.shape[0] - 1
@@ -189,7 +201,7 @@ class Fingerprinter:
 
     def _lookup(self, tb: bytes, n: int, joined: int = -1) -> np.ndarray | None:
         """The keyed hashes of the words of `tb[:n]`: the maximal runs of bytes other than a space (no run
-        contains a 0 byte). `tb` continues with at least 16 spaces after `n`. With `joined` >= 0, `tb[:n]`
+        contains a 0 byte). `tb` continues with at least 24 spaces after `n`. With `joined` >= 0, `tb[:n]`
         is that many words joined by single spaces, and None is returned if it does not split back into
         them (some word was empty or contained a space)."""
         b = np.frombuffer(tb, dtype=np.uint8)
@@ -205,7 +217,7 @@ class Fingerprinter:
 
     def _span_hashes(self, tb: bytes, starts: np.ndarray, ends: np.ndarray, bounded: bool = True) -> np.ndarray:
         """The keyed hashes of the units `tb[starts[i]:ends[i]]` (non-empty, no NUL byte); `tb` continues with
-        at least 16 bytes of padding after the last unit."""
+        at least 24 bytes of padding after the last unit."""
         lengths = ends - starts
         # The key: unaligned little-endian 8-byte reads at the unit starts (through a view, no copy).
         u8 = np.ndarray((len(tb) - 7,), dtype="<u8", buffer=tb, strides=(1,))
@@ -214,20 +226,24 @@ class Fingerprinter:
         k0 &= _M0[cls]
         k1 = u8[starts + 8]
         k1 &= _M1[cls]
-        slot = self._home(k0, k1)
+        k2 = u8[starts + 16]
+        k2 &= _M2[cls]
+        slot = self._home(k0, k1, k2)
         found = self._tk0[slot] == k0
         found &= self._tk1[slot] == k1
+        found &= self._tk2[slot] == k2
         if not found.all():
-            missing = self._probe(k0, k1, slot, found)
+            missing = self._probe(k0, k1, k2, slot, found)
             if missing.size:
                 if bounded and self.cached_units + missing.size > _WORD_CACHE_MAX:
                     self._reset_cache()  # bounded memory: start over, keeping this text's words
                     return self._span_hashes(tb, starts, ends, bounded=False)
-                self._add(tb, starts[missing], ends[missing], k0[missing], k1[missing])
-                slot = self._home(k0, k1)  # the table may have grown
+                self._add(tb, starts[missing], ends[missing], (k0[missing], k1[missing], k2[missing]))
+                slot = self._home(k0, k1, k2)  # the table may have grown
                 found = self._tk0[slot] == k0
                 found &= self._tk1[slot] == k1
-                self._probe(k0, k1, slot, found)
+                found &= self._tk2[slot] == k2
+                self._probe(k0, k1, k2, slot, found)
         wh = self._tval[slot]
         longs = (lengths > _KEY_BYTES).nonzero()[0]
         if longs.size:
@@ -354,9 +370,21 @@ class Fingerprinter:
         if text.isascii():
             # words_of's fast path stops at the folded bytes: their space-separated runs are the words.
             tb = text.encode("ascii").translate(FOLD)
-            wh = self._lookup(tb + _PAD, len(tb))
-            assert wh is not None
-            return wh
+            if len(tb) > _SHORT_TEXT:
+                wh = self._lookup(tb + _PAD, len(tb))
+                assert wh is not None
+                return wh
+            words = tb.split()
+            short = self._short
+            try:
+                return np.fromiter(map(short.__getitem__, words), dtype=np.uint64, count=len(words))
+            except KeyError:
+                wh = self._lookup(tb + _PAD, len(tb))
+                assert wh is not None
+                if len(short) + len(words) > _SHORT_CACHE_MAX:
+                    short.clear()
+                short.update(zip(words, wh.tolist(), strict=True))
+                return wh
         return self._unicode_hashes(text)
 
     def fingerprint_text(self, text: str) -> TextPrint:

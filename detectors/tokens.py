@@ -207,7 +207,7 @@ class Units:
         return [p.decode("utf-8", "surrogatepass") for p in pieces]
 
 
-PAD = b" " * 16  # lets unaligned 8-byte reads (and a UTF-8 decode) at any unit start stay inside the buffer
+PAD = b" " * 24  # lets unaligned 8-byte reads up to unit start + 16 (and UTF-8 decodes) stay inside
 
 
 def words_of(text: str) -> list[str]:
