@@ -25,7 +25,7 @@ import orjson
 from detectors.monitor import make_fingerprinter
 from schemas.events import Event
 from streams.inputs.otlp import Mapped, SpanMapper, SpanReject
-from streams.settings import Settings, load_settings
+from streams.settings import Settings, load_settings, require_fingerprint_key, with_run_key
 
 log = logging.getLogger("crosstalk.otlp")
 
@@ -252,7 +252,11 @@ class OtlpReceiver:
 
 
 def bridge_kafka(
-    settings: Settings, *, max_messages: int | None = None, idle_exit_s: float | None = None
+    settings: Settings,
+    *,
+    max_messages: int | None = None,
+    idle_exit_s: float | None = None,
+    stop: threading.Event | None = None,
 ) -> Counter[str]:
     """Consume the Collector Kafka exporter's topic, publish mapped events; commit after publishing.
 
@@ -276,7 +280,7 @@ def bridge_kafka(
     counts: Counter[str] = Counter()
     last = time.monotonic()
     try:
-        while max_messages is None or counts["messages"] < max_messages:
+        while (max_messages is None or counts["messages"] < max_messages) and not (stop and stop.is_set()):
             batch = consumer.poll(timeout_ms=500)
             if not batch:
                 if idle_exit_s is not None and time.monotonic() - last > idle_exit_s:
@@ -319,10 +323,18 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load_settings(getattr(args, "config", None))
+    # Fingerprints that leave this process must be made with the key the workers use.
+    keyed = with_run_key if args.to == "embedded" else require_fingerprint_key
+    settings = keyed(settings, "otlp")
     if args.from_kafka:
         if args.to != "kafka":
             raise SystemExit("crosstalk otlp --from-kafka: use --to kafka (the workers detect)")
-        counts = bridge_kafka(settings)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())  # finish the batch in hand, commit, close
+        o = settings.otlp
+        log.info("bridging %s (%s) -> %s", o.kafka_topic, o.kafka_encoding, settings.kafka.input_topic)
+        counts = bridge_kafka(settings, stop=stop)
         log.info("bridge stopped: %s", dict(counts))
         return 0
     rejects = LazyFile(args.rejects)

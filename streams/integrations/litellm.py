@@ -158,6 +158,12 @@ class CrosstalkLogger(CustomLogger):
         super().__init__(**kwargs)
         self.settings = settings or load_settings()
         self.s = self.settings.litellm
+        if not self.s.send_text and not self.settings.detection.fingerprint_key.configured:
+            # A random key's fingerprints would be rejected by every worker (fingerprint_params).
+            raise ValueError(
+                "crosstalk LiteLLM callback: no fingerprint key configured; set detection.fingerprint_key "
+                "or CROSSTALK_DETECTION__FINGERPRINT_KEY (the secret the workers use)"
+            )
         self._producer = producer
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None

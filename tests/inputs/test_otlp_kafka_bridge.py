@@ -171,3 +171,41 @@ def test_collector_topic_both_encodings_to_worker_alerts(kafka_names: Any, worke
     finally:
         reader.close()
     assert set(seen) == set(expected)
+
+
+def test_bridge_command_runs_until_sigterm(kafka_names: Any, tmp_path: Any) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    app = kafka_names.app_id
+    topic = f"{app}.otlp_spans"
+    s = kafka_names.settings()
+    ensure_topics(s.kafka)
+    admin = admin_client(kafka_names.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    env = {
+        **os.environ,
+        **kafka_names.env(),
+        "CROSSTALK_OTLP__KAFKA_TOPIC": topic,
+        "CROSSTALK_OTLP__KAFKA_GROUP_ID": f"{app}-bridge",
+    }
+    cmd = [sys.executable, "-m", "streams.cli", "otlp", "--from-kafka", "--to", "kafka"]
+    log = (tmp_path / "bridge.log").open("wb")
+    proc = subprocess.Popen(cmd, env=env, stderr=log)
+    try:
+        prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+        prod.send(topic, proto_request({**BASE, "crosstalk.tenant_id": "acme"}))
+        prod.flush()
+        prod.close()
+        recs = consume_all(kafka_names.bootstrap, kafka_names.input_topic, 2, timeout_s=90)
+        assert sorted(orjson.loads(r.value)["type"] for r in recs) == ["request", "response"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        log.close()
+    assert code == 0, (tmp_path / "bridge.log").read_text()
