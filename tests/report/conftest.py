@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
-from report_fixtures import CHROMEDRIVER, CHROMIUM, Run, crosstalk
+
+from .report_fixtures import CHROMEDRIVER, CHROMIUM, Run, crosstalk
 
 
 def _simulate(dir: Path, *flags: str) -> Run:

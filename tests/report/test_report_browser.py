@@ -9,8 +9,9 @@ from typing import Any
 
 import orjson
 import pytest
-from report_fixtures import ROOT, Run
 from selenium.webdriver.common.by import By
+
+from .report_fixtures import ROOT, Run
 
 ARTIFACTS = ROOT / "test-artifacts"
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from report_fixtures import ROOT
+from .report_fixtures import ROOT
 
 
 def test_chromium_runs(browser_paths: tuple[str, str]) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 import orjson
 import pytest
-from report_fixtures import Run
 
 from streams.report.command import add_arguments, run
+
+from .report_fixtures import Run
 
 pytestmark = pytest.mark.kafka
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
-from report_fixtures import Run
+
+from .report_fixtures import Run
 
 REQUEST_ID = re.compile(r"req-[0-9a-f]{8,}")
 SESSION_ID = re.compile(r"sess-[0-9a-f]{6,}")
