@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from detectors.settings import DetectionSettings
 from streams.settings import KafkaSettings, Settings, load_settings
 
 
@@ -15,7 +16,13 @@ def test_precedence_defaults_file_env_code(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.delenv("CROSSTALK_CONFIG", raising=False)
     monkeypatch.setenv("CROSSTALK_KAFKA__BOOTSTRAP", "env:2")
     s = load_settings(cfg)
-    assert (s.kafka.bootstrap, s.kafka.alerts_topic, s.detection.k, s.detection.w) == ("env:2", "from-file", 6, 12)
+    default_w = DetectionSettings.model_fields["w"].default
+    assert (s.kafka.bootstrap, s.kafka.alerts_topic, s.detection.k, s.detection.w) == (
+        "env:2",
+        "from-file",
+        6,
+        default_w,
+    )
     monkeypatch.setenv("CROSSTALK_CONFIG", str(cfg))
     assert load_settings().kafka.alerts_topic == "from-file"
     # A section given in code is taken whole: the environment must not clobber it field by field.
