@@ -13,8 +13,10 @@ from typing import BinaryIO
 
 from detectors.exchange import Exchange
 from detectors.monitor import Monitor
+from detectors.ordering import FUTURE_TS, EventClock
 from schemas.alert import Alert
 from schemas.events import Event, EventError
+from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
 from streams.sinks.base import Sink, tell_resolved
@@ -76,12 +78,13 @@ class EmbeddedRunner:
         self.sinks = list(sinks)
         self.rejects = Rejects(rejects_out, listener=self._tell_reject)
         self.result = RunResult()
-        self.monitor = Monitor(settings.detection, on_exchange=self._on_exchange)
+        self.monitor = Monitor(settings.detection, on_exchange=self._on_exchange, public=load_public(settings))
         self.result.monitor = self.monitor
         self._progress = Counter[str]()
         self._readers: list[LineReader] = []
         self._stop = StopFlag()
         self._wall_clock = time.time
+        self._live_clock = EventClock(settings.detection.max_future_skew_s)
         self._on_progress = on_progress
         # Sinks that count input (metrics) and watch state size say so by having these methods.
         self._event_listeners = [s.on_event for s in self.sinks if hasattr(s, "on_event")]
@@ -100,7 +103,16 @@ class EmbeddedRunner:
                 sink.on_alert(alert)
 
     def feed(self, event: Event, source: str = "-", line: int | None = None, raw: bytes | None = None) -> list[Alert]:
-        """One validated event through the core; a core-level reject goes to the rejects file."""
+        """One validated event from a live source (demo, OTLP receiver) through the core; a reject goes to
+        the rejects file. Live, event time is bounded by the wall clock: an event more than
+        `detection.max_future_skew_s` ahead of it is rejected (`future_ts`) and moves nothing."""
+        detail = self._live_clock.admit(event.ts, self._wall_clock())
+        if detail is not None:
+            self.reject(source, line, FUTURE_TS, detail, raw if raw is not None else event.model_dump_json().encode())
+            return []
+        return self._observe(event, source, line, raw)
+
+    def _observe(self, event: Event, source: str, line: int | None, raw: bytes | None = None) -> list[Alert]:
         try:
             alerts = self.monitor.observe(event)
         except EventError as exc:
@@ -157,8 +169,8 @@ class EmbeddedRunner:
         start = time.perf_counter()
         last_report = 0
         try:
-            for p in parsed:
-                self.feed(p.event, p.source, p.line)
+            for p in parsed:  # judged by the readers already (event time included)
+                self._observe(p.event, p.source, p.line)
                 if self._on_progress is not None and self._progress["bytes"] - last_report >= 1 << 20:
                     last_report = self._progress["bytes"]
                     self._on_progress(last_report)
@@ -168,7 +180,7 @@ class EmbeddedRunner:
             self._stop.set()
             try:
                 for p in parsed:
-                    self.feed(p.event, p.source, p.line)
+                    self._observe(p.event, p.source, p.line)
             except KeyboardInterrupt:
                 pass  # a second Ctrl-C: stop draining, still flush the core
         self.result.interrupted = self._stop.is_set
