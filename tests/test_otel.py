@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from detectors.exchange import Exchange
-from schemas.alert import Alert, Signal
+from schemas.alert import Alert, IncidentResolved, Signal
 from schemas.events import Request, Response, Usage
 from streams.settings import OtelSettings
 from streams.sinks.otel import OtelSink
@@ -241,6 +241,17 @@ def test_webhook_metrics_and_hold_zero(otlp: OtlpReceiver) -> None:
     sink.on_webhook_delivery("ops", "delivered")
     sink.on_webhook_delivery("ops", "deadlettered")
     sink.on_webhook_failure("ops", "http_500")
+    sink.on_resolved(
+        IncidentResolved(
+            incident_id="inc-1",
+            group_key="cache_domain=pool-1,category=exposure",
+            cache_domain="pool-1",
+            first_ts=T0,
+            last_ts=T0 + 5,
+            resolved_at=T0 + 605,
+            alerts=1,
+        )
+    )
     sink.close()
     [chat] = [s for s in otlp.spans() if s.name.startswith("chat")]
     assert [e.name for e in chat.events] == ["crosstalk.alert"]
@@ -249,6 +260,7 @@ def test_webhook_metrics_and_hold_zero(otlp: OtlpReceiver) -> None:
     deliveries = {attrs(p)["outcome"]: p.as_int for p in points["crosstalk.webhook.deliveries"]}
     assert deliveries == {"delivered": 1, "deadlettered": 1}
     assert [attrs(p)["reason"] for p in points["crosstalk.webhook.failures"]] == ["http_500"]
+    assert [(attrs(p)["category"], p.as_int) for p in points["crosstalk.incidents.resolved"]] == [("exposure", 1)]
 
 
 # --------------------------------------------------------------------------- export never slows detection

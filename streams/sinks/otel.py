@@ -40,7 +40,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from detectors.exchange import Exchange
-from schemas.alert import Alert
+from schemas.alert import Alert, IncidentResolved
 from streams.settings import OtelSettings
 from streams.sinks.otel_export import CountedMetrics, CountedSpans, ExportStats
 
@@ -164,6 +164,9 @@ class OtelSink:
         )
         self._deliveries = meter.create_counter(
             "crosstalk.webhook.deliveries", unit="{notification}", description="webhook notifications by outcome"
+        )
+        self._resolved = meter.create_counter(
+            "crosstalk.incidents.resolved", unit="{incident}", description="incidents the core resolved"
         )
         self._failures = meter.create_counter(
             "crosstalk.webhook.failures", unit="{attempt}", description="failed webhook attempts by reason"
@@ -399,6 +402,9 @@ class OtelSink:
                 return
             self._event_clock = max(self._event_clock, alert.ts)
             self._alert_span(alert)
+
+    def on_resolved(self, resolution: IncidentResolved) -> None:
+        self._resolved.add(1, {"category": resolution.group_key.rpartition("category=")[2] or "exposure"})
 
     def on_reject(self, reason: str, detail: str) -> None:
         self._rejects.add(1, {"reason": reason})
