@@ -21,6 +21,15 @@ CONFIGURATION_KINDS = frozenset({"capacity_gap"})
 CONTENT_SIGNALS = ("cross_tenant_contamination", "cross_session_contamination", "canary_leak")
 
 
+def _category(alert: Alert) -> str:
+    """The group key's category (exposure | configuration); by kind when the key does not say."""
+    for part in alert.group_key.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() == "category" and value:
+            return value.strip()
+    return "configuration" if alert.kind in CONFIGURATION_KINDS else "exposure"
+
+
 def _max_severity(a: str, b: str) -> str:
     return a if SEVERITY_RANK[a] >= SEVERITY_RANK[b] else b
 
@@ -192,7 +201,7 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
             inc = incidents[a.incident_id] = IncidentRow(
                 a.incident_id,
                 a.cache_domain,
-                a.group_key.rpartition("category=")[2] or "exposure",
+                _category(a),
                 a.ts,
                 a.ts,
                 a.ts,
