@@ -17,6 +17,7 @@ from detectors.exchange import Exchange
 from detectors.fingerprint import Fingerprinter
 from detectors.incidents import Incident
 from detectors.join import Joiner
+from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, Canary, Event, EventError, Request, Response
@@ -94,9 +95,10 @@ class DomainTable:
     its buffered input is flushed first (`take_flushed()`), so no alert is lost, and it is counted
     (`domains.expired`, `domains.evicted`). Junk cache_domain values thus cost bounded memory."""
 
-    def __init__(self, settings: DetectionSettings, counters: Counter[str]) -> None:
+    def __init__(self, settings: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> None:
         self.settings = settings
         self.counters = counters
+        self.public = public  # the operator's public corpus: the process's, attached to every domain, never pickled
         self.domains: dict[str, DomainMonitor] = {}
         self._activity: OrderedDict[str, float] = OrderedDict()  # least recently active first
         self._flushed: list[Alert] = []
@@ -107,7 +109,7 @@ class DomainTable:
         if dm is None:
             while len(self.domains) >= self.settings.max_domains:
                 self._drop(next(iter(self._activity)), "domains.evicted")
-            dm = self.domains[name] = DomainMonitor(name, self.settings)
+            dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
         activity = self._activity
         if activity.get(name, float("-inf")) < ts:
             activity[name] = ts
@@ -147,7 +149,9 @@ class DomainTable:
 
 
 class Monitor:
-    def __init__(self, settings: DetectionSettings, on_exchange: ExchangeHook | None = None) -> None:
+    def __init__(
+        self, settings: DetectionSettings, on_exchange: ExchangeHook | None = None, public: PublicSet | None = None
+    ) -> None:
         self.settings = settings
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
@@ -155,7 +159,7 @@ class Monitor:
         self.joiner = Joiner(settings, self.canaries)
         self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
         self.counters: Counter[str] = _Counts()
-        self.table = DomainTable(settings, self.counters)
+        self.table = DomainTable(settings, self.counters, public)
         self.domains = self.table.domains
         self.watermark = float("-inf")
         self._next_advance = float("-inf")

@@ -301,6 +301,13 @@ class ProbeSettings(_Section):
     cache_domain: str | None = Field(default=None, description="cache_domain of the probe's events; else host:port")
 
 
+class CorpusSettings(_Section):
+    path: str | None = Field(
+        default=None,
+        description="public-text corpus file (`crosstalk corpus add`): its fingerprints are common, never evidence",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid")
 
@@ -314,6 +321,7 @@ class Settings(BaseSettings):
     litellm: LiteLLMSettings = Field(default_factory=LiteLLMSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     probe: ProbeSettings = Field(default_factory=ProbeSettings)
+    corpus: CorpusSettings = Field(default_factory=CorpusSettings)
 
     @classmethod
     def settings_customise_sources(

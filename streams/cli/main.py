@@ -164,6 +164,7 @@ _DELEGATED = {
     "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
     "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
     "report": ("streams.report.command", "the incident report: one self-contained HTML page, per-tenant notices"),
+    "corpus": ("streams.cli.corpus", "add public text (licences, docs, RAG passages) that is common, never evidence"),
     "probe": ("streams.probe.cli", "probe an OpenAI-compatible endpoint with canaries and a prompt-size ladder"),
     "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
     "otlp": ("streams.inputs.otlp_http", "receive OTLP GenAI spans (HTTP, or the Collector's Kafka topic) as events"),

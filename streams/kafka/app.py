@@ -27,6 +27,7 @@ import faust
 from faust.types import TP
 
 from schemas.events import NDJSON_CONTENT_TYPE
+from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.stages import (
@@ -58,6 +59,7 @@ class KafkaPipeline:
         self.names: TopicNames = topic_names(settings.kafka)
         self.counters: Counter[str] = Counter()
         self.started = time.time()
+        self.public = load_public(settings)
         started_mono = time.monotonic()
         self.ingest = IngestStage(settings, self.counters)
         self.join = JoinStage(settings, self.counters, started_mono)
@@ -293,11 +295,11 @@ class KafkaPipeline:
             table = self.join_table if stage == "join" else self.domain_table
             blob = table.get(checkpoint.snapshot_key(stage, partition))
             if blob:
-                st = checkpoint.loads(blob, self.settings.detection, self.counters)
+                st = checkpoint.loads(blob, self.settings.detection, self.counters, self.public)
             elif stage == "join":
                 st = JoinState.fresh(self.settings.detection)
             else:
-                st = DomainState.fresh(self.settings.detection, self.counters)
+                st = DomainState.fresh(self.settings.detection, self.counters, self.public)
             if stage == "join":
                 self.join.restored(partition, st, time.monotonic())
             states[partition] = st

@@ -23,6 +23,7 @@ from typing import Any
 
 from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
+from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from streams.kafka.stages import DomainState, JoinState
 from streams.settings import KafkaSettings
@@ -55,6 +56,8 @@ def dumps(state: State, counters: Counter[str]) -> bytes:
             return "fingerprinter"
         if isinstance(obj, DetectionSettings):
             return "settings"
+        if isinstance(obj, PublicSet):  # the operator's corpus is the process's, loaded from its file
+            return "public"
         if obj is counters:
             return "counters"
         return None
@@ -66,10 +69,10 @@ def dumps(state: State, counters: Counter[str]) -> bytes:
     return zlib.compress(buf.getvalue(), 1)
 
 
-def loads(blob: bytes, settings: DetectionSettings, counters: Counter[str]) -> State:
+def loads(blob: bytes, settings: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> State:
     fingerprinter = make_fingerprinter(settings)
     unpickler = pickle.Unpickler(io.BytesIO(zlib.decompress(blob)))
-    known = {"fingerprinter": fingerprinter, "settings": settings, "counters": counters}
+    known = {"fingerprinter": fingerprinter, "settings": settings, "counters": counters, "public": public}
     unpickler.persistent_load = known.__getitem__  # type: ignore[assignment]
     state = unpickler.load()
     if not isinstance(state, (JoinState, DomainState)):

@@ -25,6 +25,7 @@ from detectors.dedup import Deduper
 from detectors.exchange import CanaryHit, Exchange
 from detectors.join import Joiner
 from detectors.monitor import DomainTable, admit, count_alerts, make_fingerprinter, route_exchange
+from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, OrderKey, order_key
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
@@ -253,8 +254,8 @@ class DomainState:
     offset: int = -1
 
     @classmethod
-    def fresh(cls, s: DetectionSettings, counters: Counter[str]) -> DomainState:
-        return cls(DomainTable(s, counters))
+    def fresh(cls, s: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> DomainState:
+        return cls(DomainTable(s, counters, public))
 
 
 @dataclass(slots=True)
