@@ -6,8 +6,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/bootstrap.sh
 # A real Prometheus Alertmanager for tests/test_alertmanager.py, built once (~5 min) into .tools/bin.
-if [ ! -x "$ROOT/.tools/bin/alertmanager" ] && command -v go >/dev/null 2>&1; then
-  GOBIN="$ROOT/.tools/bin" go install github.com/prometheus/alertmanager/cmd/alertmanager@v0.28.1 \
+GO="$(command -v go || echo /usr/local/go/bin/go)"
+if [ ! -x "$ROOT/.tools/bin/alertmanager" ] && [ -x "$GO" ]; then
+  GOBIN="$ROOT/.tools/bin" "$GO" install github.com/prometheus/alertmanager/cmd/alertmanager@v0.28.1 \
     >/tmp/crosstalk-alertmanager-build.log 2>&1 || { tail -20 /tmp/crosstalk-alertmanager-build.log >&2; }
 fi
 VENV="${CROSSTALK_VENV:-$ROOT/.venv}"
