@@ -6,6 +6,7 @@ tenant's prompt into another tenant's answer, and the alert names both."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import io
 import random
 import threading
@@ -205,6 +206,13 @@ def test_json_encoding_over_http_and_a_bad_payload(tmp_path: Any) -> None:
         assert r.status_code == 200
         assert r.json()["partialSuccess"]["rejectedSpans"] == "1"
         assert "no_tenant" in r.json()["partialSuccess"]["errorMessage"]
+        again = span_of(
+            {"request_id": "r-3", "model": "m", "tenant_id": "acme", "prompt_tokens": 9, "ts": 102.0},
+            {"model": "m", "cache_domain": "d1", "status_code": 200, "ts": 103.0},
+        )
+        zipped = gzip.compress(orjson.dumps(export_request([again])))
+        headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        assert httpx.post(url, content=zipped, headers=headers).status_code == 200
         bad = httpx.post(url, content=b"\x0a\xff\xff", headers={"content-type": "application/x-protobuf"})
         assert bad.status_code == 400 and "not_otlp" in bad.text
         counters = httpx.get(f"http://127.0.0.1:{port}/counters").json()
@@ -212,9 +220,30 @@ def test_json_encoding_over_http_and_a_bad_payload(tmp_path: Any) -> None:
     finally:
         receiver.stop_thread()
     lines = [orjson.loads(x) for x in events.getvalue().splitlines()]
-    assert [e["type"] for e in lines] == ["request", "response"]
+    assert [(e["type"], e["request_id"]) for e in lines] == [
+        ("request", "r-1"),
+        ("response", "r-1"),
+        ("request", "r-3"),
+        ("response", "r-3"),
+    ]
     parsed = Response.model_validate_json(orjson.dumps(lines[1]))
     assert parsed.output_fingerprint is not None and parsed.output_text is None
     assert Request.model_validate_json(orjson.dumps(lines[0])).tenant_id == "acme"
     rej = [orjson.loads(x) for x in rejects.getvalue().splitlines()]
     assert [r["reason"] for r in rej] == ["no_tenant", "not_otlp"]
+
+
+def test_oversized_and_compression_bomb_bodies_get_413() -> None:
+    settings = Settings(otlp={"max_body_bytes": 4096})
+    receiver = OtlpReceiver(settings, JsonlOutput(io.BytesIO(), io.BytesIO()))
+    port = receiver.start_in_thread()
+    try:
+        url = f"http://127.0.0.1:{port}/v1/traces"
+        bomb = gzip.compress(b"{" + b" " * 5_000_000 + b"}")  # ~5 KB on the wire, 5 MB inflated
+        r = httpx.post(url, content=bomb, headers={"content-type": "application/json", "content-encoding": "gzip"})
+        assert r.status_code == 413
+        r = httpx.post(url, content=b"x" * 10_000, headers={"content-type": "application/x-protobuf"})
+        assert r.status_code == 413
+        assert receiver.counters["rejects.oversized"] == 2 and receiver.counters["requests"] == 0
+    finally:
+        receiver.stop_thread()
