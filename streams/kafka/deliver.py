@@ -305,7 +305,7 @@ class DeliveryConsumer:
                     for rec in records:
                         self._handle(tp, rec.offset, rec.value, now)
                 notes = [*self._take_urgent(), *self._due(now)]
-                if batch or notes:
+                if batch or any(n.resend == 0 for n in notes):  # periodic re-sends are not new work
                     last_activity = self.clock()
                 if not self._deliver(notes):
                     break
