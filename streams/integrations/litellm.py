@@ -268,6 +268,10 @@ class CrosstalkLogger(CustomLogger):
 
     def _events(self, kwargs: dict[str, Any], response_obj: Any, start: Any, end: Any, status: int) -> list[dict]:
         slo = kwargs.get("standard_logging_object") or {}
+        call_type = str(kwargs.get("call_type") or slo.get("call_type") or "acompletion")
+        if "completion" not in call_type:  # embeddings, images, audio: no prompt/answer text to compare
+            self.counters[f"events.skipped.{call_type}"] += 1
+            return []
         meta = dict(slo.get("metadata") or {})
         meta.update((kwargs.get("litellm_params") or {}).get("metadata") or {})
         tenant = self.tenant_of(None, meta)
