@@ -27,7 +27,7 @@ import hashlib
 import numpy as np
 
 from detectors.exchange import TextPrint
-from detectors.tokens import FOLD, PAD, SCHEME, TABLE_END, Units, normalise, words_of
+from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from schemas.events import Fingerprint
 
 __all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "words_of"]
@@ -274,6 +274,13 @@ class Fingerprinter:
     def _unicode_hashes(self, text: str) -> np.ndarray:
         """text_hashes of a non-ASCII text: the units found on its folded UTF-8 bytes, looked up by their
         bytes as written (words) or their code point (single characters)."""
+        if len(text) <= _SHORT_TEXT:
+            # Short texts of scripts without spaces (a Chinese or Thai chat turn) often have no word at all:
+            # then the units are the CHAR code points, found in a few passes over the UTF-32 form.
+            cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            cls = CLASS[np.minimum(cps, TABLE_END - 1)]
+            if cls.max(initial=SEP) <= CHAR and not (cls == WORD).any():
+                return self._char_hashes(cps[cls == CHAR])
         u = Units.of(text)
         ischar = u.ischar
         nchar = u.chars.shape[0]
