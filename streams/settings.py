@@ -204,7 +204,9 @@ class OtlpSettings(_Section):
         default_factory=lambda: ["crosstalk.request_id"], description="else <trace_id>-<span_id>"
     )
     session_attributes: list[str] = Field(default_factory=lambda: ["gen_ai.conversation.id", "session.id"])
-    ttft_s_attributes: list[str] = Field(default_factory=lambda: ["gen_ai.response.time_to_first_chunk"])
+    ttft_s_attributes: list[str] = Field(
+        default_factory=lambda: ["gen_ai.response.time_to_first_chunk", "gen_ai.latency.time_to_first_token"]
+    )
     ttft_ms_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.ttft_ms"])
     context_window_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.context_window"])
     canary_attributes: list[str] = Field(
