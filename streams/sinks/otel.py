@@ -93,7 +93,7 @@ class OtelSink:
     ) -> None:
         self.settings = settings
         self.wall_clock = wall_clock
-        self.export_stats = ExportStats()
+        self.export_stats = ExportStats(settings.endpoint)
         self.close_report: dict[str, Any] = {}
         resource = Resource.create({"service.name": settings.service_name})
         base = settings.endpoint.rstrip("/")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,18 +20,41 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 log = logging.getLogger(__name__)
 
+# The OTLP clients log every failed attempt and batch (with a collector down: several lines a second,
+# for hours). The counts below say the same once a minute; their own errors still show.
+for _name in ("opentelemetry.exporter.otlp.common.http", "opentelemetry.exporter.otlp.proto.http"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
+_WARN_EVERY_S = 60.0
+
 
 class ExportStats:
     """What the exporters did, per signal: batches and items exported or dropped, and on which threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: str = "", clock: Any = time.monotonic) -> None:
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self.threads: set[int] = set()  # thread idents that ran an export (never the pipeline's)
+        self.endpoint = endpoint
+        self._clock = clock
+        self._warned_at = float("-inf")
+        self.warnings = 0
 
     def add(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.counts[key] = self.counts.get(key, 0) + n
+            warn = key.endswith("_batches_dropped") and self._clock() - self._warned_at >= _WARN_EVERY_S
+            if warn:
+                self._warned_at = self._clock()
+                self.warnings += 1
+                spans, metrics = self.counts.get("spans_dropped", 0), self.counts.get("metric_batches_dropped", 0)
+        if warn:
+            # A long-running worker may never reach close(): say it while it happens, at most once a minute.
+            log.warning(
+                "otel: export to %s failing; %d span(s) and %d metric batch(es) dropped so far",
+                self.endpoint,
+                spans,
+                metrics,
+            )
 
     def saw_thread(self) -> None:
         with self._lock:
