@@ -453,5 +453,7 @@ class OtelSink:
                 dropped_spans,
                 dropped_metrics,
                 self.settings.endpoint,
-                "" if finished else f"; stopped waiting after {bound:g} s",
+                ""
+                if finished
+                else f" so far; stopped waiting after {bound:g} s (what is still queued is dropped, counted)",
             )
