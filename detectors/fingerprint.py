@@ -23,6 +23,7 @@ is also the producer-side helper: gateways fingerprint at the edge with the same
 from __future__ import annotations
 
 import hashlib
+from itertools import chain
 
 import numpy as np
 
@@ -48,6 +49,7 @@ _WORD_CACHE_MAX = 2_000_000
 # plain dict (bytes -> hash, bounded) instead of the vectorised table.
 _SHORT_TEXT = 1_024
 _SHORT_CACHE_MAX = 100_000
+_PIECE_MAX = 64  # bytes
 
 
 def key_id_of(key: str) -> str:
@@ -104,6 +106,7 @@ class Fingerprinter:
         self._tables(_MIN_BITS)
         self._long: dict[bytes, int] = {}
         self._short: dict[bytes, int] = {}
+        self._pieces: dict[bytes, tuple[int, ...]] = {}
 
     def _tables(self, bits: int) -> None:
         self._bits = bits
@@ -274,14 +277,51 @@ class Fingerprinter:
     def _unicode_hashes(self, text: str) -> np.ndarray:
         """text_hashes of a non-ASCII text: the units found on its folded UTF-8 bytes, looked up by their
         bytes as written (words) or their code point (single characters)."""
+        # Text in scripts without spaces (Chinese or Thai prose, a Japanese chat turn) often has no word at
+        # all: then the units are its CHAR code points, found in a few passes over the UTF-32 form.
+        cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        cls = CLASS[np.minimum(cps, TABLE_END - 1)]
+        if cls.max(initial=SEP) <= CHAR and not (cls == WORD).any():
+            return self._char_hashes(cps[cls == CHAR])
         if len(text) <= _SHORT_TEXT:
-            # Short texts of scripts without spaces (a Chinese or Thai chat turn) often have no word at all:
-            # then the units are the CHAR code points, found in a few passes over the UTF-32 form.
-            cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            cls = CLASS[np.minimum(cps, TABLE_END - 1)]
-            if cls.max(initial=SEP) <= CHAR and not (cls == WORD).any():
-                return self._char_hashes(cps[cls == CHAR])
-        u = Units.of(text)
+            data = text.encode("utf-8", "surrogatepass").translate(FOLD)
+            wh = self._piece_hashes(data.split())
+            if wh is not None:
+                return wh
+            return self._units_hashes(Units(data + PAD, len(data)))
+        return self._units_hashes(Units.of(text))
+
+    def _piece_hashes(self, pieces: list[bytes]) -> np.ndarray | None:
+        """Short spaced text (German, Russian...): its space-separated pieces of folded bytes, each mapped
+        in a bounded dict to the hashes of its units (a word, or a word and punctuation: « », „ “).
+        None when a new piece is not such a word: the caller takes the whole-text path."""
+        cache = self._pieces
+        try:
+            parts = list(map(cache.__getitem__, pieces))
+        except KeyError:
+            missing = [p for p in dict.fromkeys(pieces) if p not in cache]
+            # Only words of spaced scripts are worth remembering: a piece with a 3- or 4-byte character
+            # (CJK, Thai, Devanagari...) is usually a clause that will not come again.
+            if any(len(p) > _PIECE_MAX or max(p) >= 0xE0 for p in missing):
+                return None
+            # The new pieces, joined by spaces, in one pass; units never cross a space, so each unit
+            # belongs to the piece its start falls in.
+            joined = b" ".join(missing)
+            u = Units(joined + PAD, len(joined))
+            if len(u.data) != len(joined) + len(PAD):  # format characters were removed: offsets moved
+                return None
+            if len(cache) + len(missing) > _SHORT_CACHE_MAX:
+                cache.clear()
+            lengths = np.fromiter(map(len, missing), dtype=np.intp, count=len(missing))
+            first = np.cumsum(lengths + 1) - (lengths + 1)
+            owner = np.searchsorted(first, u.starts, side="right") - 1
+            counts = np.bincount(owner, minlength=len(missing))
+            split = np.split(self._units_hashes(u), np.cumsum(counts)[:-1])
+            cache.update(zip(missing, map(tuple, map(np.ndarray.tolist, split)), strict=True))
+            parts = list(map(cache.__getitem__, pieces))
+        return np.fromiter(chain.from_iterable(parts), dtype=np.uint64)
+
+    def _units_hashes(self, u: Units) -> np.ndarray:
         ischar = u.ischar
         nchar = u.chars.shape[0]
         if nchar == ischar.shape[0]:  # only single characters (or nothing)

@@ -160,5 +160,5 @@ def test_retired_v1_fingerprints_are_refused_with_the_reason() -> None:
 @settings(max_examples=150, deadline=None)
 @given(text=st.text(alphabet=st.one_of(HAN, KANA, THAI, HANGUL, st.sampled_from("，。、！ \n「」")), max_size=1500))
 def test_texts_without_words_take_the_short_path_with_the_same_hashes(text: str) -> None:
-    # Up to 1,024 characters such a text is hashed from its UTF-32 code points; longer ones from its bytes.
+    # Such a text is hashed from its UTF-32 code points; the list path makes the units from its bytes.
     assert FP.text_hashes(text).tolist() == FP.word_hashes(words_of(text)).tolist()
