@@ -1,8 +1,10 @@
 """Detection quality on the simulator's ground truth: every profile, the default seed and five others.
 
 Per (profile, seed): simulate (default 20 minutes, fault from the middle) -> the embedded core, in-process
--> `streams.sim.evaluate`. Writes docs/evaluation.json (every figure, per scenario and language group),
-docs/evaluation.md (the tables pasted into the README) and docs/img/evaluation.png.
+-> `streams.sim.evaluate`. `multilingual+corpus` is the multilingual run with the operator's corpus loaded:
+the profile's public documents (`crosstalk simulate --public-corpus-out`) added with `crosstalk corpus add`
+(same process, so the same per-process fingerprint key). Writes docs/evaluation.json (every figure, per
+scenario and language group), docs/evaluation.md (the tables pasted into the README) and docs/img/evaluation.png.
 
     .venv/bin/python scripts/evaluate_seeds.py [--profiles multilingual stdlib-code] [--seeds 7 1 2 3 4 5]
         [--duration 1200] [--fault-at 600] [--no-fault]
@@ -11,7 +13,10 @@ docs/evaluation.md (the tables pasted into the README) and docs/img/evaluation.p
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,18 +25,35 @@ from typing import Any
 import orjson
 
 from schemas.events import EventError, parse_event
+from streams.cli.main import main as cli_main
 from streams.embedded.runner import EmbeddedRunner
-from streams.settings import load_settings
+from streams.settings import CorpusSettings, Settings, load_settings
 from streams.sim.evaluate import evaluate
-from streams.sim.simulate import PROFILES, SimConfig, iter_simulation
+from streams.sim.simulate import PROFILES, SimConfig, iter_simulation, write_public_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def one(profile: str, seed: int, duration_s: float, fault_at_s: float | str | None) -> dict[str, Any]:
+def with_corpus(settings: Settings, config: SimConfig, tmp: Path) -> Settings:
+    """Settings with the profile's public documents loaded as the operator's corpus, via `crosstalk corpus add`."""
+    text, corpus = tmp / "public.txt", tmp / "public.corpus"
+    write_public_corpus(text, config)
+    with contextlib.redirect_stderr(io.StringIO()):
+        if cli_main(["corpus", "add", str(text), "--corpus", str(corpus)]) != 0:
+            raise SystemExit("crosstalk corpus add failed")
+    return settings.model_copy(update={"corpus": CorpusSettings(path=str(corpus))})
+
+
+def one(variant: str, seed: int, duration_s: float, fault_at_s: float | str | None) -> dict[str, Any]:
+    profile = variant.removesuffix("+corpus")
     settings = load_settings()
-    runner = EmbeddedRunner(settings)
     config = SimConfig(profile=profile, seed=seed, duration_s=duration_s, fault_at_s=fault_at_s)
+    if variant.endswith("+corpus"):
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = with_corpus(settings, config, Path(tmp))
+            runner = EmbeddedRunner(settings)  # reads the corpus file now
+    else:
+        runner = EmbeddedRunner(settings)
     events, labels = iter_simulation(config)
     start = time.perf_counter()
     for obj in events:
@@ -42,7 +64,7 @@ def one(profile: str, seed: int, duration_s: float, fault_at_s: float | str | No
             runner.reject("sim", None, exc.reason, exc.detail, raw)
     result = runner.finish(start)
     out = evaluate(labels.to_dict(), result.alerts).as_dict()
-    out |= {"profile": profile, "seed": seed, "events": result.events_total, "alerts_total": len(result.alerts)}
+    out |= {"profile": variant, "seed": seed, "events": result.events_total, "alerts_total": len(result.alerts)}
     out["seconds"] = result.seconds
     out["alerts_by_severity"] = {
         sev: sum(1 for a in result.alerts if a.severity == sev) for sev in ("info", "warning", "high", "critical")
@@ -172,7 +194,8 @@ def plot(summaries: dict[str, dict[str, Any]], path: Path) -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--profiles", nargs="+", choices=PROFILES, default=["multilingual", "stdlib-code"])
+    variants = ["multilingual", "multilingual+corpus", "stdlib-code"]
+    ap.add_argument("--profiles", nargs="+", choices=[*PROFILES, "multilingual+corpus"], default=variants)
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 1, 2, 3, 4, 5])
     ap.add_argument("--duration", type=float, default=1200.0)
     ap.add_argument("--fault-at", type=float, default=None, help="default: half the duration")
