@@ -163,6 +163,33 @@ def markdown(rows: list[dict[str, Any]], summaries: dict[str, dict[str, Any]]) -
     return "\n".join(lines) + "\n"
 
 
+def detail(summaries: dict[str, dict[str, Any]]) -> str:
+    """Pooled over seeds: per scenario x source script and per language; false alarms per decoy kind."""
+    out = []
+    head = ["profile", "group", "leaks", "exposure (high+)", "attribution", "worst delay"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for profile, s in summaries.items():
+        for group in ("scenario", "scenario_x_source_script", "source_lang", "receiver_lang"):
+            for value, f in s["groups"].get(group, {}).items():
+                if not f:
+                    continue
+                delay = "–" if f.get("max_delay_s") is None else f"{f['max_delay_s']:.0f} s"
+                label = value if group.startswith("scenario") else f"{group.replace('_', ' ')} {value}"
+                rows.append(f"| {profile} | {label} | {f['contaminated']} | {_pct(f, 'exposure', 'exposed')} | "
+                            f"{_pct(f, 'attribution', 'attributed')} | {delay} |")  # fmt: skip
+    out.append("\n".join(rows))
+    head = ["profile", "clean 2xx with", "responses", "high or critical", "warning or above"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for profile, s in summaries.items():
+        for group in ("clean_by_decoy", "clean_by_receiver_lang"):
+            for value, f in s["groups"].get(group, {}).items():
+                label = value if group == "clean_by_decoy" else f"receiver {value}"
+                rows.append(f"| {profile} | {label} | {f['clean_2xx']:,} | {_rate(f, 'high_rate', 'high')} | "
+                            f"{_rate(f, 'warning_rate', 'warning')} |")  # fmt: skip
+    out.append("\n".join(rows))
+    return "\n\n".join(out) + "\n"
+
+
 def plot(summaries: dict[str, dict[str, Any]], path: Path) -> bool:
     try:
         import matplotlib
@@ -203,7 +230,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs/evaluation.json")
     ap.add_argument("--md", type=Path, default=ROOT / "docs/evaluation.md")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs/img/evaluation.png")
+    ap.add_argument("--from-json", action="store_true", help="only re-render the tables and plot from --out")
     args = ap.parse_args()
+    if args.from_json:
+        doc = orjson.loads(args.out.read_bytes())
+        render(doc, args)
+        return 0
     fault: float | str | None = None if args.no_fault else ("auto" if args.fault_at is None else args.fault_at)
     rows = []
     total = len(args.profiles) * len(args.seeds)
@@ -227,12 +259,16 @@ def main() -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    table = markdown(rows, summaries)
-    args.md.write_text(f"<!-- written by scripts/evaluate_seeds.py on {doc['generated']} -->\n\n{table}")
-    print(table)
-    if plot(summaries, args.plot):
-        print(f"plot: {args.plot}", file=sys.stderr)
+    render(doc, args)
     return 0
+
+
+def render(doc: dict[str, Any], args: argparse.Namespace) -> None:
+    table = markdown(doc["runs"], doc["summary"]) + "\n" + detail(doc["summary"])
+    args.md.write_text(f"<!-- written by scripts/evaluate_seeds.py from a run on {doc['generated']} -->\n\n{table}")
+    print(table)
+    if plot(doc["summary"], args.plot):
+        print(f"plot: {args.plot}", file=sys.stderr)
 
 
 if __name__ == "__main__":

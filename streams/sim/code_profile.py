@@ -78,6 +78,7 @@ class CodeSimulator(Engine):
             t.repo = [order[(i * per + j) % len(order)] for j in range(per)]
         for i, p in enumerate(self.probes):
             p.probe_files = probe_files[2 * i : 2 * i + 2]
+            p.lang = "code"  # probes paste code here, like everybody
         self.fault_prone = [d for d in self.cache_domains if d.fault_prone]
 
     def public_documents(self) -> list[str]:
