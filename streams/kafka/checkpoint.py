@@ -77,6 +77,10 @@ def loads(blob: bytes, settings: DetectionSettings, counters: Counter[str], publ
     state = unpickler.load()
     if not isinstance(state, (JoinState, DomainState)):
         raise TypeError(f"not a stage snapshot: {type(state).__name__}")
+    if isinstance(state, DomainState):
+        # Each domain's overlap detector pickles its corpus as None (as DomainMonitor.loads re-attaches it).
+        for dm in state.table.domains.values():
+            dm.overlap.public = public
     return state
 
 

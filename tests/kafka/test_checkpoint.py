@@ -69,3 +69,19 @@ def test_a_slow_snapshot_defers_the_next_one() -> None:
 
     # Any real snapshot takes > 0 s, so with a 0.01 % budget the next two wait; a forced one does not.
     assert asyncio.run(run()) == [True, False, False, True]
+
+
+def test_a_restored_domain_partition_gets_the_workers_public_corpus_back() -> None:
+    from detectors.public import PublicSet
+    from streams.kafka.stages import DomainState
+
+    s = Settings(detection={"fingerprint_key": "k"})
+    counters: Counter[str] = Counter()
+    public = PublicSet("winnow-v1", "kid", s.detection.k, s.detection.w, [1, 2, 3])
+    st = DomainState.fresh(s.detection, counters, public)
+    st.table.get("d1", 1.0)
+    blob = checkpoint.dumps(st, counters)
+    again = checkpoint.loads(blob, s.detection, counters, public)
+    assert isinstance(again, DomainState)
+    assert again.table.public is public and again.table.domains["d1"].overlap.public is public
+    assert checkpoint.loads(blob, s.detection, counters, None).table.domains["d1"].overlap.public is None
