@@ -287,6 +287,25 @@ def test_grouper_never_resolves_unannounced_alerts() -> None:
     assert [n.status for n in notes] == ["firing", "resolved"]
 
 
+def test_grouper_resolution_before_some_alerts_leaves_nothing_firing() -> None:
+    # On the Kafka alerts topic an incident's alerts and its resolution sit on different partitions.
+    g = Grouper("r", group_wait_s=30.0, group_interval_s=30.0, resend_interval_s=60.0)
+    g.add(make_alert(0), now=0.0)
+    first = g.resolve("inc-g1", T0 + 61, now=1.0)
+    assert [n.status for n in first] == ["firing", "resolved"]
+    # A late alert of the resolved incident: announced and resolved at once, not after group_wait.
+    assert g.add(make_alert(1), now=2.0) == "new"
+    assert g.next_due() is not None and g.next_due() <= 2.0
+    late = g.due(2.0)
+    assert [(n.status, n.alert_ids) for n in late] == [("firing", ["al-g1-1"]), ("resolved", ["al-g1-1"])]
+    assert late[1].ends_at == T0 + 61
+    # A resolution that comes before every alert of its incident works the same way.
+    g.resolve("inc-g2", T0 + 99, now=3.0)
+    g.add(make_alert(2, group="g2"), now=4.0)
+    assert [n.status for n in g.due(4.0)] == ["firing", "resolved"]
+    assert g.open_incidents == 0 and g.due(1e9) == [] and g.next_due() is None
+
+
 def test_grouper_resends_active_alerts_until_resolved() -> None:
     g = Grouper("am", group_wait_s=0.0, group_interval_s=0.0, resend_interval_s=60.0)
     g.add(make_alert(0), now=0.0)

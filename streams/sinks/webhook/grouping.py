@@ -8,6 +8,9 @@
 - With `resend_interval_s` (Alertmanager receivers) the active alerts of every open incident are
   re-sent that often, as Prometheus does, so Alertmanager does not time them out (resolve_timeout)
   while crosstalk still considers the incident open.
+- A resolution may arrive before some (or all) of its incident's alerts: on the Kafka alerts topic
+  they sit on different partitions. Resolved incident ids are remembered (bounded), and an alert of
+  one that comes late is announced and resolved right after (firing, then resolved), never left firing.
 `now` is the caller's clock for the timers (monotonic wall clock when delivering live).
 """
 
@@ -64,6 +67,9 @@ class Grouper:
         # produce a second notification. Bounded: ids older than this many are forgotten.
         self._seen: OrderedDict[str, str] = OrderedDict()
         self._seen_capacity = seen_capacity
+        # incident id -> resolved_at, for alerts that arrive after their incident's resolution.
+        self._resolved: OrderedDict[str, float] = OrderedDict()
+        self._late: dict[str, float] = {}  # incidents to resolve again once their late alerts went out
 
     def _remember(self, alert_id: str, state: str) -> None:
         self._seen[alert_id] = state
@@ -87,6 +93,9 @@ class Grouper:
         self._incident_for(alert).last_added = now
         group = self._groups.setdefault(alert.group_key, _Group())
         group.pending[alert.alert_id] = alert
+        ends_at = self._resolved.get(alert.incident_id)
+        if ends_at is not None:
+            self._late[alert.incident_id] = ends_at
         if group.next_flush is None:
             if group.last_flush is None:
                 group.next_flush = now + self.group_wait_s
@@ -121,6 +130,8 @@ class Grouper:
     def next_due(self) -> float | None:
         times = [g.next_flush for g in self._groups.values() if g.pending and g.next_flush is not None]
         times += [t for inc in self._incidents.values() if (t := self._resend_due(inc)) is not None]
+        if self._late:
+            return float("-inf")
         return min(times) if times else None
 
     @property
@@ -177,6 +188,11 @@ class Grouper:
     def resolve(self, incident_id: str, ends_at: float, now: float) -> list[Notification]:
         """The core resolved this incident at event time `ends_at`: announce it (after flushing any of its
         alerts still pending, so nothing is resolved that was never announced). Unknown here: nothing."""
+        self._resolved[incident_id] = ends_at
+        self._resolved.move_to_end(incident_id)
+        while len(self._resolved) > self._seen_capacity:
+            self._resolved.popitem(last=False)
+        self._late.pop(incident_id, None)
         inc = self._incidents.pop(incident_id, None)
         if inc is None:
             return []
@@ -202,6 +218,8 @@ class Grouper:
         for key, group in list(self._groups.items()):
             if group.pending and group.next_flush is not None and group.next_flush <= now:
                 out.append(self._flush_group(key, group, now))
+        for iid, ends_at in list(self._late.items()):
+            out += self.resolve(iid, ends_at, now)
         out += self._resends(now)
         return out
 
