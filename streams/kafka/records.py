@@ -17,7 +17,9 @@ equal to, and serialises like, the validated one; tests/kafka/test_records.py ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -62,24 +64,44 @@ def _trusted(cls: type[BaseModel], values: dict[str, Any]) -> Any:
     return obj
 
 
+# The field values of a model's __dict__ in field order, in one C call per model.
+_GETTERS = {cls: itemgetter(*fields) for cls, fields in _FIELDS.items()}
+
+
 def _flat(model: BaseModel) -> list[Any]:
     cls = type(model)
-    d = model.__dict__
-    values = [d[f] for f in _FIELDS[cls]]
+    values = list(_GETTERS[cls](model.__dict__))
     for i, _ in _NESTED.get(cls, ()):
         if values[i] is not None:
             values[i] = _flat(values[i])
     return values
 
 
-def _build(cls: type[BaseModel], values: list[Any]) -> Any:
+def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
+    """A builder of one class with its fields and nested classes bound once (a record decode runs it per model)."""
     fields = _FIELDS[cls]
-    if len(values) != len(fields):
-        raise RecordError(f"{cls.__name__} record has {len(values)} fields, expected {len(fields)}")
-    for i, sub in _NESTED.get(cls, ()):
-        if values[i] is not None:
-            values[i] = _build(sub, values[i])
-    return _trusted(cls, dict(zip(fields, values, strict=False)))  # lengths checked above
+    n = len(fields)
+    all_fields = frozenset(fields)
+    nested = _NESTED.get(cls, ())
+    name = cls.__name__
+
+    def build(values: list[Any]) -> Any:
+        if len(values) != n:
+            raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
+        for i, sub in nested:
+            if values[i] is not None:
+                values[i] = _BUILDERS[sub](values[i])
+        obj = _new(cls)
+        _set_dict(obj, dict(zip(fields, values, strict=False)))  # lengths checked above
+        _set_fields_set(obj, set(all_fields))
+        _set_extra(obj, None)
+        _set_private(obj, None)
+        return obj
+
+    return build
+
+
+_BUILDERS: dict[type[BaseModel], Callable[[list[Any]], Any]] = {cls: _builder(cls) for cls in _FIELDS}
 
 
 # --- events (ingest -> join) ------------------------------------------------------------------------
@@ -94,8 +116,7 @@ def event_record(event: Request | Response | CacheStats, token_keys: list[int] |
 def event_from_record(raw: bytes) -> tuple[Request | Response | CacheStats, list[int] | None]:
     try:
         kind, values, anchors = orjson.loads(raw)
-        cls = _BY_TYPE[kind]
-        return _build(cls, values), anchors
+        return _BUILDERS[_BY_TYPE[kind]](values), anchors
     except RecordError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -164,8 +185,8 @@ def exchange_from_record(raw: bytes) -> Exchange:
         ts, req, resp, pprint, oprint, hits, orphan = orjson.loads(raw)
         values = {
             "ts": float(ts),
-            "request": None if req is None else _build(Request, req),
-            "response": None if resp is None else _build(Response, resp),
+            "request": None if req is None else _BUILDERS[Request](req),
+            "response": None if resp is None else _BUILDERS[Response](resp),
             "prompt_print": _print_of(pprint),
             "output_print": _print_of(oprint),
             "canary_hits": [
