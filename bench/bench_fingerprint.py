@@ -9,6 +9,9 @@ Also: the cold-cache rate (every distinct unit hashed with blake2b once), and th
 fingerprinter (loaded from git) on the ASCII texts, which must give identical fingerprints: winnow-v2
 changes nothing for ASCII text.
 
+Session: 30 turns re-sending a history that grows to ~200k tokens (154k words), every turn in full
+against `detectors.session_prints.SessionPrints` (issue 16, target >= 10x less work, same fingerprints).
+
 Texts: the simulator's ASCII prompts and outputs (code, prose, system prompts) and Faker's locales
 (zh_CN, ja_JP, th_TH, de_DE, ru_RU; mixed = Chinese with English words), cut to 300 B, 2 KB and 20 KB.
 """
@@ -27,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as c
 
 from detectors.fingerprint import Fingerprinter, words_of
+from detectors.session_prints import SessionPrints
 
 NAME = "bench_fingerprint"
 V1_REV = "d457451~1"  # the last commit with winnow-v1 fingerprints
@@ -116,6 +120,43 @@ def cut(stream: str, size: int, count: int) -> list[str]:
     return [raw[i * step : i * step + size].decode("utf-8", "ignore") for i in range(count)]
 
 
+def session_run(stream: str, turns: int, history_words: int, repeat: int) -> dict[str, float]:
+    """A session re-sending its growing history (issue 16): every turn fingerprinted in full, against
+    SessionPrints reusing the previous turn. Same fingerprints required; CPU time of all turns."""
+    words = stream.split()
+    while len(words) < history_words:
+        words = words + words
+    step = history_words // turns
+    texts = [" ".join(words[: step * (i + 1)]) + "\n" for i in range(turns)]
+    fp = Fingerprinter(KEY, K, W)
+    for t in texts:
+        fp.fingerprint_text(t)  # warm unit cache for both runs
+    t_full, _ = best_cpu(lambda: [fp.fingerprint_text(t) for t in texts] and None, repeat)
+    sp = SessionPrints(fp)
+
+    def incremental() -> None:
+        sp._states.clear()
+        sp._prints = 0
+        for t in texts:
+            sp.fingerprint_text("session", t)
+
+    t_inc, _ = best_cpu(incremental, repeat)
+    sp._states.clear()
+    sp._prints = 0
+    assert all(sp.fingerprint_text("session", t) == fp.fingerprint_text(t) for t in texts), "session prints differ"
+    units_full = sum(len(words_of(t)) for t in texts)
+    return {
+        "units_fingerprinted_full": units_full,
+        "units_fingerprinted_incremental": len(words_of(texts[-1])),
+        "turns": turns,
+        "history_bytes": len(texts[-1].encode()),
+        "history_units": len(words_of(texts[-1])),
+        "full_s": t_full,
+        "incremental_s": t_inc,
+        "state_fingerprints": sp.state_size(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
     cell_bytes = c.pick(args, full=4 * c.MB, quick=c.MB, tiny=20_000)
@@ -184,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         v1_same = all(v1.print_text(t) == warm.fingerprint_text(t) for t in ascii_texts)
         assert v1_same, "winnow-v2 changed the fingerprints of ASCII text"
 
+    # 30 turns to a history of ~200k model tokens (~154k English words at ~1.3 tokens a word).
+    sess = session_run(streams["ascii"], 30, c.pick(args, full=154_000, quick=154_000, tiny=5_000), repeat)
     non_ascii = [n for n in streams if n != "ascii"]
     worst_of_ascii = {s: min(cells[(n, s)]["of_ascii"] for n in non_ascii) for s in SIZES}
     worst_of_words = {s: min(cells[(n, s)]["of_words_of"] for n in streams) for s in SIZES}
@@ -194,21 +237,38 @@ def main(argv: list[str] | None = None) -> int:
         {f"fingerprint >= 60% of words_of, {s:,} B (worst script)": c.target(worst_of_words[s], 0.6) for s in SIZES}
     )
     targets["fingerprint >= 50% of words_of at 300 B (worst script)"] = c.target(worst_of_words[300], 0.5)
+    targets["30-turn session: fingerprinting work >= 10x less than full passes (CPU time)"] = c.target(
+        sess["full_s"] / sess["incremental_s"], 10, unit="x"
+    )
+    targets["30-turn session: units fingerprinted >= 10x fewer"] = c.target(
+        sess["units_fingerprinted_full"] / sess["units_fingerprinted_incremental"], 10, unit="x"
+    )
     targets["cold cache >= 30 MB/s (2 KB ASCII)"] = c.target(abytes / t_cold / c.MB, 30, unit=" MB/s")
     tables = {
         "warm cache, one core (CPU time)": c.table(rows),
         "cold cache": f"2 KB ASCII texts, a new Fingerprinter per pass: {abytes / t_cold / c.MB:.1f} MB/s"
         + ("" if v1_same is None else f"\nwinnow-v1 ({V1_REV}) gives the same fingerprints on ASCII: {v1_same}"),
+        "session re-sending its history": (
+            f"{sess['turns']} turns to {sess['history_bytes'] / c.MB:.2f} MB ({sess['history_units']:,} units): "
+            f"every turn in full {sess['full_s']:.3f} s, SessionPrints {sess['incremental_s']:.3f} s "
+            f"({sess['full_s'] / sess['incremental_s']:.1f}x less CPU time; units fingerprinted "
+            f"{sess['units_fingerprinted_full'] / sess['units_fingerprinted_incremental']:.1f}x fewer: the rest is "
+            f"the keyed digest that checks the re-sent history), same fingerprints; "
+            f"state {sess['state_fingerprints']:,} fingerprints (16 B each)"
+        ),
     }
     path = c.write(
         NAME,
         args,
         params={"k": K, "w": W, "repeat": repeat, "cell_bytes": cell_bytes, "sizes": list(SIZES)},
-        figures={f"{n}_{s}": cells[(n, s)] for n, s in cells},
+        figures={**{f"{n}_{s}": cells[(n, s)] for n, s in cells}, "session": sess},
         baseline={f"ascii_{s}_fp_mb_s": cells[("ascii", s)]["fp_mb_s"] for s in SIZES},
         ratio={
             **{f"worst_non_ascii_over_ascii_{s}": worst_of_ascii[s] for s in SIZES},
             **{f"worst_over_words_of_{s}": worst_of_words[s] for s in SIZES},
+            "session_full_over_incremental": sess["full_s"] / sess["incremental_s"],
+            "session_units_full_over_incremental": sess["units_fingerprinted_full"]
+            / sess["units_fingerprinted_incremental"],
         },
         targets=targets,
         tables=tables,
