@@ -93,7 +93,8 @@ def _pooled(rows: list[dict[str, Any]], group: str, value: str) -> dict[str, Any
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {}
     for group in ("scenario", "source_script", "receiver_script", "source_lang", "receiver_lang",
-                  "scenario_x_source_script", "clean_by_decoy", "clean_by_receiver_lang"):  # fmt: skip
+                  "scenario_x_source_script", "shortest_passage",
+                  "clean_by_decoy", "clean_by_receiver_lang"):  # fmt: skip
         values = sorted({v for r in rows for v in r["groups"].get(group, {})})
         groups[group] = {v: _pooled(rows, group, v) for v in values}
     n = sum(r["contaminated"] for r in rows)
@@ -169,12 +170,13 @@ def detail(summaries: dict[str, dict[str, Any]]) -> str:
     head = ["profile", "group", "leaks", "exposure (high+)", "attribution", "worst delay"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for profile, s in summaries.items():
-        for group in ("scenario", "scenario_x_source_script", "source_lang", "receiver_lang"):
+        for group in ("scenario", "scenario_x_source_script", "source_lang", "receiver_lang", "shortest_passage"):
             for value, f in s["groups"].get(group, {}).items():
                 if not f:
                     continue
                 delay = "–" if f.get("max_delay_s") is None else f"{f['max_delay_s']:.0f} s"
                 label = value if group.startswith("scenario") else f"{group.replace('_', ' ')} {value}"
+                label = f"shortest passage {value}" if group == "shortest_passage" else label
                 rows.append(f"| {profile} | {label} | {f['contaminated']} | {_pct(f, 'exposure', 'exposed')} | "
                             f"{_pct(f, 'attribution', 'attributed')} | {delay} |")  # fmt: skip
     out.append("\n".join(rows))

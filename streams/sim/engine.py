@@ -292,6 +292,7 @@ class Engine:
             source_lang=self.lang_of.get(source, "en"),
             source_langs=sorted({p["source_lang"] for p in passages}),
             leaked_tokens=sum(p["tokens"] for p in passages),
+            shortest_passage_tokens=min(p["tokens"] for p in passages),
             contaminated=True,
             leak_kind="cross_tenant" if source != victim else "cross_session",
             source_tenant_id=source,

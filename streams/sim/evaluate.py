@@ -172,6 +172,8 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
                 contaminated, lambda r: [f"{scenario(r)[0]}/{s}" for s in map(script_of, _source(r)) if s]
             ).items()
         },
+        # Recall by the shortest leaked passage (tokens): what a detector's guarantee length misses.
+        "shortest_passage": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _passage_class).items()},
         "clean_by_receiver_lang": {k: _clean_figures(v, by_request) for k, v in _group(clean_ok, _receiver).items()},
         "clean_by_decoy": {
             k: _clean_figures(v, by_request)
@@ -210,6 +212,13 @@ def _receiver(r: dict[str, Any]) -> list[str | None]:
 
 def _source(r: dict[str, Any]) -> list[str | None]:
     return [r.get("source_lang") or ("code" if r.get("contaminated") else None)]
+
+
+def _passage_class(r: dict[str, Any]) -> list[str | None]:
+    t = r.get("shortest_passage_tokens")
+    if t is None:
+        return []
+    return ["<16 tokens" if t < 16 else "16-24 tokens" if t <= 24 else "25-64 tokens" if t <= 64 else ">64 tokens"]
 
 
 def _public(r: dict[str, Any]) -> list[str]:

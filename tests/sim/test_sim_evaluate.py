@@ -38,7 +38,7 @@ def test_figures_per_scenario_language_and_decoy() -> None:
     rows = [
         _leak("m1", "mechanism", "en", "zh", 10.0),
         _leak("m2", "mechanism", "zh", "de", 20.0),
-        _leak("c1", "content_only", "ja", "zh", 30.0),
+        _leak("c1", "content_only", "ja", "zh", 30.0) | {"shortest_passage_tokens": 20},
         _leak("c2", "content_only", "de", "en", 40.0),
         _leak("c3", "content_only", "en", "ja", 50.0),
         _row("k1", decoys=["public_doc", "boilerplate"], scenario="decoy"),
@@ -69,6 +69,8 @@ def test_figures_per_scenario_language_and_decoy() -> None:
     assert ev.groups["receiver_script"]["cjk"]["contaminated"] == 2
     assert set(ev.groups["source_lang"]) == {"zh", "de", "en", "ja"}
     assert ev.groups["scenario_x_source_script"]["content_only/cjk"]["contaminated"] == 2
+    assert ev.groups["shortest_passage"] == {"16-24 tokens": ev.groups["shortest_passage"]["16-24 tokens"]}
+    assert ev.groups["shortest_passage"]["16-24 tokens"]["exposed"] == 1
     dec = ev.groups["clean_by_decoy"]
     assert dec["public_doc"]["high"] == 1 and dec["translation"]["warning"] == 1 and dec["translation"]["high"] == 0
     assert dec["any_public_text"]["clean_2xx"] == 2 and dec["boilerplate"]["clean_2xx"] == 1
