@@ -197,8 +197,11 @@ class OverlapDetector:
             hashes = tp.hashes
             if self.tainted:
                 # Leaked passages a victim re-sends stay the source's: never the victim's context, never common.
-                get = self.tainted.get
-                hashes = [h for h in hashes if get(h, ex.tenant_id) == ex.tenant_id]
+                tenant = ex.tenant_id
+                tainted = self.tainted
+                foreign = {h for h in tainted.keys() & hashes if tainted[h] != tenant}
+                if foreign:
+                    hashes = [h for h in hashes if h not in foreign]
             if hashes:
                 self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, hashes)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
