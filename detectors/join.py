@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from detectors.canaries import CanaryRegistry
 from detectors.exchange import CanaryHit, Exchange, TextPrint, joined
 from detectors.fingerprint import Fingerprinter, words_of
+from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
 
@@ -28,6 +29,9 @@ class Joiner:
         self.settings = settings
         self.canaries = canaries
         self.fingerprinter: Fingerprinter = canaries.fingerprinter
+        # A session's prompt re-sends its history: fingerprint only what is new (same fingerprints).
+        # A cache: bounded (~56 MB at most), and losing it (restart) only costs a full pass.
+        self.sessions = SessionPrints(self.fingerprinter, max_sessions=20_000, max_prints_total=1_000_000)
         self._requests: OrderedDict[str, _Half] = OrderedDict()
         self._responses: OrderedDict[str, _Half] = OrderedDict()
         self.orphans = {"no_request": 0, "no_response": 0}
@@ -58,7 +62,11 @@ class Joiner:
                 tp = fpr.from_wire(req.prompt_fingerprint)
             else:
                 assert req.prompt_text is not None
-                tp = fpr.fingerprint_text(req.prompt_text)
+                text = req.prompt_text
+                if req.session_id is not None:
+                    tp = self.sessions.fingerprint_text(f"{req.tenant_id}\0{req.session_id}", text)
+                else:
+                    tp = fpr.fingerprint_text(text)
             stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
         if req.canaries:
             for marker in req.canaries:
