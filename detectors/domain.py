@@ -150,8 +150,8 @@ class DomainMonitor:
         return Alert(
             alert_id=aid,
             ts=ex.ts,
-            kind=kind,  # type: ignore[arg-type]
-            severity=severity,  # type: ignore[arg-type]
+            kind=kind,
+            severity=severity,
             cache_domain=self.cache_domain,
             tenant_id=ex.tenant_id,
             source_tenant_id=source,

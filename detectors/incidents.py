@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas.alert import IncidentResolved
@@ -46,7 +47,7 @@ class IncidentTracker:
     # existed: -inf makes their first advance() scan and set it.
     _oldest_last_ts: float = float("-inf")
     # Snapshots pickled before resolutions were queued have neither; the class defaults stand in.
-    _resolved: tuple[IncidentResolved, ...] = ()
+    _resolved: Sequence[IncidentResolved] = ()
     resolutions_dropped: int = 0
 
     def __init__(self, quiet_s: float, max_request_ids: int, max_closed: int = 1000) -> None:
@@ -58,7 +59,7 @@ class IncidentTracker:
         self._oldest_last_ts = float("inf")  # nothing open
         # Resolutions not yet drained by the shell. Bounded: a shell that never drains (or is slow)
         # must not grow the state (or the snapshots) without limit; what is dropped is counted.
-        self._resolved: list[IncidentResolved] = []  # type: ignore[misc]
+        self._resolved = []
         self.resolutions_dropped = 0
 
     def assign(
@@ -126,7 +127,7 @@ class IncidentTracker:
         if len(pending) > self.max_closed:
             self.resolutions_dropped += len(pending) - self.max_closed
             del pending[: -self.max_closed]
-        self._resolved = pending  # type: ignore[misc]
+        self._resolved = pending
 
     @property
     def has_resolved(self) -> bool:
@@ -135,7 +136,7 @@ class IncidentTracker:
     def drain_resolved(self) -> list[IncidentResolved]:
         """Incidents resolved since the last call, oldest first; the caller hands them to the sinks."""
         out = list(self._resolved)
-        self._resolved = []  # type: ignore[misc]
+        self._resolved = []
         return out
 
     def all(self) -> list[Incident]:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
 from operator import eq
 
+# The open run of consecutive matches per source (tenant or session): (length, summed weight).
+_Runs = dict[str, tuple[int, float]]
+
 
 @dataclass(slots=True)
 class Doc:
@@ -184,7 +187,7 @@ class ContentIndex:
         docs = self._docs
         common_min = self.common_min_tenants
         # source -> (length, evidence) of the run ending at the previous fingerprint
-        runs: dict[str, tuple[int, float]] = {}
+        runs: _Runs = {}
         for i, h in enumerate(hashes):
             prev, runs = runs, {}
             if h in own_prompt:
@@ -230,7 +233,7 @@ class ContentIndex:
         return ov
 
     @staticmethod
-    def _own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: dict, runs: dict) -> None:
+    def _own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: _Runs, runs: _Runs) -> None:
         """A passage the receiving tenant had itself: own context, or (other session) cross-session."""
         sess = doc.session_id
         if session_id is None or sess is None or sess == session_id:
@@ -243,7 +246,7 @@ class ContentIndex:
         ov.source_requests.setdefault(tenant_id, Counter())[doc.request_id] += 1
 
     @staticmethod
-    def _credit(ov: Overlap, doc: Doc, share: float, weight: float, h: int, prev: dict, runs: dict) -> None:
+    def _credit(ov: Overlap, doc: Doc, share: float, weight: float, h: int, prev: _Runs, runs: _Runs) -> None:
         """A passage another tenant had: credit (split between the tenants that had it)."""
         other = doc.tenant_id
         ov.by_tenant[other] += 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
@@ -171,15 +170,15 @@ class Monitor:
     def observe(self, event: Event) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
         admit(event, self.joiner, self.dedup, self.canary_policy)
-        join: Callable[[Any], list[Exchange]] | None
+        pending: Request | Response | None
         if isinstance(event, Response):
-            join = self.joiner.observe_response
+            pending = event
             key = "events.response"
         elif isinstance(event, Request):
-            join = self.joiner.observe_request
+            pending = event
             key = "events.request"
         else:
-            join = None
+            pending = None
             key = _EVENT_KEYS[event.type]
         ts = event.ts
         self.counters[key] += 1
@@ -190,8 +189,13 @@ class Monitor:
             self._next_advance = ts + _ADVANCE_STEP_S
         else:
             alerts = []
-        if join is not None:
-            for ex in join(event):
+        if pending is not None:
+            joined = (
+                self.joiner.observe_response(pending)
+                if isinstance(pending, Response)
+                else self.joiner.observe_request(pending)
+            )
+            for ex in joined:
                 alerts += self._route(ex)
         elif isinstance(event, CacheStats):
             alerts += self.table.get(event.cache_domain, ts).observe_stats(event)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from schemas.alert import KIND_PRECEDENCE, SEVERITY_RANK, Signal
+from schemas.alert import KIND_PRECEDENCE, SEVERITY_RANK, AlertKind, Severity, Signal
 
 MECHANISM = frozenset({"overlong_accepted", "token_accounting_mismatch", "impossible_prefill"})
 CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
@@ -32,7 +32,7 @@ def corroborate(signals: list[Signal]) -> list[Signal]:
     return out
 
 
-def kind_of(signals: list[Signal]) -> str | None:
+def kind_of(signals: list[Signal]) -> AlertKind | None:
     names = {s.name for s in signals}
     for kind in KIND_PRECEDENCE:
         if kind in names:
@@ -40,7 +40,7 @@ def kind_of(signals: list[Signal]) -> str | None:
     return None
 
 
-def severity_of(signals: list[Signal]) -> str:
+def severity_of(signals: list[Signal]) -> Severity:
     return max((s.severity for s in signals), key=SEVERITY_RANK.__getitem__, default="info")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
@@ -21,7 +21,7 @@ AlertKind = Literal[
     "capacity_gap",
 ]
 # Strongest conclusion first: an alert's kind is the first of these among its signals.
-KIND_PRECEDENCE: tuple[str, ...] = AlertKind.__args__  # type: ignore[attr-defined]
+KIND_PRECEDENCE: tuple[AlertKind, ...] = get_args(AlertKind)
 
 AlertTime = Annotated[
     float,
@@ -62,7 +62,7 @@ class Alert(BaseModel):
     traceparent: str | None = Field(default=None, description="trace context of the response that raised it")
 
 
-RESOLVED_RECORD = "incident_resolved"
+RESOLVED_RECORD: Final = "incident_resolved"
 
 
 class IncidentResolved(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel
@@ -13,11 +14,11 @@ from schemas.events import EVENT_ADAPTER, EVENT_TYPES
 SCHEMA_VERSION = "1"
 
 
-def schemas() -> dict[str, dict]:
-    out: dict[str, dict] = {}
+def schemas() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
     models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert}
     for name, model in models.items():
-        mode = "serialization" if name == "alert" else "validation"
+        mode: Literal["validation", "serialization"] = "serialization" if name == "alert" else "validation"
         schema = model.model_json_schema(mode=mode)
         schema["$id"] = f"https://crosstalk.dev/schemas/v{SCHEMA_VERSION}/{name}.json"
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -31,7 +31,7 @@ from detectors.exchange import Exchange
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from schemas.alert import Signal
+from schemas.alert import Severity, Signal
 
 _MAX_SOURCE_IDS = 5
 # Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.
@@ -117,11 +117,11 @@ class OverlapDetector:
             figures = dict(base, source_session_id=sess)
             run = ov.run_by_session[sess]
             # A tenant's own text in its other session is its own data: a finding only as a long run.
-            severity = "info"
+            severity: Severity = "info"
             return [self._signal("cross_session_contamination", severity, n, run, ov.total, figures, None, ov)]
         return []
 
-    def _by_run(self, run: int, warm: bool, strong: str) -> str:
+    def _by_run(self, run: int, warm: bool, strong: Severity) -> Severity:
         if not warm:
             return "info"
         if run >= self.s.overlap_strong_matches:
@@ -152,7 +152,7 @@ class OverlapDetector:
     def _signal(
         self,
         name: str,
-        severity: str,
+        severity: Severity,
         n: int,
         run: int,
         total: int,
@@ -166,7 +166,7 @@ class OverlapDetector:
         top = sorted(reqs.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_SOURCE_IDS]
         return Signal(
             name=name,
-            severity=severity,  # type: ignore[arg-type]
+            severity=severity,
             score=min(1.0, 0.4 + 0.6 * n / self.s.overlap_strong_matches),
             source_tenant_id=source,
             figures=dict(
