@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({sess['full_s'] / sess['incremental_s']:.1f}x less CPU time; units fingerprinted "
             f"{sess['units_fingerprinted_full'] / sess['units_fingerprinted_incremental']:.1f}x fewer: the rest is "
             f"the keyed digest that checks the re-sent history), same fingerprints; "
-            f"state {sess['state_fingerprints']:,} fingerprints (16 B each)"
+            f"state {sess['state_fingerprints']:,} fingerprints (~56 B each)"
         ),
     }
     path = c.write(
