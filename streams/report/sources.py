@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ValidationError
 
-from schemas.alert import Alert
+from schemas.alert import RESOLVED_RECORD, Alert, IncidentResolved
 from streams.inputs.files import open_binary
 from streams.report.timeline import Timeline
 
@@ -40,6 +40,13 @@ class Problems:
 
 
 def _alert_of(raw: bytes | str, where: str, problems: Problems) -> Alert | None:
+    # The alerts topic also carries the core's incident resolutions (keyed by incident_id): not alerts, not errors.
+    if b'"incident_resolved"' in (raw.encode() if isinstance(raw, str) else raw):
+        try:
+            if IncidentResolved.model_validate_json(raw).record == RESOLVED_RECORD:
+                return None
+        except ValidationError:
+            pass
     try:
         return Alert.model_validate_json(raw)
     except ValidationError as exc:

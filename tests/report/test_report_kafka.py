@@ -33,6 +33,18 @@ def test_report_from_the_alerts_topic(incident: Run, kafka_names: Any, tmp_path:
             producer.send(topic, key=orjson.loads(line)["alert_id"].encode(), value=line)
         producer.send(topic, key=orjson.loads(lines[0])["alert_id"].encode(), value=lines[0])  # redelivered
         producer.send(topic, key=b"junk", value=b"{not an alert")
+        # The workers' incident resolutions share the topic: they are no alert and no unreadable line.
+        resolved = {
+            "record": "incident_resolved",
+            "incident_id": "inc-1",
+            "group_key": "g",
+            "cache_domain": "d",
+            "first_ts": 1.0,
+            "last_ts": 2.0,
+            "resolved_at": 602.0,
+            "alerts": 1,
+        }
+        producer.send(topic, key=b"inc-1", value=orjson.dumps(resolved))
         producer.flush(timeout=30)
     finally:
         producer.close()
