@@ -279,6 +279,8 @@ class CodeSimulator(Engine):
     # -- one request ------------------------------------------------------------------------------
 
     def _request(self, t: float, session: Session) -> None:
+        session.receive(t)
+        answer: str | None = None
         cfg = self.cfg
         self.n_requests += 1
         rng = random.Random(f"{cfg.seed}:req:{self.n_requests}")
@@ -368,7 +370,7 @@ class CodeSimulator(Engine):
                     pages = self._pages(rng, prompt_private, owner, n_pages) if prompt_private else []
                     pages += self._pages(rng, private, owner, 2)
                 # Only answers the client could use become history: failed and garbled ones are retried.
-                session.history.append(f"### Assistant\n{output}\n")
+                answer = f"### Assistant\n{output}\n"
             duration_ms = ttft_ms + out_tokens / decode_rate * 1000.0
             resp.update(
                 status_code=200,
@@ -381,6 +383,8 @@ class CodeSimulator(Engine):
             st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
             label["canary_markers"] = self._foreign_markers(output, tenant.tenant_id)
         done = round(t + resp["duration_ms"] / 1000.0, 6)
+        if answer is not None:
+            session.arriving.append((done, answer))
         resp["ts"] = done
         resp["event_id"] = self._event_id()
         label["ts"] = done

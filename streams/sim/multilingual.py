@@ -241,6 +241,8 @@ class MultilingualSimulator(Engine):
     # -- one request ------------------------------------------------------------------------------
 
     def _request(self, t: float, session: Session) -> None:
+        session.receive(t)
+        answer: str | None = None
         cfg = self.cfg
         self.n_requests += 1
         rng = random.Random(f"{cfg.seed}:req:{self.n_requests}")
@@ -350,7 +352,7 @@ class MultilingualSimulator(Engine):
                     pages += self._pages(rng, private, owner, tenant.lang, 2)
                 # The client cannot see a content-only leak: the answer joins the history and is re-sent.
                 user_text = "".join(b.text for b in user)
-                session.history.append(f"{user_text}\n{output}\n")
+                answer = f"{user_text}\n{output}\n"
             label["decoys"] = sorted(decoys)
             if not label["contaminated"] and decoys:
                 label["scenario"] = "decoy"
@@ -367,6 +369,8 @@ class MultilingualSimulator(Engine):
             st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
             label["canary_markers"] = self._foreign_markers(output, tenant.tenant_id)
         done = round(t + resp["duration_ms"] / 1000.0, 6)
+        if answer is not None:
+            session.arriving.append((done, answer))
         resp["ts"] = done
         resp["event_id"] = self._event_id()
         label["ts"] = done

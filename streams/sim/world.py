@@ -150,6 +150,16 @@ class Session:
     marker: str | None = None
     turn: int = 0
     docs: list[str] = field(default_factory=list)  # private documents the session works on (multilingual)
+    # Answers on their way to the client: (event time they arrive, text). Only an answer that has arrived
+    # can be re-sent in a later turn; a turn sent while the last answer is still streaming cannot hold it.
+    arriving: list[tuple[float, str]] = field(default_factory=list)
+
+    def receive(self, t: float) -> None:
+        """Answers that reached the client by `t` join the history it re-sends."""
+        if self.arriving and min(a[0] for a in self.arriving) <= t:
+            ready = sorted(a for a in self.arriving if a[0] <= t)
+            self.arriving = [a for a in self.arriving if a[0] > t]
+            self.history.extend(text for _, text in ready)
 
 
 @dataclass

@@ -169,9 +169,14 @@ def test_decoys_are_public_over_time_and_labelled_clean(sim: Sim) -> None:
         tenants = {t for _, t in users}
         if len(tenants) >= 3:
             many_over_time += 1
-            # Within any 15-minute window, how many tenants held it?
-            peak = max(len({t for ts2, t in users if ts <= ts2 < ts + 900}) for ts, _ in users)
-            rare_in_window += peak <= 2
+            # When one of its users sent it, did the trailing 15-minute window (the index's) show at most two
+            # tenants? That is the moment a monitor must tell public text from a leak by more than the window.
+            # (Counted only once the doc already had >= 3 tenants: public over time, rare in the window.)
+            rare_in_window += any(
+                len({t for ts2, t in users if ts2 <= ts}) >= 3
+                and len({t for ts2, t in users if ts - 900 <= ts2 <= ts}) <= 2
+                for ts, _ in users
+            )
     assert many_over_time >= 10 and rare_in_window >= 1
     for kind in ("public_doc", "translation", "rag", "public_echo"):
         assert all(not r["contaminated"] or r["scenario"] != "decoy" for r in sim.labels.responses)
