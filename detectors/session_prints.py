@@ -60,15 +60,15 @@ class SessionPrints:
         self.min_cut = min_cut  # shorter texts are cheap: no state for them
         self._states: OrderedDict[str, _State] = OrderedDict()
         self._prints = 0
-        # Keyed (the key goes first), so a state reveals nothing about the text; SHA-256 runs at ~2 GB/s on
-        # CPUs with SHA extensions, twice BLAKE2b's speed in CPython, and this digest is the one pass over
-        # the whole history that a continued turn still makes.
-        self._hasher = hashlib.sha256(b"ctk-session\0" + fingerprinter._key)
         self.reused_bytes = 0  # bytes not re-fingerprinted thanks to the state (a counter)
 
     def _digest(self, data: memoryview, start: int, cut: int, h: _Hash | None = None) -> _Hash:
         """The keyed digest state of data[:cut], given `h`, that of data[:start] (None: from scratch)."""
-        h = self._hasher.copy() if h is None else h.copy()
+        # Keyed (the key goes first), so a state reveals nothing about the text. SHA-256 runs at ~2 GB/s on
+        # CPUs with SHA extensions, twice BLAKE2b's speed in CPython: this digest is the one pass over the
+        # whole history that a continued turn still makes. The key is read from the fingerprinter each
+        # time, so no copy of it can end up in a snapshot.
+        h = hashlib.sha256(b"ctk-session\0" + self.fp._key) if h is None else h.copy()
         h.update(data[start:cut])
         return h
 
@@ -187,6 +187,17 @@ class SessionPrints:
         while self._states and (len(self._states) > self.max_sessions or self._prints > self.max_prints_total):
             _, old = self._states.popitem(last=False)
             self._prints -= len(old.selected)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a Kafka join snapshot) without the sessions: a cache, whose loss costs one full pass
+        per session, is not worth snapshot bytes."""
+        state = {name: getattr(self, name) for name in self.__dict__}
+        state["_states"] = OrderedDict()
+        state["_prints"] = 0
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def state_size(self) -> int:
         """Fingerprints held for all sessions (~56 bytes each: a Python int in the list that is handed out

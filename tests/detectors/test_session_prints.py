@@ -51,3 +51,25 @@ def test_a_growing_session_reuses_its_history_and_state_is_bounded() -> None:
     for i in range(10):  # other sessions push the first one out: totals stay bounded
         sp.fingerprint_text(f"o{i}", " ".join(f"x{i}y{j}" for j in range(300)) + "\n")
     assert len(sp._states) <= 3 and sp.state_size() <= 500
+
+
+def test_a_snapshot_carries_neither_the_session_cache_nor_the_key() -> None:
+    # As the Kafka join snapshots do (streams/kafka/checkpoint.py): the fingerprinter by reference.
+    import io
+    import pickle
+
+    sp = SessionPrints(FP, min_cut=0)
+    text = " ".join(f"w{i}" for i in range(500)) + "\n"
+    sp.fingerprint_text("s", text)
+    assert sp.state_size() > 0
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf)
+    pickler.persistent_id = lambda obj: "fp" if obj is FP else None  # type: ignore[method-assign]
+    pickler.dump(sp)
+    assert b"test-key" not in buf.getvalue()
+    unpickler = pickle.Unpickler(io.BytesIO(buf.getvalue()))
+    unpickler.persistent_load = {"fp": FP}.__getitem__  # type: ignore[assignment]
+    back = unpickler.load()
+    assert back.state_size() == 0 and not back._states
+    longer = text + " ".join(f"v{i}" for i in range(300)) + "\n"
+    assert back.fingerprint_text("s", longer) == FP.fingerprint_text(longer)
