@@ -107,7 +107,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         sinks,
         rejects_out=rejects,
         on_progress=(lambda n: progress.update(task, completed=n)) if show else None,
-    )  # type: ignore[arg-type]
+    )
     if show:
         progress.start()
     try:

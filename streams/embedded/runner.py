@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
 from detectors.exchange import Exchange
 from detectors.monitor import Monitor
@@ -19,25 +18,19 @@ from schemas.events import Event, EventError
 from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
-from streams.sinks.base import Sink, tell_resolved
+from streams.sinks.base import ByteOut, Sink, SinkBase, tell_resolved
 
 
-class AlertWriter:
+class AlertWriter(SinkBase):
     """Alerts as JSON Lines; one line per alert, flushed so a tail -f sees it as it fires."""
 
-    def __init__(self, out: BinaryIO | None) -> None:
+    def __init__(self, out: ByteOut | None) -> None:
         self.out = out
-
-    def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
-        return None
 
     def on_alert(self, alert: Alert) -> None:
         if self.out is not None:
             self.out.write(alert.model_dump_json().encode() + b"\n")
             self.out.flush()
-
-    def on_reject(self, reason: str, detail: str) -> None:
-        return None
 
     def close(self) -> None:
         if self.out is not None:
@@ -71,7 +64,7 @@ class EmbeddedRunner:
         self,
         settings: Settings,
         sinks: Iterable[Sink] = (),
-        rejects_out: BinaryIO | None = None,
+        rejects_out: ByteOut | None = None,
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.settings = settings

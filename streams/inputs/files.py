@@ -22,6 +22,7 @@ import orjson
 
 from detectors.ordering import FUTURE_TS, EventClock, JumpGuard
 from schemas.events import Event, EventError, parse_event
+from streams.sinks.base import ByteOut
 
 _RAW_KEEP = 64 * 1024  # of an oversized line, the head is kept as evidence; the rest is not stored twice
 
@@ -96,7 +97,7 @@ class Rejects:
     reason and detail, and the original bytes: as text in `raw` when they are UTF-8, else exactly,
     base64-encoded, in `raw_b64` (with `raw` null). Of an oversized line only the head is kept."""
 
-    out: BinaryIO | None
+    out: ByteOut | None
     listener: Callable[[str, str], None] | None = None  # e.g. metrics: told (reason, detail) of each reject
     counts: Counter[str] = field(default_factory=Counter)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])

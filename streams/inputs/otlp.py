@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -158,7 +159,7 @@ def spans_from_json(obj: Any) -> Iterator[Span]:
                     events=[
                         (str(e.get("name", "")), _json_attrs(e.get("attributes", []))) for e in sp.get("events") or ()
                     ],
-                    status_code=_STATUS_NAMES.get(status, status) if isinstance(status, str) else int(status),
+                    status_code=_STATUS_NAMES.get(status, 0) if isinstance(status, str) else int(status),
                 )
 
 
@@ -477,7 +478,7 @@ def otlp_json_decoder(settings: Settings) -> Callable[[bytes], list[Event | tupl
             except EventError as exc:
                 return [(exc.reason, exc.detail, line)]
         out = mapper.map_payload(line, "otlp_json")
-        items: list[Event | tuple[str, str, bytes]] = sorted(out.events, key=lambda e: e.ts)
+        items: list[Event | tuple[str, str, bytes]] = sorted(out.events, key=attrgetter("ts"))
         items += [(r.reason, r.detail, orjson.dumps(r.record())) for r in out.rejects]
         return items
 

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections import Counter
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
@@ -24,6 +24,7 @@ from detectors.monitor import make_fingerprinter
 from schemas.events import Event
 from streams.inputs.otlp import Mapped, SpanMapper, SpanReject
 from streams.settings import Settings, load_settings, require_fingerprint_key, with_run_key
+from streams.sinks.base import ByteOut
 
 log = logging.getLogger("crosstalk.otlp")
 
@@ -40,7 +41,7 @@ H_SRC_OFFSET = "x-crosstalk-source-offset"
 class EmbeddedOutput:
     """Detect in-process: the embedded runner's core, fed as spans arrive (live traffic is in time order)."""
 
-    def __init__(self, settings: Settings, alerts_out: IO[bytes] | None, rejects_out: IO[bytes] | None) -> None:
+    def __init__(self, settings: Settings, alerts_out: ByteOut | None, rejects_out: ByteOut | None) -> None:
         from streams.embedded.runner import AlertWriter, EmbeddedRunner
         from streams.sinks import build_sinks
 
@@ -62,7 +63,7 @@ class EmbeddedOutput:
 
 
 class JsonlOutput:
-    def __init__(self, out: IO[bytes], rejects_out: IO[bytes] | None) -> None:
+    def __init__(self, out: ByteOut, rejects_out: ByteOut | None) -> None:
         self.out = out
         self.rejects_out = rejects_out
 
@@ -336,10 +337,10 @@ def run(args: argparse.Namespace) -> int:
         output = KafkaOutput(settings)
     elif args.to == "jsonl":
         out_file = sys.stdout.buffer if args.events_out in (None, "-") else open(args.events_out, "ab")  # noqa: SIM115
-        output = JsonlOutput(out_file, rejects)  # type: ignore[arg-type]
+        output = JsonlOutput(out_file, rejects)
     else:
         out_file = sys.stdout.buffer if args.alerts_out in (None, "-") else open(args.alerts_out, "ab")  # noqa: SIM115
-        output = EmbeddedOutput(settings, out_file, rejects)  # type: ignore[arg-type]
+        output = EmbeddedOutput(settings, out_file, rejects)
     receiver = OtlpReceiver(settings, output)
 
     async def main() -> None:

@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         prober.on_result = tick
         progress.start()
     try:
-        reports = asyncio.run(run_schedule(prober, args.every, cycles, CallbackSink(show)))  # type: ignore[arg-type]
+        reports = asyncio.run(run_schedule(prober, args.every, cycles, CallbackSink(show)))
     except KeyboardInterrupt:
         print("crosstalk probe: interrupted", file=sys.stderr)
     finally:

@@ -245,9 +245,9 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
                 row.request_ts, row.prompt_tokens, row.status_code = seen.request_ts, seen.prompt_tokens, seen.status
         for inc in incidents.values():
             # The incident began when its first affected request came in, not when it was noticed.
-            starts = [affected[r].request_ts for r in inc.affected if affected[r].request_ts is not None]
+            starts = [ts for r in inc.affected if (ts := affected[r].request_ts) is not None]
             if starts:
-                inc.start = min(inc.start, *starts)  # type: ignore[type-var]
+                inc.start = min(inc.start, *starts)
     tenants: dict[str, TenantView] = {}
 
     def view(t: str) -> TenantView:

@@ -11,9 +11,14 @@ import html
 import io
 import re
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from streams.report.model import IncidentRow
 from streams.report.timeline import DomainSeries, Timeline
+
+# matplotlib is imported where a plot is drawn (it is slow to import); its types only for the checker.
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 SEVERITY_COLOURS = {"info": "#80868b", "warning": "#e3a008", "high": "#e8710a", "critical": "#c5221f"}
 _SEVERITIES = ("info", "warning", "high", "critical")
@@ -32,7 +37,7 @@ def domain_svg(timeline: Timeline, series: DomainSeries, incidents: list[Inciden
     idxs = sorted(series.buckets)
     xs = [_dt(timeline.bucket_start(i) + timeline.width / 2) for i in idxs]
     buckets = [series.buckets[i] for i in idxs]
-    rc = {
+    rc: dict[RcKeyType, Any] = {
         "svg.fonttype": "none",  # text stays text: smaller, selectable, searchable
         "svg.hashsalt": f"crosstalk-{series.name}",  # stable ids, distinct between the inlined figures
         "font.size": 9,
@@ -93,12 +98,12 @@ def domain_svg(timeline: Timeline, series: DomainSeries, incidents: list[Inciden
         ax_use.set_ylabel("prefill pool\nused %")
         # Alerts by severity: one row each, marker area by count.
         for row, sev in enumerate(_SEVERITIES):
-            pts = [(x, b.alerts[sev]) for x, b in zip(xs, buckets, strict=True) if b.alerts.get(sev)]
-            if pts:
+            marks = [(x, b.alerts[sev]) for x, b in zip(xs, buckets, strict=True) if b.alerts.get(sev)]
+            if marks:
                 ax_al.scatter(
-                    [p[0] for p in pts],
-                    [row] * len(pts),
-                    s=[min(12 + 6 * p[1], 80) for p in pts],
+                    [p[0] for p in marks],
+                    [row] * len(marks),
+                    s=[min(12 + 6 * p[1], 80) for p in marks],
                     color=SEVERITY_COLOURS[sev],
                     marker="v",
                     zorder=3,

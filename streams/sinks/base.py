@@ -7,10 +7,19 @@ Sinks only move data; they never decide anything about contamination, nor when a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved
+
+
+class ByteOut(Protocol):
+    """Where JSON lines go: an open binary file, stdout's buffer, or a file opened on first write."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 class Sink(Protocol):
@@ -49,7 +58,7 @@ class SinkBase:
         return None
 
 
-def tell_resolved(sinks: list[object], resolutions: list[IncidentResolved]) -> None:
+def tell_resolved(sinks: Sequence[object], resolutions: list[IncidentResolved]) -> None:
     """Hand the core's resolutions to every sink that listens for them (sinks written before the hook
     existed simply do not)."""
     if not resolutions:

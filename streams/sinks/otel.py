@@ -38,6 +38,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved
@@ -249,10 +250,11 @@ class OtelSink:
 
     # -- spans
 
-    def _exchange_attributes(self, ex: Exchange) -> dict[str, object]:
+    def _exchange_attributes(self, ex: Exchange) -> dict[str, AttributeValue]:
         req, resp = ex.request, ex.response
-        model = (resp or req).model if (resp or req) is not None else ""  # type: ignore[union-attr]
-        attrs: dict[str, object] = {
+        source = resp or req
+        model = source.model if source is not None else ""
+        attrs: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": model,
             "crosstalk.request_id": ex.request_id,
@@ -285,8 +287,8 @@ class OtelSink:
         return attrs
 
     @staticmethod
-    def _alert_attributes(alert: Alert) -> dict[str, object]:
-        attrs: dict[str, object] = {
+    def _alert_attributes(alert: Alert) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {
             "crosstalk.alert.id": alert.alert_id,
             "crosstalk.alert.kind": alert.kind,
             "crosstalk.alert.severity": alert.severity,
@@ -342,7 +344,8 @@ class OtelSink:
         req, resp = exchange.request, exchange.response
         start = req.ts if req is not None else exchange.ts
         end = resp.ts if resp is not None else exchange.ts
-        model = (resp or req).model if (resp or req) is not None else ""  # type: ignore[union-attr]
+        source = resp or req
+        model = source.model if source is not None else ""
         with self._lock:
             if self._closed:
                 return
@@ -351,7 +354,7 @@ class OtelSink:
                 f"chat {model}".strip(),
                 context=parent_context(exchange.traceparent),
                 kind=SpanKind.CLIENT,
-                attributes=self._exchange_attributes(exchange),  # type: ignore[arg-type]
+                attributes=self._exchange_attributes(exchange),
                 start_time=_ns(start),
             )
             held = _Open(span, max(_ns(end), _ns(start)), exchange.ts)
@@ -388,7 +391,7 @@ class OtelSink:
             f"crosstalk.alert {alert.kind}",
             context=Context(),  # its own trace: an alert concerns several requests' traces at once
             kind=SpanKind.INTERNAL,
-            attributes=self._alert_attributes(alert),  # type: ignore[arg-type]
+            attributes=self._alert_attributes(alert),
             links=links,
             start_time=_ns(alert.ts),
         )
@@ -438,7 +441,8 @@ class OtelSink:
         if not finished:
             # Out of time: whatever the exporters are still handed is dropped (and counted) at once,
             # and the OTLP clients stop retrying.
-            for exp in [*self._span_exporters, *self._metric_exporters]:
+            exporters: list[CountedSpans | CountedMetrics] = [*self._span_exporters, *self._metric_exporters]
+            for exp in exporters:
                 exp.abandoned = True
                 try:
                     exp.shutdown()
