@@ -63,6 +63,7 @@ def key_id_of(key: str) -> str:
 # cannot be confused with content, and k0 != 0.
 _KEY_BYTES = 24
 _SPACE = 0x20
+_FOLD_ARRAY = np.frombuffer(FOLD, dtype=np.uint8)
 _PAD = PAD  # lets an unaligned 8-byte read at any word start + 8 stay inside the buffer
 # Masks keeping bytes 0-7 (k0), 8-15 (k1) and 16-23 (k2) of a word of L bytes; index 25 stands for every
 # longer word and gives the key (0, 0, 0), which no short word has.
@@ -283,6 +284,9 @@ class Fingerprinter:
         cls = CLASS[np.minimum(cps, TABLE_END - 1)]
         if cls.max(initial=SEP) <= CHAR and not (cls == WORD).any():
             return self._char_hashes(cps[cls == CHAR])
+        wh = self._mixed_hashes(cps, cls)
+        if wh is not None:
+            return wh
         if len(text) <= _SHORT_TEXT:
             data = text.encode("utf-8", "surrogatepass").translate(FOLD)
             wh = self._piece_hashes(data.split())
@@ -290,6 +294,33 @@ class Fingerprinter:
                 return wh
             return self._units_hashes(Units(data + PAD, len(data)))
         return self._units_hashes(Units.of(text))
+
+    def _mixed_hashes(self, cps: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
+        """Text whose words are all ASCII (Chinese or Japanese with English words and numbers in it),
+        straight from its code points: the words' folded bytes are laid out one byte per code point, so
+        word spans in code points are spans in that buffer. None for anything else (a non-ASCII word, a
+        format character): the caller works on the UTF-8 bytes instead."""
+        isword = cls == WORD
+        wcp = cps[isword]
+        if wcp.max(initial=0) >= 0x80 or cls.max(initial=SEP) > CHAR:
+            return None
+        n = cps.shape[0]
+        buf = np.full(n + len(PAD), _SPACE, dtype=np.uint8)
+        buf[:n][isword] = _FOLD_ARRAY[wcp]
+        edge = np.zeros(n + 2, dtype=bool)
+        edge[1:-1] = isword
+        edges = (edge[1:] != edge[:-1]).nonzero()[0]
+        word_starts, word_ends = edges[0::2], edges[1::2]
+        char_at = (cls == CHAR).nonzero()[0]
+        mark = np.zeros(n, dtype=np.uint8)  # unit starts: 1 = a word, 2 = a character
+        mark[word_starts] = 1
+        mark[char_at] = 2
+        starts = mark.nonzero()[0]
+        ischar = mark[starts] == 2
+        out = np.empty(starts.shape[0], dtype=np.uint64)
+        out[ischar] = self._char_hashes(cps[char_at])
+        out[~ischar] = self._span_hashes(buf.tobytes(), word_starts, word_ends)
+        return out
 
     def _piece_hashes(self, pieces: list[bytes]) -> np.ndarray | None:
         """Short spaced text (German, Russian...): its space-separated pieces of folded bytes, each mapped

@@ -157,8 +157,13 @@ def test_retired_v1_fingerprints_are_refused_with_the_reason() -> None:
     assert FP.fingerprint("x").scheme == "winnow-v2"
 
 
-@settings(max_examples=150, deadline=None)
-@given(text=st.text(alphabet=st.one_of(HAN, KANA, THAI, HANGUL, st.sampled_from("，。、！ \n「」")), max_size=1500))
-def test_texts_without_words_take_the_short_path_with_the_same_hashes(text: str) -> None:
-    # Such a text is hashed from its UTF-32 code points; the list path makes the units from its bytes.
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.one_of(HAN, KANA, THAI, HANGUL, st.sampled_from("，。、！ \n「」“”—abcXYZ019_ é")), max_size=1500
+    )
+)
+def test_texts_of_characters_and_ascii_words_take_the_code_point_paths_with_the_same_hashes(text: str) -> None:
+    # Such texts are hashed from their UTF-32 code points (without words, or with ASCII words only); the
+    # list path makes the units from the UTF-8 bytes. (An "é" sends a text to the bytes path.)
     assert FP.text_hashes(text).tolist() == FP.word_hashes(words_of(text)).tolist()
