@@ -1,9 +1,9 @@
 """Keyed winnowing fingerprints (Schleimer, Wilkerson, Aiken: "Winnowing", SIGMOD 2003), scheme winnow-v2.
 
 Text is cut into units (`detectors.tokens`: words where words are spaced, single characters in Chinese,
-Japanese, Korean, Thai...), after NFKC normalisation and case folding, so re-spaced, re-wrapped,
-lower-cased or full-width copies fingerprint the same. Each unit gets a keyed 64-bit hash (blake2b with
-the secret, of its UTF-8 bytes), k consecutive unit hashes combine into a k-gram hash, and in every
+Japanese, Korean, Thai...), each NFKC-normalised and case-folded, so re-spaced, re-wrapped, lower-cased
+or full-width copies fingerprint the same. Each unit gets a keyed 64-bit hash (blake2b with the secret,
+of its normalised UTF-8 bytes), k consecutive unit hashes combine into a k-gram hash, and in every
 window of w consecutive k-grams the minimum is selected. Guarantee: any passage of at least
 t = k + w - 1 units shared by two texts yields at least one shared fingerprint, because the window lying
 inside the passage has the same contents, hence the same selection, in both. Density is about
@@ -11,9 +11,11 @@ inside the passage has the same contents, hence the same selection, in both. Den
 
 Unit hashes are cached: words of at most 24 UTF-8 bytes in an open-addressing table of numpy arrays
 keyed by the word's bytes (exact, no Python object per word), looked up for a whole text in a few
-vectorised passes; single-character units in a dense table indexed by code point. Neither path makes
-a Python string per unit: ASCII text is split from its folded bytes, other text from its UTF-32 code
-points and their classes (`tokens.unit_spans`).
+vectorised passes; single-character units in a dense table indexed by code point. No path makes a
+Python string per unit: ASCII text is split from its folded bytes; text of characters and ASCII words
+(Chinese, Japanese, Thai, with English words and numbers) from its UTF-32 code points and their classes;
+anything else from its folded UTF-8 bytes (`tokens.Units`). Short texts look up their words, or
+space-separated pieces, in bounded dicts instead, since numpy's fixed costs dominate there.
 
 Without the key the hashes reveal nothing about the text, so stored state does not leak it. This module
 is also the producer-side helper: gateways fingerprint at the edge with the same parameters and send
