@@ -159,12 +159,15 @@ class KafkaPipeline:
             "event_time": self.event_time(),
         }
 
-    def event_time(self) -> dict[str, dict[str, float]]:
+    def event_time(self) -> dict[str, Any]:
         """Where event time stands: the newest event read per input partition, the watermark per join
-        partition (how far behind the stream the alerts are held) — and what a poisoned event would move."""
+        partition — what a poisoned event would move — and, live, how far the slowest of this worker's
+        join watermarks is behind the wall clock (a worker that cannot keep up shows it growing)."""
+        wms = {str(p): st.wm for p, st in sorted(self.join_states.items()) if st.wm != float("-inf")}
         return {
             "input": {str(i): ts for i, ts in sorted(self.ingest.input_max.items())},
-            "join_watermarks": {str(p): st.wm for p, st in sorted(self.join_states.items()) if st.wm != float("-inf")},
+            "join_watermarks": wms,
+            "behind_wall_clock_s": round(time.time() - min(wms.values()), 3) if wms else None,
         }
 
     def consumer_lag(self) -> dict[str, int]:

@@ -402,4 +402,6 @@ def test_a_far_future_event_is_dead_lettered_and_moves_no_watermark(kafka_names:
     assert c["deadletter"] == {"future_ts": 1}
     assert all(ts <= now for ts in c["event_time"]["input"].values()), c["event_time"]
     assert all(wm <= now for wm in c["event_time"]["join_watermarks"].values()), c["event_time"]
+    # The newest good events are 30 s old and the watermark trails them by the lateness: the worker says so.
+    assert c["event_time"]["behind_wall_clock_s"] >= 30 + Settings().kafka.watermark_lateness_s - 1
     assert c["counters"]["events.cache_stats"] == 8
