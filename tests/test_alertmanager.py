@@ -23,6 +23,9 @@ from schemas.alert import Alert, IncidentResolved, Signal
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.webhook import WebhookSink
 
+# slow: a real Alertmanager process, held past its resolve timeout
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 BINARY = Path(os.environ.get("CROSSTALK_ALERTMANAGER", ROOT / ".tools" / "bin" / "alertmanager"))
 RESOLVE_TIMEOUT_S = 2

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# slow: every benchmark script end to end (tiny sizes)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["bench_core", "bench_fingerprint", "bench_replay", "bench_memory", "bench_scaling"]
 

@@ -42,6 +42,7 @@ def test_replay_finds_the_incident_and_evaluate_scores_it(sim: Path, tmp_path: P
     assert figures["detection_delay_s"] is not None and figures["detection_delay_s"] <= 60
 
 
+@pytest.mark.slow  # replays the simulated incident three times (plain, gzip, again)
 def test_replay_is_deterministic_and_reads_gzip(sim: Path, tmp_path: Path) -> None:
     gz = tmp_path / "events.jsonl.gz"
     gz.write_bytes(gzip.compress((sim / "events.jsonl").read_bytes()))
@@ -109,6 +110,7 @@ def test_schema_command_writes_every_schema(tmp_path: Path, capsys: pytest.Captu
     )
 
 
+@pytest.mark.slow  # the whole demo: simulate, detect, evaluate
 def test_demo_runs_in_process_and_reports(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "streams.cli", "demo", "--duration", "150", "--fault-at", "40", "--out", str(tmp_path)],

@@ -336,6 +336,7 @@ def test_collector_down_exports_off_the_pipeline_thread_and_counts_what_is_lost(
     assert stats.warnings == 1  # said while it happened (a worker may never reach close), not per batch
 
 
+@pytest.mark.slow  # waits out the shutdown timeout by design
 def test_hanging_collector_bounds_close_by_the_shutdown_timeout() -> None:
     collector = HangingCollector()
     try:

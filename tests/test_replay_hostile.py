@@ -86,6 +86,7 @@ def test_huge_and_far_future_timestamps_are_rejected_and_the_run_goes_on(tmp_pat
     assert [(r["line"], r["reason"]) for r in rejects_of(rej)] == [(1, "invalid"), (2, "invalid"), (3, "invalid")]
 
 
+@pytest.mark.slow  # inflates a bomb through the real CLI
 def test_a_gzip_bomb_without_newlines_is_rejected_in_bounded_memory(tmp_path: Path) -> None:
     # 256 MiB of one line, a few hundred KB compressed, then a valid incident.
     bomb = tmp_path / "bomb.jsonl.gz"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,7 @@ def turns(draw: st.DrawFn) -> list[str]:
     return out
 
 
+@pytest.mark.slow  # 150 generated conversations, each fingerprinted both ways
 @settings(max_examples=150, deadline=None)
 @given(history=turns(), min_cut=st.sampled_from([0, 40, 400]))
 def test_incremental_fingerprints_equal_a_full_pass(history: list[str], min_cut: int) -> None:

@@ -180,6 +180,7 @@ def _edge_fingerprinted(events: list[dict], settings: Settings) -> list[dict]:
     return out
 
 
+@pytest.mark.slow  # a simulated incident replayed twice (events and spans)
 def test_replay_of_an_otlp_json_incident_gives_the_same_alert_ids(tmp_path: Path) -> None:
     events_it, _ = iter_simulation(SimConfig(seed=5, duration_s=240.0, fault_at_s=60.0, rate=2.0, tenants=8))
     events = [orjson.loads(orjson.dumps(e)) for e in events_it]
@@ -200,6 +201,7 @@ def test_replay_of_an_otlp_json_incident_gives_the_same_alert_ids(tmp_path: Path
     assert sorted(al.alert_id for al in b.alerts) == sorted(al.alert_id for al in a.alerts)
 
 
+@pytest.mark.slow  # crosstalk replay as a subprocess on a simulated incident's spans
 def test_cli_replay_format_otlp_json(tmp_path: Path) -> None:
     from streams.cli.main import main as cli_main
 

@@ -73,7 +73,8 @@ def _internal_bytes(pipe: StagePipeline) -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("batch", [1, 97])
+# batch=1 is the inner-loop proof; other batchings and a restart run in the full suite.
+@pytest.mark.parametrize("batch", [1, pytest.param(97, marks=pytest.mark.slow)])
 def test_stages_give_the_embedded_alert_ids(incident: dict[str, Any], batch: int) -> None:
     pipe = run_lines(_settings(), incident["lines"], batch=batch)
     assert {a.alert_id for a in pipe.out.alerts} == incident["alerts"]
@@ -84,6 +85,7 @@ def test_stages_give_the_embedded_alert_ids(incident: dict[str, Any], batch: int
     assert kinds["incident_resolved"] >= 1
 
 
+@pytest.mark.slow  # snapshots and restores every stage at several points
 def test_a_restart_from_snapshots_gives_the_same_alerts(incident: dict[str, Any]) -> None:
     s = _settings()
     lines = incident["lines"]

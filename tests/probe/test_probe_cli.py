@@ -159,6 +159,7 @@ def test_events_to_stdout_feed_a_pipeline(engine_factory: Any, capfd: pytest.Cap
     assert "clean" in out.err  # the summary goes to stderr, stdout stays events only
 
 
+@pytest.mark.slow  # crosstalk engine as a subprocess, probed over HTTP
 def test_engine_command_serves_and_emits_events_for_the_probe(tmp_path: Path) -> None:
     import signal
     import subprocess

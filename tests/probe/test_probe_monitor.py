@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import orjson
+import pytest
 
 from schemas.events import parse_event
 from streams.embedded.runner import EmbeddedRunner
@@ -67,6 +68,7 @@ def test_probe_events_through_the_embedded_runner_raise_canary_and_overlong_aler
     assert prober_ids and prober_ids <= monitor_ids
 
 
+@pytest.mark.slow  # the live demo: engine, prober and monitor, twice
 def test_live_demo_finds_the_bug_then_passes_after_the_fix(capfd: Any) -> None:
     code = run_live_demo(_settings(), warmup_s=1.0, between_s=0.5)
     err = capfd.readouterr().err

@@ -13,6 +13,9 @@ from selenium.webdriver.common.by import By
 
 from .report_fixtures import ROOT, Run
 
+# slow: a real headless Chromium per test (and the simulated incident behind it)
+pytestmark = pytest.mark.slow
+
 ARTIFACTS = ROOT / "test-artifacts"
 
 

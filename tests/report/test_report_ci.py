@@ -6,7 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .report_fixtures import ROOT
+
+# slow: runs a pytest subprocess that builds a report
+pytestmark = pytest.mark.slow
 
 
 def test_chromium_runs(browser_paths: tuple[str, str]) -> None:

@@ -12,6 +12,9 @@ import pytest
 
 from .report_fixtures import Run
 
+# slow: each test runs crosstalk report as a subprocess on a simulated incident
+pytestmark = pytest.mark.slow
+
 REQUEST_ID = re.compile(r"req-[0-9a-f]{8,}")
 SESSION_ID = re.compile(r"sess-[0-9a-f]{6,}")
 

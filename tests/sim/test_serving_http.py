@@ -110,6 +110,7 @@ def test_emitted_events_follow_the_contract_and_leave_probes_out() -> None:
     assert bug.output_text and "vx1w0" in bug.output_text  # the victim's words, read from stale pages
 
 
+@pytest.mark.slow  # hundreds of concurrent HTTP requests
 def test_fixed_mode_under_random_concurrent_load_never_mixes_tenants() -> None:
     rng = random.Random(7)
     with EngineThread(LiveEngine(CONFIG, "fixed")) as th:

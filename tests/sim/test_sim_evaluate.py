@@ -97,6 +97,7 @@ def test_fault_defaults_to_half_the_duration() -> None:
     assert SimConfig(duration_s=1200).fault_offset_s == 600.0
 
 
+@pytest.mark.slow  # simulate, replay and evaluate through the CLI, per profile
 @pytest.mark.parametrize("profile", ["stdlib-code", "multilingual"])
 def test_simulate_replay_evaluate_end_to_end(profile: str, tmp_path: Path) -> None:
     out = tmp_path / "sim"

@@ -216,6 +216,7 @@ def test_public_corpus_file_holds_every_decoy_source(sim: Sim, tmp_path: Path) -
     assert "Permission is hereby granted" in text and "祇園精舎" in text and "学而时习之" in text
 
 
+@pytest.mark.slow  # three more simulations
 def test_same_seed_is_byte_identical_other_seed_differs(tmp_path: Path) -> None:
     cfg = SimConfig(profile="multilingual", seed=3, duration_s=60.0)
     write_simulation(tmp_path / "a", cfg)
