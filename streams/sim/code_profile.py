@@ -33,7 +33,6 @@ from streams.sim.world import (
     CacheDomain,
     DomainState,
     Page,
-    Pending,
     Session,
     Tenant,
 )
@@ -382,10 +381,4 @@ class CodeSimulator(Engine):
             )
             st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
             label["canary_markers"] = self._foreign_markers(output, tenant.tenant_id)
-        done = round(t + resp["duration_ms"] / 1000.0, 6)
-        if answer is not None:
-            session.arriving.append((done, answer))
-        resp["ts"] = done
-        resp["event_id"] = self._event_id()
-        label["ts"] = done
-        self._push(done, Pending(resp, label, pages, domain.name))
+        self._respond(t, session, resp, label, pages, answer)

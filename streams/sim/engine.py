@@ -25,6 +25,7 @@ from streams.sim.world import (
     CacheDomain,
     DomainState,
     Labels,
+    Page,
     Pending,
     Session,
     SimConfig,
@@ -93,6 +94,24 @@ class Engine:
 
     def _request(self, t: float, session: Session) -> None:
         raise NotImplementedError
+
+    def _respond(
+        self,
+        t: float,
+        session: Session,
+        resp: dict[str, Any],
+        label: dict[str, Any],
+        pages: list[Page],
+        answer: str | None,
+    ) -> None:
+        """The response arrives `duration_ms` after its request; only then can the client re-send its answer."""
+        done = round(t + resp["duration_ms"] / 1000.0, 6)
+        if answer is not None:
+            session.arriving.append((done, answer))
+        resp["ts"] = done
+        resp["event_id"] = self._event_id()
+        label["ts"] = done
+        self._push(done, Pending(resp, label, pages, session.domain.name))
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from streams.sim.corpus import corpus, window, words_of
 from streams.sim.engine import Engine
 from streams.sim.lexicon import CJK_LANGS
 from streams.sim.tokens import approx_tokens, cut, unit_spans
-from streams.sim.world import Active, Block, CacheDomain, Page, Pending, Session, Tenant
+from streams.sim.world import Active, Block, CacheDomain, Page, Session, Tenant
 
 LANG_WEIGHTS = {"zh": 0.30, "en": 0.25, "ja": 0.15, "de": 0.15, "code": 0.15}
 
@@ -368,10 +368,4 @@ class MultilingualSimulator(Engine):
             )
             st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
             label["canary_markers"] = self._foreign_markers(output, tenant.tenant_id)
-        done = round(t + resp["duration_ms"] / 1000.0, 6)
-        if answer is not None:
-            session.arriving.append((done, answer))
-        resp["ts"] = done
-        resp["event_id"] = self._event_id()
-        label["ts"] = done
-        self._push(done, Pending(resp, label, pages, domain.name))
+        self._respond(t, session, resp, label, pages, answer)
