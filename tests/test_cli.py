@@ -26,6 +26,7 @@ def _alerts(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # replay and evaluate of the simulated incident as subprocesses
 def test_replay_finds_the_incident_and_evaluate_scores_it(sim: Path, tmp_path: Path) -> None:
     alerts_path = tmp_path / "alerts.jsonl"
     assert main(["replay", str(sim / "events.jsonl"), "--alerts-out", str(alerts_path), "--quiet"]) == 0
