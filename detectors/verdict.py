@@ -7,7 +7,6 @@ import hashlib
 from schemas.alert import KIND_PRECEDENCE, SEVERITY_RANK, AlertKind, Severity, Signal
 
 MECHANISM = frozenset({"overlong_accepted", "token_accounting_mismatch", "impossible_prefill"})
-CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
 
 
 def alert_id(

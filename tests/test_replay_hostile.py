@@ -184,7 +184,7 @@ def test_keyboard_interrupt_flushes_and_reports(tmp_path: Path) -> None:
 
     def items():  # the second incident's alert is still buffered (domain lateness) when Ctrl-C comes
         for i, e in enumerate(incident(T0, "r1")):
-            yield Parsed(e["ts"], i, "f", i + 1, parse_event(json.dumps(e)), 10)
+            yield Parsed(e["ts"], i, "f", i + 1, parse_event(json.dumps(e)))
         raise KeyboardInterrupt
 
     runner = EmbeddedRunner(load_settings(detection={"domain_lateness_s": 60.0}))

@@ -131,7 +131,6 @@ class Parsed:
     source: str = field(compare=False)
     line: int = field(compare=False)
     event: Event = field(compare=False)
-    raw_len: int = field(compare=False)
 
 
 # A decoder for another line format (e.g. streams.inputs.otlp.otlp_json_decoder): one line -> any number of
@@ -225,14 +224,14 @@ class LineReader:
                             if isinstance(item, tuple):
                                 self.rejects.add(src, lineno, *item)
                             else:
-                                yield Parsed(item.ts, 0, src, lineno, item, size), line
+                                yield Parsed(item.ts, 0, src, lineno, item), line
                         continue
                     try:
                         ev = parse_event(line, max_bytes=self.max_bytes)
                     except EventError as exc:
                         self.rejects.add(src, lineno, exc.reason, exc.detail, line)
                         continue
-                    yield Parsed(ev.ts, 0, src, lineno, ev, size), line
+                    yield Parsed(ev.ts, 0, src, lineno, ev), line
         except KeyboardInterrupt:  # most often lands here, in a blocking read: end this input cleanly
             stop.set()
         except (EOFError, OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
