@@ -101,18 +101,17 @@ class DomainMonitor:
         overlap = self.overlap
         overlap.index.advance(ts)
         self.incidents.advance(ts)
-        response = ex.response
         signals: list[Signal] = [
-            *self.overlong.observe(request, response, capacity.prefill_capacity),
-            *self.accounting.observe(request, response),
-            *self.prefill.observe(request, response),
+            *self.overlong.observe(ex, capacity),
+            *self.accounting.observe(ex, capacity),
+            *self.prefill.observe(ex, capacity),
         ]
         # Both detectors return nothing without their input; most exchanges have neither, so the
         # calls are skipped rather than made.
         if ex.canary_hits:
-            signals += self.canary.observe(ex)
+            signals += self.canary.observe(ex, capacity)
         if output_print is not None:
-            signals += overlap.observe(ex)
+            signals += overlap.observe(ex, capacity)
         alert = self._response_alert(ex, corroborate(signals)) if signals else None
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.

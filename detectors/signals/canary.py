@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from detectors.exchange import Exchange
+from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
 
 
-class CanaryDetector:
-    def observe(self, ex: Exchange) -> list[Signal]:
+class CanaryDetector(Stateless):
+    def observe(self, ex: Exchange, domain: DomainFacts | None = None) -> list[Signal]:
         out = []
         for hit in ex.canary_hits:
             other_tenant = hit.owner_tenant_id != ex.tenant_id

@@ -1,7 +1,7 @@
 """Signals of the placeholder mechanism itself, read off one exchange's figures.
 
-Each detector is given the exchange's two halves, not the exchange: they run for every exchange,
-and a model's attribute reads are slow lookups, so the caller reads each half once for all three.
+They run for every exchange: each reads the halves it needs once into locals and tests the cheapest,
+most selective figure first.
 
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
 - token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent
@@ -11,26 +11,31 @@ and a model's attribute reads are slow lookups, so the caller reads each half on
 
 from __future__ import annotations
 
+from detectors.exchange import Exchange
 from detectors.settings import DetectionSettings
+from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
-from schemas.events import Request, Response
+from schemas.events import Response
 
 
 def _accepted(response: Response, s: DetectionSettings) -> bool:
     return s.overlong_min_status <= response.status_code <= s.overlong_max_status
 
 
-class OverlongDetector:
+class OverlongDetector(Stateless):
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
-    def observe(self, request: Request | None, response: Response | None, prefill_capacity: int | None) -> list[Signal]:
+    def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
         # The cheapest, most selective test first: almost every prompt fits.
+        request = ex.request
+        prefill_capacity = domain.prefill_capacity
         if request is None or prefill_capacity is None:
             return []
         tokens = request.prompt_tokens
         if tokens <= prefill_capacity:
             return []
+        response = ex.response
         if response is None or not _accepted(response, self.s):
             return []
         return [
@@ -48,11 +53,12 @@ class OverlongDetector:
         ]
 
 
-class AccountingDetector:
+class AccountingDetector(Stateless):
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
-    def observe(self, request: Request | None, response: Response | None) -> list[Signal]:
+    def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
+        request, response = ex.request, ex.response
         if request is None or response is None:
             return []
         usage = response.usage
@@ -80,11 +86,12 @@ class AccountingDetector:
         ]
 
 
-class PrefillDetector:
+class PrefillDetector(Stateless):
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
-    def observe(self, request: Request | None, response: Response | None) -> list[Signal]:
+    def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
+        request, response = ex.request, ex.response
         if request is None or response is None or response.ttft_ms is None:
             return []
         tokens = request.prompt_tokens

@@ -31,6 +31,7 @@ from detectors.exchange import Exchange
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
+from detectors.signals.base import DomainFacts
 from schemas.alert import Severity, Signal
 
 _MAX_SOURCE_IDS = 5
@@ -80,7 +81,7 @@ class OverlapDetector:
         why[self.spread.had(tenant_id, hashes)] = 1
         return why.tolist(), _RARITY[np.minimum(spread, 3)].tolist()
 
-    def observe(self, ex: Exchange) -> list[Signal]:
+    def observe(self, ex: Exchange, domain: DomainFacts | None = None) -> list[Signal]:
         self._last = None
         if ex.output_print is None or not ex.output_print.hashes:
             return []
@@ -177,6 +178,11 @@ class OverlapDetector:
                 source_request_ids=[r for r, _ in top],
             ),
         )
+
+    def state_size(self) -> int:
+        """Documents and fingerprints in the window, plus tainted fingerprints (the spread record is fixed-size)."""
+        idx = self.index.state_size()
+        return idx["docs"] + idx["fingerprints"] + len(self.tainted)
 
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
         """Add the exchange's own texts to the index and the long-horizon record, after it was judged.

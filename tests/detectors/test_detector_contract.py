@@ -1,0 +1,199 @@
+"""Shared checks over every registered per-exchange detector (detectors/signals/registry.py).
+
+A new detector gets these for free by registering: bounded state after many exchanges, no wall clock,
+picklable (detectors live in Kafka snapshots), silent on plain traffic. The traffic below is hostile
+on purpose (overlong prompts, one-token accounting, instant prefill, canary hits, shared passages), so
+every detector has something to do and something to remember.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import inspect
+import pickle
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from detectors.exchange import CanaryHit, Exchange, TextPrint
+from detectors.settings import DetectionSettings
+from detectors.signals.base import Detector, Registration
+from detectors.signals.capacity import CapacityTracker
+from detectors.signals.registry import EXCHANGE_DETECTORS
+from schemas.alert import KIND_PRECEDENCE, Signal
+from schemas.events import Request, Response
+
+# Small bounds, so that "many exchanges" is well past every one of them in a second of test time.
+SETTINGS = DetectionSettings(
+    index_max_docs=60,
+    index_max_fingerprints=3_000,
+    max_tainted=200,
+    overlap_warmup_docs=0,
+    overlap_warmup_s=0.0,
+    spread_bits_log2=12,
+    spread_capacity=1_000,
+)
+CAPACITY = 681_280
+TENANTS = [f"tenant-{i}" for i in range(7)]
+
+
+def _domain() -> CapacityTracker:
+    cap = CapacityTracker()
+    cap.prefill_capacity = CAPACITY
+    return cap
+
+
+def _halves(rng: random.Random, i: int, ts: float) -> tuple[Request, Response]:
+    tenant = rng.choice(TENANTS)
+    rid = f"req-{i}"
+    tokens = rng.choice([900, 12_000, 800_000])  # some cannot fit the pool
+    req = Request(
+        type="request", event_id=f"q{i}", ts=ts, request_id=rid, tenant_id=tenant, model="m", prompt_tokens=tokens
+    )
+    placeholder = rng.random() < 0.2  # the incident's one-token placeholder
+    resp = Response.model_validate(
+        {
+            "type": "response",
+            "event_id": f"r{i}",
+            "ts": ts + 0.5,
+            "request_id": rid,
+            "tenant_id": tenant,
+            "model": "m",
+            "cache_domain": "d1",
+            "status_code": rng.choice([200, 200, 200, 500]),
+            "session_id": f"{tenant}-s{rng.randrange(3)}",
+            "usage": {"input_tokens": 1 if placeholder else tokens, "output_tokens": 40},
+            "ttft_ms": 5.0 if placeholder else 300.0,
+        }
+    )
+    return req, resp
+
+
+def hostile_traffic(n: int, seed: int = 3, start: float = 1_000.0) -> Iterator[Exchange]:
+    """Exchanges in event-time order; outputs often carry passages (hash runs) of other tenants' texts."""
+    rng = random.Random(seed)
+    passages: list[list[int]] = []
+    for i in range(n):
+        ts = start + i
+        req, resp = _halves(rng, i, ts)
+        own = [rng.getrandbits(63) for _ in range(rng.randrange(5, 40))]
+        out = [rng.getrandbits(63) for _ in range(rng.randrange(0, 20))]
+        if passages and rng.random() < 0.3:
+            out += rng.choice(passages)  # a passage some earlier exchange had
+        passages = [*passages[-50:], own]
+        hits = []
+        if rng.random() < 0.05:
+            owner = rng.choice(TENANTS)
+            hits = [CanaryHit(marker_id=f"m{i}", owner_tenant_id=owner, owner_session_id=f"{owner}-s0")]
+        yield Exchange(
+            ts=resp.ts,
+            request=req,
+            response=resp,
+            prompt_print=TextPrint(hashes=own, words=len(own) + 4),
+            output_print=TextPrint(hashes=out, words=len(out) + 4) if out else None,
+            canary_hits=hits,
+        )
+
+
+def _feed(det: Detector, exchanges: Iterator[Exchange]) -> list[list[Signal]]:
+    domain = _domain()
+    out = []
+    for ex in exchanges:
+        signals = det.observe(ex, domain)
+        det.learn(ex, include_output=not signals)
+        out.append(signals)
+    return out
+
+
+def _id(reg: Registration) -> str:
+    return "+".join(reg.signals)
+
+
+REGISTERED = pytest.mark.parametrize("reg", EXCHANGE_DETECTORS, ids=_id)
+
+
+def test_every_per_exchange_signal_has_a_registered_detector() -> None:
+    registered = [name for reg in EXCHANGE_DETECTORS for name in reg.signals]
+    assert len(registered) == len(set(registered)), "a signal registered twice"
+    # capacity_gap is the domain's own finding (from cache_stats), not a per-exchange one.
+    assert set(registered) == set(KIND_PRECEDENCE) - {"capacity_gap"}
+
+
+@REGISTERED
+def test_the_traffic_exercises_the_detector(reg: Registration) -> None:
+    """Otherwise the checks below would pass on a detector that never does anything."""
+    raised = {s.name for signals in _feed(reg.make(SETTINGS), hostile_traffic(600)) for s in signals}
+    assert raised & set(reg.signals), f"hostile traffic raised none of {reg.signals}"
+
+
+@REGISTERED
+def test_state_stays_within_its_bound(reg: Registration) -> None:
+    det = reg.make(SETTINGS)
+    bound = reg.max_state(SETTINGS)
+    sizes = []
+    for chunk in range(4):
+        _feed(det, hostile_traffic(500, seed=chunk, start=1_000.0 + 500 * chunk))
+        sizes.append(det.state_size())
+    assert max(sizes) <= bound, f"state {sizes} over its bound {bound}"
+
+
+@REGISTERED
+def test_silent_on_plain_traffic(reg: Registration) -> None:
+    """Fitting prompts, honest counts and timings, no canaries, outputs sharing nothing: no signal at all."""
+    det = reg.make(SETTINGS)
+    rng = random.Random(5)
+    domain = _domain()
+    for i in range(300):
+        tenant = TENANTS[i % len(TENANTS)]
+        req = Request(
+            type="request", event_id=f"q{i}", ts=i, request_id=f"r{i}", tenant_id=tenant, model="m", prompt_tokens=900
+        )
+        resp = Response.model_validate(
+            {
+                **{"type": "response", "event_id": f"s{i}", "ts": i + 0.5, "request_id": f"r{i}", "tenant_id": tenant},
+                **{"model": "m", "cache_domain": "d1", "status_code": 200, "ttft_ms": 250.0},
+                "usage": {"input_tokens": 900, "output_tokens": 30},
+            }
+        )
+        prompt = TextPrint(hashes=[rng.getrandbits(63) for _ in range(20)], words=24)
+        output = TextPrint(hashes=[rng.getrandbits(63) for _ in range(20)], words=24)
+        for ex in (
+            Exchange(ts=i + 0.5, request=req, response=resp, prompt_print=prompt, output_print=output),
+            Exchange(ts=i + 0.5, request=None, response=resp, orphan="no_request"),
+            Exchange(ts=i + 0.5, request=req, response=None, orphan="no_response"),
+        ):
+            assert det.observe(ex, domain) == []
+            det.learn(ex)
+
+
+@REGISTERED
+def test_no_wall_clock(reg: Registration, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event time only: the same exchanges give the same signals whenever they are replayed."""
+
+    def clock(*_: Any) -> float:
+        raise AssertionError("a detector read the wall clock")
+
+    for name in ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"):
+        monkeypatch.setattr(time, name, clock)
+    signals = _feed(reg.make(SETTINGS), hostile_traffic(300))
+    monkeypatch.undo()
+    assert signals == _feed(reg.make(SETTINGS), hostile_traffic(300))
+    # Also by construction: the detector's module imports no clock to read later.
+    tree = ast.parse(inspect.getsource(inspect.getmodule(type(reg.make(SETTINGS)))))
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not imported & {time.__name__, datetime.__name__}
+
+
+@REGISTERED
+def test_picklable_and_the_copy_carries_on_alike(reg: Registration) -> None:
+    det = reg.make(SETTINGS)
+    _feed(det, hostile_traffic(400, seed=1))
+    copy = pickle.loads(pickle.dumps(det, protocol=pickle.HIGHEST_PROTOCOL))
+    assert copy.state_size() == det.state_size()
+    rest = list(hostile_traffic(800, seed=1))[400:]
+    assert _feed(copy, iter(rest)) == _feed(det, iter(rest))
