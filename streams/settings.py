@@ -245,7 +245,7 @@ class ScrapeSettings(_Section):
 
 class LiteLLMSettings(_Section):
     tenant_from: list[Literal["team", "key", "key_alias", "user", "end_user", "org"]] = Field(
-        default_factory=lambda: ["team", "key"], description="first present wins"
+        default=["team", "key"], description="first present wins (pydantic copies the default per instance)"
     )
     send_text: bool = Field(default=False, description="False: fingerprint at the edge, no text leaves LiteLLM")
     cache_domains: dict[str, str] = Field(default_factory=dict, description="model -> cache domain")
