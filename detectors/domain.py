@@ -7,16 +7,17 @@ The same object runs in the embedded runner and in a Faust worker (pickled into 
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 from detectors.exchange import Exchange
 from detectors.incidents import IncidentTracker
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
-from detectors.signals.canary import CanaryDetector
+from detectors.signals.base import Detector
 from detectors.signals.capacity import CapacityTracker
-from detectors.signals.mechanism import AccountingDetector, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
+from detectors.signals.registry import EXCHANGE_DETECTORS
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
 from schemas.events import CacheStats
@@ -30,11 +31,10 @@ class DomainMonitor:
         self.cache_domain = cache_domain
         self.s = settings
         self.capacity = CapacityTracker()
-        self.overlong = OverlongDetector(settings)
-        self.accounting = AccountingDetector(settings)
-        self.prefill = PrefillDetector(settings)
-        self.canary = CanaryDetector()
-        self.overlap = OverlapDetector(settings, public)
+        # Every registered per-exchange detector, in evidence order; overlap is also kept by name (index, learn).
+        self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in EXCHANGE_DETECTORS}
+        self.overlap = self._overlap()
+        self.overlap.public = public
         self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
@@ -92,31 +92,22 @@ class DomainMonitor:
         # Fields read once into locals: a model's attribute reads are slow lookups, and this runs per exchange.
         ts = ex.ts
         request = ex.request
-        output_print = ex.output_print
         capacity = self.capacity
         if request is not None and capacity.observe_window(request.context_window):
             gap = capacity.gap()
             if gap:
                 alerts.append(self._domain_alert(gap, ts, None))
-        overlap = self.overlap
-        overlap.index.advance(ts)
+        self.overlap.index.advance(ts)
         self.incidents.advance(ts)
-        signals: list[Signal] = [
-            *self.overlong.observe(ex, capacity),
-            *self.accounting.observe(ex, capacity),
-            *self.prefill.observe(ex, capacity),
-        ]
-        # Both detectors return nothing without their input; most exchanges have neither, so the
-        # calls are skipped rather than made.
-        if ex.canary_hits:
-            signals += self.canary.observe(ex, capacity)
-        if output_print is not None:
-            signals += overlap.observe(ex, capacity)
+        signals: list[Signal] = []
+        for detector in self.detectors.values():
+            signals += detector.observe(ex, capacity)
         alert = self._response_alert(ex, corroborate(signals)) if signals else None
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.
-        if ex.prompt_print is not None or output_print is not None:  # learn() indexes only these
-            overlap.learn(ex, include_output=alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"])
+        include_output = alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]
+        for detector in self.detectors.values():
+            detector.learn(ex, include_output)
         if alert is not None:
             alerts.append(alert)
         return alerts
@@ -188,6 +179,21 @@ class DomainMonitor:
         )
 
     # --- state ---------------------------------------------------------------------------------
+    def _overlap(self) -> OverlapDetector:
+        overlap = self.detectors["overlap"]
+        assert isinstance(overlap, OverlapDetector)
+        return overlap
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Snapshots survive a change of the registry: detectors pickled before `detectors` existed (one
+        # attribute each) move into it, and one registered since the snapshot starts fresh.
+        detectors = state.setdefault("detectors", {})
+        for reg in EXCHANGE_DETECTORS:
+            if reg.name not in detectors:
+                detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
+        self.__dict__.update(state)
+        self.overlap = self._overlap()
+
     def state_size(self) -> dict[str, int]:
         idx = self.overlap.index.state_size()
         return {

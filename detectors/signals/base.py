@@ -51,8 +51,10 @@ class Stateless:
 
 @dataclass(frozen=True)
 class Registration:
-    """One detector: the signals it may raise, how to make it, and the most state it may hold."""
+    """One detector: its name in a domain's state, the signals it may raise, how to make it, and the most
+    state it may hold."""
 
+    name: str
     signals: tuple[str, ...]
     make: Callable[[DetectionSettings], Detector]
     max_state: Callable[[DetectionSettings], int] = lambda _: 0

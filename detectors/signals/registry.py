@@ -22,9 +22,11 @@ def _overlap_bound(s: DetectionSettings) -> int:
 
 
 EXCHANGE_DETECTORS: tuple[Registration, ...] = (
-    Registration(("overlong_accepted",), OverlongDetector),
-    Registration(("token_accounting_mismatch",), AccountingDetector),
-    Registration(("impossible_prefill",), PrefillDetector),
-    Registration(("canary_leak",), _canary),
-    Registration(("cross_tenant_contamination", "cross_session_contamination"), OverlapDetector, _overlap_bound),
+    Registration("overlong", ("overlong_accepted",), OverlongDetector),
+    Registration("accounting", ("token_accounting_mismatch",), AccountingDetector),
+    Registration("prefill", ("impossible_prefill",), PrefillDetector),
+    Registration("canary", ("canary_leak",), _canary),
+    Registration(
+        "overlap", ("cross_tenant_contamination", "cross_session_contamination"), OverlapDetector, _overlap_bound
+    ),
 )

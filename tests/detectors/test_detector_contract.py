@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from detectors.domain import DomainMonitor
 from detectors.exchange import CanaryHit, Exchange, TextPrint
 from detectors.settings import DetectionSettings
 from detectors.signals.base import Detector, Registration
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.registry import EXCHANGE_DETECTORS
 from schemas.alert import KIND_PRECEDENCE, Signal
-from schemas.events import Request, Response
+from schemas.events import CacheStats, Request, Response
 
 # Small bounds, so that "many exchanges" is well past every one of them in a second of test time.
 SETTINGS = DetectionSettings(
@@ -110,7 +111,7 @@ def _feed(det: Detector, exchanges: Iterator[Exchange]) -> list[list[Signal]]:
 
 
 def _id(reg: Registration) -> str:
-    return "+".join(reg.signals)
+    return reg.name
 
 
 REGISTERED = pytest.mark.parametrize("reg", EXCHANGE_DETECTORS, ids=_id)
@@ -119,6 +120,7 @@ REGISTERED = pytest.mark.parametrize("reg", EXCHANGE_DETECTORS, ids=_id)
 def test_every_per_exchange_signal_has_a_registered_detector() -> None:
     registered = [name for reg in EXCHANGE_DETECTORS for name in reg.signals]
     assert len(registered) == len(set(registered)), "a signal registered twice"
+    assert len({reg.name for reg in EXCHANGE_DETECTORS}) == len(EXCHANGE_DETECTORS), "a name registered twice"
     # capacity_gap is the domain's own finding (from cache_stats), not a per-exchange one.
     assert set(registered) == set(KIND_PRECEDENCE) - {"capacity_gap"}
 
@@ -197,3 +199,32 @@ def test_picklable_and_the_copy_carries_on_alike(reg: Registration) -> None:
     assert copy.state_size() == det.state_size()
     rest = list(hostile_traffic(800, seed=1))[400:]
     assert _feed(copy, iter(rest)) == _feed(det, iter(rest))
+
+
+def test_snapshots_survive_a_change_of_the_registry() -> None:
+    """A domain pickled before `detectors` existed (one attribute per detector), lacking a detector registered
+    since, restores with every registered detector (the missing one fresh) and judges on alike."""
+    dm = DomainMonitor("d1", SETTINGS)
+    stats = CacheStats(
+        type="cache_stats",
+        event_id="cs",
+        ts=999.0,
+        cache_domain="d1",
+        role="prefill",
+        capacity_tokens=CAPACITY,
+        used_tokens=1,
+    )
+    dm.observe_stats(stats)
+    traffic = list(hostile_traffic(400))
+    for ex in traffic[:200]:
+        dm.observe_exchange(ex)
+    old = DomainMonitor.__new__(DomainMonitor)
+    old.__dict__.update({k: v for k, v in dm.__dict__.items() if k != "detectors"})
+    old.__dict__.update({name: det for name, det in dm.detectors.items() if name != "canary"})
+    restored = pickle.loads(pickle.dumps(old, protocol=pickle.HIGHEST_PROTOCOL))
+    assert list(restored.detectors) == [reg.name for reg in EXCHANGE_DETECTORS]
+    assert restored.overlap is restored.detectors["overlap"]
+    assert restored.overlap.state_size() == dm.overlap.state_size() > 0
+    alerts = [dm.observe_exchange(ex) for ex in traffic[200:]]
+    assert any(alerts)
+    assert [restored.observe_exchange(ex) for ex in traffic[200:]] == alerts
