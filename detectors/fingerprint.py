@@ -169,7 +169,9 @@ class Fingerprinter:
             self._reach = max(self._reach, int(((slot - home) & mask).max()))
             self._steps = np.arange(1, self._reach + 1)
 
-    def _add(self, tb: bytes, starts: np.ndarray, ends: np.ndarray, keys: tuple[np.ndarray, ...]) -> None:
+    def _add(
+        self, tb: bytes, starts: np.ndarray, ends: np.ndarray, keys: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> None:
         """Hash and add the words at these offsets of `tb` (absent from the table, possibly repeated)."""
         first: dict[bytes, int] = {}
         for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
@@ -184,7 +186,8 @@ class Fingerprinter:
             old = self._tk0[used], self._tk1[used], self._tk2[used], self._tval[used]
             self._tables(bits)
             self._insert(*old)
-        self._insert(*(k[idx] for k in keys), val)
+        k0, k1, k2 = keys
+        self._insert(k0[idx], k1[idx], k2[idx], val)
 
     def _probe(self, k0: np.ndarray, k1: np.ndarray, k2: np.ndarray, slot: np.ndarray, found: np.ndarray) -> np.ndarray:
         """Look for the keys not found at their home `slot` in the next `_reach` slots (no key is further
@@ -440,10 +443,6 @@ class Fingerprinter:
         hashes = self._selected(self.kgram_hashes(wh))
         # Our own output is valid by construction: skip re-validating every hash.
         return TextPrint.model_construct(hashes=hashes, words=wh.shape[0])
-
-    def print_words(self, words: list[str]) -> TextPrint:
-        """The fingerprints of already normalised words (words_of), as a TextPrint."""
-        return self._print(self.word_hashes(words))
 
     def text_hashes(self, text: str) -> np.ndarray:
         """word_hashes(words_of(text)), without making the units (no Python string per unit)."""

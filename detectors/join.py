@@ -98,7 +98,7 @@ class Joiner:
             else:
                 assert resp.output_text is not None
                 # fingerprint_text works on the folded bytes without building the word list (2x faster than
-                # print_words); the canary scan needs words, but only once any marker is registered.
+                # fingerprinting words_of); the canary scan needs words, but only once any marker is registered.
                 tp = fpr.fingerprint_text(resp.output_text)
                 if self.canaries.state_size():
                     hits = self.canaries.scan(words_of(resp.output_text))

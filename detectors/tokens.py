@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from typing import Final
 
 import numpy as np
 
-SCHEME = "winnow-v2"
+SCHEME: Final = "winnow-v2"
 
 SEP, WORD, CHAR, DROP = 0, 1, 2, 3
 # Code points at or above this are private use, tags and variation selectors (never units) or planes

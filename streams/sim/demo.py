@@ -70,7 +70,7 @@ def run_demo(settings: Settings, *, seed: int, duration_s: float, fault_at_s: fl
     if console.quiet:
         err.print(f"(+{console.quiet} further lower-severity alerts not shown)", style="dim")
     print_summary(result)
-    label_data = labels if isinstance(labels, dict) else labels.to_dict()  # type: ignore[attr-defined]
+    label_data = labels if isinstance(labels, dict) else labels.to_dict()
     if out_dir is not None:
         (out_dir / "labels.json").write_bytes(orjson.dumps(label_data))
     print_evaluation(evaluate(label_data, result.alerts), err)

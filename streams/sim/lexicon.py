@@ -13,8 +13,12 @@ from __future__ import annotations
 import functools
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from streams.sim.tokens import approx_tokens
+
+if TYPE_CHECKING:  # imported lazily at run time: faker is slow to import
+    from faker import Faker
 
 LANGS = ("zh", "ja", "de", "en", "code")
 CJK_LANGS = frozenset({"zh", "ja"})
@@ -43,6 +47,7 @@ def script(lang: str) -> Script:
     from faker.providers.lorem.ja_JP import Provider as Ja
     from faker.providers.lorem.zh_CN import Provider as Zh
 
+    glue: tuple[str, ...]
     if lang == "zh":
         glue = ("的", "了", "是", "在", "和", "也", "就", "都", "对", "把", "被", "让", "给", "从", "向", "与")
         return Script(tuple(Zh.word_list), "", "，", ("。", "。", "。", "？", "！"), (6, 16), False, glue, 0.35)
@@ -56,7 +61,7 @@ def script(lang: str) -> Script:
 
 
 @functools.lru_cache(maxsize=8)
-def _faker(locale: str):  # type: ignore[no-untyped-def]
+def _faker(locale: str) -> Faker:
     from faker import Faker
 
     return Faker(locale)

@@ -256,7 +256,7 @@ class MultilingualSimulator(Engine):
         decoys: set[str] = set()
         blocks = [Block(tenant.system_prompt + "\n\n", False)] if tenant.system_prompt else []
         room = cfg.max_prompt_text_chars // 2
-        history = []
+        history: list[str] = []
         for h in reversed(session.history):  # re-sent context, newest kept when it does not all fit
             if len(h) > room:
                 break

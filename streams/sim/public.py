@@ -133,8 +133,8 @@ DISCLAIMERS = {
     "en": "I am an AI assistant and cannot give legal, medical or financial advice. Please consult a qualified "
     "professional before making decisions based on this answer.",
 }
-for _table in (GREETINGS, CLOSINGS):
-    _table["code"] = _table["en"]
+GREETINGS["code"] = GREETINGS["en"]
+CLOSINGS["code"] = CLOSINGS["en"]
 DISCLAIMERS["code"] = DISCLAIMERS["en"]
 
 SYSTEM_PROMPTS = {

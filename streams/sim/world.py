@@ -91,7 +91,7 @@ class SimConfig:
 
     @property
     def fault_offset_s(self) -> float | None:
-        return self.duration_s * FAULT_SHARE if self.fault_at_s == "auto" else self.fault_at_s  # type: ignore[return-value]
+        return self.duration_s * FAULT_SHARE if self.fault_at_s == "auto" else self.fault_at_s
 
     @property
     def cache_domains(self) -> tuple[CacheDomain, ...]:

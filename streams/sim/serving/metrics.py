@@ -83,9 +83,9 @@ class SglangCollector:
             "num_requests": ("The number of requests.", cnt.requests),
             "num_aborted_requests": ("Number of requests aborted.", cnt.aborted),
         }
-        for name, (doc, value) in counters.items():
+        for name, (doc, total) in counters.items():
             c = CounterMetricFamily(f"sglang:{name}", doc, labels=["model_name"])
-            c.add_metric([model], float(value))
+            c.add_metric([model], float(total))
             yield c
         h = HistogramMetricFamily(
             "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels=["model_name"]
@@ -96,5 +96,5 @@ class SglangCollector:
 
 def exposition(collector: SglangCollector) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)  # type: ignore[arg-type]
+    registry.register(collector)
     return generate_latest(registry)

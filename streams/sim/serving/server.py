@@ -98,7 +98,8 @@ class LiveEngine:
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        server = site._server
+        sockets = server.sockets if isinstance(server, asyncio.Server) else []
         bound = sockets[0].getsockname()[1] if sockets else port
         self.base_url = f"http://{host}:{bound}/v1"
         if self.on_event is not None:
