@@ -24,4 +24,5 @@ cleanup() { if [ "$started" = 1 ]; then bash scripts/kafka.sh down || true; fi; 
 trap cleanup EXIT
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
+"$VENV/bin/python" -m mypy  # config in pyproject.toml: strict on schemas/ and detectors/, basic on streams/
 "$VENV/bin/python" -m pytest "$@"

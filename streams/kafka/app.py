@@ -212,10 +212,13 @@ class KafkaPipeline:
             return False
         return all(tp in assignment for tp in inputs)
 
-    async def _on_assigned(self, app: Any, assigned: Any, **_: Any) -> None:
+    # Faust sends the partition set as the one positional argument after the app.
+    async def _on_assigned(self, app: Any, /, *partitions: Any, **_: Any) -> None:
+        (assigned,) = partitions
         self.assigned = set(assigned)
 
-    async def _on_revoked(self, app: Any, revoked: Any, **_: Any) -> None:
+    async def _on_revoked(self, app: Any, /, *partitions: Any, **_: Any) -> None:
+        (revoked,) = partitions
         # A revoked partition may be processed elsewhere before it comes back: its in-memory state and
         # held (unacked) events are stale from now on; the snapshot table is the truth.
         self.assigned -= set(revoked)
@@ -303,7 +306,7 @@ class KafkaPipeline:
                 st = JoinState.fresh(self.settings.detection)
             else:
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)
-            if stage == "join":
+            if isinstance(st, JoinState):
                 self.join.restored(partition, st, time.monotonic())
             states[partition] = st
             self.counters[f"restores.{stage}" if blob else f"fresh.{stage}"] += 1

@@ -73,7 +73,7 @@ def loads(blob: bytes, settings: DetectionSettings, counters: Counter[str], publ
     fingerprinter = make_fingerprinter(settings)
     unpickler = pickle.Unpickler(io.BytesIO(zlib.decompress(blob)))
     known = {"fingerprinter": fingerprinter, "settings": settings, "counters": counters, "public": public}
-    unpickler.persistent_load = known.__getitem__  # type: ignore[assignment]
+    unpickler.persistent_load = known.__getitem__  # type: ignore[method-assign]
     state = unpickler.load()
     if not isinstance(state, (JoinState, DomainState)):
         raise TypeError(f"not a stage snapshot: {type(state).__name__}")
