@@ -143,3 +143,22 @@ def wait_for(predicate: Any, timeout_s: float, interval_s: float = 0.25, what: s
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+def consume_records(bootstrap: str, topic: str, expect: int, timeout_s: float = 60.0) -> list[Any]:
+    """At least `expect` records of `topic` from its beginning (no consumer group), or an AssertionError."""
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
+    got: list[Any] = []
+    try:
+
+        def enough() -> bool:
+            for records in c.poll(timeout_ms=500).values():
+                got.extend(records)
+            return len(got) >= expect
+
+        wait_for(enough, timeout_s, interval_s=0.0, what=f"{expect} records on {topic}")
+    finally:
+        c.close()
+    return got

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import wait_for
+from conftest import consume_records, wait_for
 from google.protobuf.json_format import MessageToDict
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
@@ -40,22 +40,6 @@ def as_otlp_json(data: bytes, trace_id: str, span_id: str) -> bytes:
             for sp in ss["spans"]:
                 sp["traceId"], sp["spanId"] = trace_id, span_id
     return orjson.dumps(d)
-
-
-def consume_all(bootstrap: str, topic: str, expect: int, timeout_s: float = 60.0) -> list[Any]:
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
-    got: list[Any] = []
-    try:
-
-        def enough() -> bool:
-            for records in c.poll(timeout_ms=500).values():
-                got.extend(records)
-            return len(got) >= expect
-
-        wait_for(enough, timeout_s, interval_s=0.0, what=f"{expect} records on {topic}")
-    finally:
-        c.close()
-    return got
 
 
 def ticks(last_ts: float, s: Settings) -> list[dict[str, Any]]:
@@ -106,7 +90,7 @@ def test_collector_topic_both_encodings_to_worker_alerts(kafka_names: Any, worke
     assert (b["messages"], b["events"], b["rejects.no_tenant"]) == (2, 2, 1)
 
     # the events on crosstalk's input topic: keyed by request id, traceparent header, no text
-    recs = consume_all(kafka_names.bootstrap, kafka_names.input_topic, 4)
+    recs = consume_records(kafka_names.bootstrap, kafka_names.input_topic, 4)
     events = [orjson.loads(r.value) for r in recs]
     assert sorted((e["type"], e["tenant_id"]) for e in events) == [
         ("request", "acme"),
@@ -119,7 +103,7 @@ def test_collector_topic_both_encodings_to_worker_alerts(kafka_names: Any, worke
     assert all(
         "prompt_text" not in e and "quarterly" not in r.value.decode() for e, r in zip(events, recs, strict=True)
     )
-    dead = consume_all(kafka_names.bootstrap, kafka_names.deadletter_topic, 2)
+    dead = consume_records(kafka_names.bootstrap, kafka_names.deadletter_topic, 2)
     reasons = sorted(dict(r.headers)["x-crosstalk-reason"].decode() for r in dead)
     assert reasons == ["no_tenant", "not_otlp"]
     assert all(b"quarterly" not in r.value for r in dead)  # dead letters name the span, never its text
@@ -204,7 +188,7 @@ def test_bridge_command_runs_until_sigterm(kafka_names: Any, tmp_path: Any) -> N
         prod.send(topic, proto_request({**BASE, "crosstalk.tenant_id": "acme"}))
         prod.flush()
         prod.close()
-        recs = consume_all(kafka_names.bootstrap, kafka_names.input_topic, 2, timeout_s=90)
+        recs = consume_records(kafka_names.bootstrap, kafka_names.input_topic, 2, timeout_s=90)
         assert sorted(orjson.loads(r.value)["type"] for r in recs) == ["request", "response"]
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -18,8 +18,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network for the model cost map
 litellm = pytest.importorskip("litellm")
 
-from conftest import wait_for  # noqa: E402
-from kafka import KafkaConsumer  # noqa: E402
+from conftest import consume_records, wait_for  # noqa: E402
 
 from streams.inputs.scrape import KafkaPublisher, Scraper, limits_app  # noqa: E402
 from streams.integrations.litellm import CrosstalkLogger  # noqa: E402
@@ -29,22 +28,6 @@ from streams.testing.engines import Engines, sglang_text  # noqa: E402
 SECRET = " ".join(f"confidential{i} quarterly figure{i} of acme" for i in range(12))
 LONG = " ".join(f"word{i}" for i in range(600))  # ~1,200 tokens: over a 500-token pool
 CAPACITY = 500
-
-
-def consume(bootstrap: str, topic: str, expect: int) -> list[Any]:
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", group_id=None)
-    got: list[Any] = []
-    try:
-
-        def enough() -> bool:
-            for records in c.poll(timeout_ms=500).values():
-                got.extend(records)
-            return len(got) >= expect
-
-        wait_for(enough, 60, interval_s=0.0, what=f"{expect} records on {topic}")
-    finally:
-        c.close()
-    return got
 
 
 class LimitsServer:
@@ -123,7 +106,7 @@ def test_callback_publishes_fingerprinted_events_with_the_gateway_count(kafka_na
         logger.flush()
     finally:
         logger.close()
-    recs = consume(kafka_names.bootstrap, kafka_names.input_topic, 2)
+    recs = consume_records(kafka_names.bootstrap, kafka_names.input_topic, 2)
     events = {e["type"]: e for e in (orjson.loads(r.value) for r in recs)}
     req, resp = events["request"], events["response"]
     assert req["tenant_id"] == resp["tenant_id"] == "team-acme"
