@@ -28,7 +28,6 @@ from streams.sim.engine import Engine
 from streams.sim.world import (
     CHARS_PER_TOKEN,
     PROBES,
-    Active,
     Block,
     CacheDomain,
     DomainState,
@@ -371,14 +370,7 @@ class CodeSimulator(Engine):
                 # Only answers the client could use become history: failed and garbled ones are retried.
                 answer = f"### Assistant\n{output}\n"
             duration_ms = ttft_ms + out_tokens / decode_rate * 1000.0
-            resp.update(
-                status_code=200,
-                finish_reason=finish,
-                usage={"input_tokens": in_tokens, "output_tokens": out_tokens},
-                ttft_ms=round(ttft_ms, 3),
-                duration_ms=round(duration_ms, 3),
-                output_text=output,
+            self._answered(
+                t, st, resp, label, tenant.tenant_id, output, finish, in_tokens, out_tokens, ttft_ms, duration_ms
             )
-            st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
-            label["canary_markers"] = self._foreign_markers(output, tenant.tenant_id)
         self._respond(t, session, resp, label, pages, answer)

@@ -22,6 +22,7 @@ from typing import Any
 from streams.sim.tokens import approx_tokens
 from streams.sim.world import (
     PROBES,
+    Active,
     CacheDomain,
     DomainState,
     Labels,
@@ -94,6 +95,32 @@ class Engine:
 
     def _request(self, t: float, session: Session) -> None:
         raise NotImplementedError
+
+    def _answered(
+        self,
+        t: float,
+        st: DomainState,
+        resp: dict[str, Any],
+        label: dict[str, Any],
+        tenant_id: str,
+        output: str,
+        finish: str,
+        in_tokens: int,
+        out_tokens: int,
+        ttft_ms: float,
+        duration_ms: float,
+    ) -> None:
+        """A 2xx answer: the response's figures, its load on the domain, and the foreign markers it carries."""
+        resp.update(
+            status_code=200,
+            finish_reason=finish,
+            usage={"input_tokens": in_tokens, "output_tokens": out_tokens},
+            ttft_ms=round(ttft_ms, 3),
+            duration_ms=round(duration_ms, 3),
+            output_text=output,
+        )
+        st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
+        label["canary_markers"] = self._foreign_markers(output, tenant_id)
 
     def _respond(
         self,

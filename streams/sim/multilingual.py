@@ -26,7 +26,7 @@ from streams.sim.corpus import corpus, window, words_of
 from streams.sim.engine import Engine
 from streams.sim.lexicon import CJK_LANGS
 from streams.sim.tokens import approx_tokens, cut, unit_spans
-from streams.sim.world import Active, Block, CacheDomain, Page, Session, Tenant
+from streams.sim.world import Block, CacheDomain, Page, Session, Tenant
 
 LANG_WEIGHTS = {"zh": 0.30, "en": 0.25, "ja": 0.15, "de": 0.15, "code": 0.15}
 
@@ -358,14 +358,7 @@ class MultilingualSimulator(Engine):
                 label["scenario"] = "decoy"
             out_tokens = approx_tokens(output)
             duration_ms = ttft_ms + out_tokens / rng.uniform(40.0, 110.0) * 1000.0
-            resp.update(
-                status_code=200,
-                finish_reason=finish,
-                usage={"input_tokens": in_tokens, "output_tokens": out_tokens},
-                ttft_ms=round(ttft_ms, 3),
-                duration_ms=round(duration_ms, 3),
-                output_text=output,
+            self._answered(
+                t, st, resp, label, tenant.tenant_id, output, finish, in_tokens, out_tokens, ttft_ms, duration_ms
             )
-            st.active.append(Active(t, t + ttft_ms / 1000.0, t + duration_ms / 1000.0, in_tokens, out_tokens))
-            label["canary_markers"] = self._foreign_markers(output, tenant.tenant_id)
         self._respond(t, session, resp, label, pages, answer)
