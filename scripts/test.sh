@@ -5,7 +5,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/bootstrap.sh
-# A real Prometheus Alertmanager for tests/test_alertmanager.py, built once (~5 min) into .tools/bin.
+# A real Prometheus Alertmanager for tests/sinks/test_alertmanager.py, built once (~5 min) into .tools/bin.
 GO="$(command -v go || echo /usr/local/go/bin/go)"
 if [ ! -x "$ROOT/.tools/bin/alertmanager" ] && [ -x "$GO" ]; then
   GOBIN="$ROOT/.tools/bin" "$GO" install github.com/prometheus/alertmanager/cmd/alertmanager@v0.28.1 \

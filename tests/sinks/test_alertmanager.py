@@ -26,7 +26,7 @@ from streams.sinks.webhook import WebhookSink
 # slow: a real Alertmanager process, held past its resolve timeout
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("CROSSTALK_ALERTMANAGER", ROOT / ".tools" / "bin" / "alertmanager"))
 RESOLVE_TIMEOUT_S = 2
 

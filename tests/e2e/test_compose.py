@@ -11,7 +11,7 @@ from streams.settings import KafkaSettings, Settings
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse docker-compose.yml (add it to the test extra)")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose() -> dict[str, Any]:

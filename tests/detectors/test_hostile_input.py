@@ -1,6 +1,6 @@
 """Hostile but schema-valid input against the detection core (issue 11): canary framing, registry
 and domain bounds. File-level attacks (gz bombs, truncation, future timestamps in replay) are in
-tests/test_replay_hostile.py."""
+tests/embedded/test_replay_hostile.py."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.files import Parsed
 from streams.settings import Settings, load_settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 T0 = 1_787_821_200.0  # 2026-08-27T09:00:00Z
 
 

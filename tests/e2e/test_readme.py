@@ -11,7 +11,7 @@ import pytest
 from streams.cli.main import build_parser
 from streams.settings import load_settings
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("block", re.findall(r"```toml\n(.*?)```", README, flags=re.S))

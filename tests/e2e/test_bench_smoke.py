@@ -12,7 +12,7 @@ import pytest
 # slow: every benchmark script end to end (tiny sizes)
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ["bench_core", "bench_fingerprint", "bench_replay", "bench_memory", "bench_scaling"]
 
 
