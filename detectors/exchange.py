@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.events import Request, Response
 
 
-class TextPrint(BaseModel):
+class TextFingerprint(BaseModel):
     """Winnowing fingerprints of one text: unique selected keyed hashes plus its length in words."""
 
     model_config = ConfigDict(frozen=True)
@@ -36,8 +36,8 @@ class Exchange(BaseModel):
     ts: float = Field(description="event time at which the pair became complete (or was given up on)")
     request: Request | None = Field(description="text fields removed")
     response: Response | None = Field(description="text fields removed")
-    prompt_print: TextPrint | None = None
-    output_print: TextPrint | None = None
+    prompt_print: TextFingerprint | None = None
+    output_print: TextFingerprint | None = None
     canary_hits: list[CanaryHit] = Field(default_factory=list)
     orphan: Literal["no_request", "no_response"] | None = None
 
@@ -93,8 +93,8 @@ def joined(
     ts: float,
     request: Request,
     response: Response,
-    prompt_print: TextPrint | None,
-    output_print: TextPrint | None,
+    prompt_print: TextFingerprint | None,
+    output_print: TextFingerprint | None,
     canary_hits: list[CanaryHit],
 ) -> Exchange:
     """What `Exchange(ts=, request=, response=, prompt_print=, output_print=, canary_hits=)` builds.

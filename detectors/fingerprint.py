@@ -29,7 +29,7 @@ from itertools import chain
 
 import numpy as np
 
-from detectors.exchange import TextPrint
+from detectors.exchange import TextFingerprint
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from schemas.events import Fingerprint
 
@@ -439,10 +439,10 @@ class Fingerprinter:
     def fingerprint_words(self, words: list[str]) -> np.ndarray:
         return self.winnow(self.kgram_hashes(self.word_hashes(words)))
 
-    def _print(self, wh: np.ndarray) -> TextPrint:
+    def _print(self, wh: np.ndarray) -> TextFingerprint:
         hashes = self._selected(self.kgram_hashes(wh))
         # Our own output is valid by construction: skip re-validating every hash.
-        return TextPrint.model_construct(hashes=hashes, words=wh.shape[0])
+        return TextFingerprint.model_construct(hashes=hashes, words=wh.shape[0])
 
     def text_hashes(self, text: str) -> np.ndarray:
         """word_hashes(words_of(text)), without making the units (no Python string per unit)."""
@@ -466,8 +466,8 @@ class Fingerprinter:
                 return wh
         return self._unicode_hashes(text)
 
-    def fingerprint_text(self, text: str) -> TextPrint:
-        """The fingerprints of a text, as a TextPrint (what the join keeps instead of the text)."""
+    def fingerprint_text(self, text: str) -> TextFingerprint:
+        """The fingerprints of a text, as a TextFingerprint (what the join keeps instead of the text)."""
         return self._print(self.text_hashes(text))
 
     def fingerprint(self, text: str) -> Fingerprint:
@@ -485,8 +485,8 @@ class Fingerprinter:
             return f"made with key {fp.key_id!r}; this monitor's key is {self.key_id!r}"
         return None
 
-    def from_wire(self, fp: Fingerprint) -> TextPrint:
-        return TextPrint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
+    def from_wire(self, fp: Fingerprint) -> TextFingerprint:
+        return TextFingerprint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
 
     def marker_id(self, marker: str) -> str:
         return hashlib.blake2b(" ".join(words_of(marker)).encode(), key=self._key, digest_size=8).hexdigest()

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from detectors.canaries import CanaryRegistry
-from detectors.exchange import CanaryHit, Exchange, TextPrint, joined
+from detectors.exchange import CanaryHit, Exchange, TextFingerprint, joined
 from detectors.fingerprint import Fingerprinter, words_of
 from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
@@ -20,7 +20,7 @@ from schemas.events import EventError, Request, Response
 class _Half:
     event: Request | Response
     deadline: float
-    text_print: TextPrint | None
+    text_print: TextFingerprint | None
     canary_hits: list[CanaryHit]
 
 
@@ -54,7 +54,7 @@ class Joiner:
 
     def observe_request(self, req: Request) -> list[Exchange]:
         """observe() for a caller that already ran check() and knows the half is a request."""
-        tp: TextPrint | None = None
+        tp: TextFingerprint | None = None
         stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
         if req.prompt_fingerprint is not None or req.prompt_text is not None:
             fpr = self.fingerprinter
@@ -88,7 +88,7 @@ class Joiner:
     def observe_response(self, resp: Response) -> list[Exchange]:
         """observe() for a caller that already ran check() and knows the half is a response."""
         hits: list[CanaryHit] = []
-        tp: TextPrint | None = None
+        tp: TextFingerprint | None = None
         stripped = resp
         ts = resp.ts
         if resp.output_fingerprint is not None or resp.output_text is not None:
@@ -165,6 +165,6 @@ class Joiner:
         return len(self._requests) + len(self._responses)
 
 
-def _exchange(req: Request, prompt: TextPrint | None, resp: _Half, ts: float) -> Exchange:
+def _exchange(req: Request, prompt: TextFingerprint | None, resp: _Half, ts: float) -> Exchange:
     assert isinstance(resp.event, Response)
     return joined(ts, req, resp.event, prompt, resp.text_print, resp.canary_hits)

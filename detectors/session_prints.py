@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors.exchange import TextPrint
+from detectors.exchange import TextFingerprint
 from detectors.fingerprint import Fingerprinter
 
 
@@ -72,7 +72,7 @@ class SessionPrints:
         h.update(data[start:cut])
         return h
 
-    def fingerprint_text(self, session: str, text: str) -> TextPrint:
+    def fingerprint_text(self, session: str, text: str) -> TextFingerprint:
         """`Fingerprinter.fingerprint_text(text)`, reusing the previous text of `session` if `text` continues it."""
         fp = self.fp
         data = memoryview(text.encode("utf-8", "surrogatepass"))
@@ -89,9 +89,9 @@ class SessionPrints:
         kg = fp.kgram_hashes(wh)
         selected = fp._selected(kg)
         self._remember(session, data, wh, kg)
-        return TextPrint.model_construct(hashes=selected, words=wh.shape[0])
+        return TextFingerprint.model_construct(hashes=selected, words=wh.shape[0])
 
-    def _continue(self, session: str, data: memoryview, state: _State, h: _Hash) -> TextPrint:
+    def _continue(self, session: str, data: memoryview, state: _State, h: _Hash) -> TextFingerprint:
         fp = self.fp
         k, w = fp.k, fp.w
         new_units = fp.text_hashes(_text(data, state.cut))
@@ -106,7 +106,7 @@ class SessionPrints:
         hashes = state.selected + new.tolist()
         self._remember_continued(session, data, state, new_units, kg, mins, at, h)
         assert total_units - k + 1 >= w  # the state always holds a whole window
-        return TextPrint.model_construct(hashes=hashes, words=total_units)
+        return TextFingerprint.model_construct(hashes=hashes, words=total_units)
 
     def _remember(self, session: str, data: memoryview, wh: np.ndarray, kg: np.ndarray) -> None:
         """State for the next turn after a full pass: everything before the text's last space or newline."""

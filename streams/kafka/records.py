@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from detectors.exchange import CanaryHit, Exchange, TextPrint
+from detectors.exchange import CanaryHit, Exchange, TextFingerprint
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
 
 
@@ -153,15 +153,15 @@ def plant_from_record(raw: bytes) -> Plant:
 # --- exchanges (join -> domain) -------------------------------------------------------------------------
 
 
-def _print_values(tp: TextPrint | None) -> list[Any] | None:
+def _print_values(tp: TextFingerprint | None) -> list[Any] | None:
     return None if tp is None else [tp.words, tp.hashes]
 
 
-def _print_of(values: list[Any] | None) -> TextPrint | None:
+def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if values is None:
         return None
     words, hashes = values
-    return _trusted(TextPrint, {"hashes": hashes, "words": words})
+    return _trusted(TextFingerprint, {"hashes": hashes, "words": words})
 
 
 def exchange_record(ex: Exchange) -> bytes:

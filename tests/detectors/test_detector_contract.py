@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from detectors.domain import DomainMonitor
-from detectors.exchange import CanaryHit, Exchange, TextPrint
+from detectors.exchange import CanaryHit, Exchange, TextFingerprint
 from detectors.settings import DetectionSettings
 from detectors.signals.base import Detector, Registration
 from detectors.signals.capacity import CapacityTracker
@@ -94,8 +94,8 @@ def hostile_traffic(n: int, seed: int = 3, start: float = 1_000.0) -> Iterator[E
             ts=resp.ts,
             request=req,
             response=resp,
-            prompt_print=TextPrint(hashes=own, words=len(own) + 4),
-            output_print=TextPrint(hashes=out, words=len(out) + 4) if out else None,
+            prompt_print=TextFingerprint(hashes=own, words=len(own) + 4),
+            output_print=TextFingerprint(hashes=out, words=len(out) + 4) if out else None,
             canary_hits=hits,
         )
 
@@ -161,8 +161,8 @@ def test_silent_on_plain_traffic(reg: Registration) -> None:
                 "usage": {"input_tokens": 900, "output_tokens": 30},
             }
         )
-        prompt = TextPrint(hashes=[rng.getrandbits(63) for _ in range(20)], words=24)
-        output = TextPrint(hashes=[rng.getrandbits(63) for _ in range(20)], words=24)
+        prompt = TextFingerprint(hashes=[rng.getrandbits(63) for _ in range(20)], words=24)
+        output = TextFingerprint(hashes=[rng.getrandbits(63) for _ in range(20)], words=24)
         for ex in (
             Exchange(ts=i + 0.5, request=req, response=resp, prompt_print=prompt, output_print=output),
             Exchange(ts=i + 0.5, request=None, response=resp, orphan="no_request"),

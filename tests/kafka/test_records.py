@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from detectors.exchange import CanaryHit, Exchange, TextPrint, joined
+from detectors.exchange import CanaryHit, Exchange, TextFingerprint, joined
 from detectors.reorder import EXCHANGE_RANK, OrderKey
 from schemas.events import Fingerprint, Request, Response, parse_event
 from streams.kafka import frames, records
@@ -74,7 +74,7 @@ def test_an_exchange_record_rebuilds_the_exchange() -> None:
     req, resp = parse_event(orjson.dumps(REQ)), parse_event(orjson.dumps(RESP))
     assert isinstance(req, Request) and isinstance(resp, Response)
     hit = CanaryHit(marker_id="m1", owner_tenant_id="probe-a", owner_session_id=None)
-    pair = joined(5.0, req, resp, TextPrint(hashes=[1, 2**64 - 1], words=3), None, [hit])
+    pair = joined(5.0, req, resp, TextFingerprint(hashes=[1, 2**64 - 1], words=3), None, [hit])
     orphan = Exchange(ts=6.0, request=req, response=None, prompt_print=None, orphan="no_response")
     for ex in (pair, orphan):
         back = records.exchange_from_record(records.exchange_record(ex))
