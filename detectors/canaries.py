@@ -18,9 +18,9 @@ from collections import deque
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from detectors.exchange import CanaryHit
 from detectors.fingerprint import Fingerprinter
 from schemas.events import Canary, EventError, Request
+from schemas.exchange import CanaryHit
 
 MIN_HEX = 24
 _HEX_WORD = re.compile(rf"[0-9a-f]{{{MIN_HEX},}}")

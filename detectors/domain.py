@@ -9,7 +9,6 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from detectors.exchange import Exchange
 from detectors.incidents import IncidentTracker
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
@@ -21,6 +20,7 @@ from detectors.signals.registry import EXCHANGE_DETECTORS
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
 from schemas.events import CacheStats
+from schemas.exchange import Exchange
 from schemas.timefmt import format_ts
 
 Item = CacheStats | Exchange

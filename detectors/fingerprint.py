@@ -29,9 +29,9 @@ from itertools import chain
 
 import numpy as np
 
-from detectors.exchange import TextFingerprint
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from schemas.events import Fingerprint
+from schemas.exchange import TextFingerprint
 
 __all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "words_of"]
 

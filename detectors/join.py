@@ -9,11 +9,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from detectors.canaries import CanaryRegistry
-from detectors.exchange import CanaryHit, Exchange, TextFingerprint, joined
 from detectors.fingerprint import Fingerprinter, words_of
 from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint, joined
 
 
 @dataclass(slots=True)

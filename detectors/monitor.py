@@ -12,7 +12,6 @@ from collections.abc import Callable
 from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
-from detectors.exchange import Exchange
 from detectors.fingerprint import Fingerprinter
 from detectors.incidents import Incident
 from detectors.join import Joiner
@@ -20,6 +19,7 @@ from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, Canary, Event, EventError, Request, Response
+from schemas.exchange import Exchange
 
 ExchangeHook = Callable[[Exchange, list[Alert]], None]
 _ADVANCE_STEP_S = 1.0

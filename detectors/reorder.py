@@ -12,8 +12,8 @@ import heapq
 from collections.abc import Iterator
 from typing import Generic, NamedTuple, TypeVar
 
-from detectors.exchange import Exchange
 from schemas.events import CacheStats
+from schemas.exchange import Exchange
 
 T = TypeVar("T")
 

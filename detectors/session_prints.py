@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from detectors.exchange import TextFingerprint
 from detectors.fingerprint import Fingerprinter
+from schemas.exchange import TextFingerprint
 
 
 @dataclass(slots=True)

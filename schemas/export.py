@@ -1,4 +1,5 @@
-"""JSON Schema of every event type and of the alert, for producers written in other languages."""
+"""JSON Schema of every event type, of the alert and of the exchange (the joined pair that crosses the
+internal topics and that sinks receive), for producers and consumers written in other languages."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ from pydantic import BaseModel
 
 from schemas.alert import Alert
 from schemas.events import EVENT_ADAPTER, EVENT_TYPES
+from schemas.exchange import Exchange
 
 SCHEMA_VERSION = "1"
 
 
 def schemas() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert}
+    models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert, "exchange": Exchange}
     for name, model in models.items():
-        mode: Literal["validation", "serialization"] = "serialization" if name == "alert" else "validation"
+        # Events are read (validated); the alert and the exchange are written by crosstalk.
+        mode: Literal["validation", "serialization"] = "validation" if name in EVENT_TYPES else "serialization"
         schema = model.model_json_schema(mode=mode)
         schema["$id"] = f"https://crosstalk.dev/schemas/v{SCHEMA_VERSION}/{name}.json"
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

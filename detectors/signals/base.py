@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from detectors.exchange import Exchange
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
+from schemas.exchange import Exchange
 
 
 class DomainFacts(Protocol):

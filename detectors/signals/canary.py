@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from detectors.exchange import Exchange
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
+from schemas.exchange import Exchange
 
 
 class CanaryDetector(Stateless):

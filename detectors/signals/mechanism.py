@@ -11,11 +11,11 @@ most selective figure first.
 
 from __future__ import annotations
 
-from detectors.exchange import Exchange
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
 from schemas.events import Response
+from schemas.exchange import Exchange
 
 
 def _accepted(response: Response, s: DetectionSettings) -> bool:

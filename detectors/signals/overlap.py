@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from detectors.commonness import TenantSpread
-from detectors.exchange import Exchange
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts
 from schemas.alert import Severity, Signal
+from schemas.exchange import Exchange
 
 _MAX_SOURCE_IDS = 5
 # Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.

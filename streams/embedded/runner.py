@@ -10,11 +10,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from detectors.exchange import Exchange
 from detectors.monitor import Monitor
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.alert import Alert
 from schemas.events import Event, EventError
+from schemas.exchange import Exchange
 from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings

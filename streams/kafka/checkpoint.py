@@ -32,7 +32,7 @@ log = logging.getLogger("crosstalk.checkpoint")
 
 # Part of every snapshot's table key: state pickled by a version with another layout is not loaded
 # (the partition starts fresh from its committed offset) instead of failing on missing attributes.
-SNAPSHOT_FORMAT = 5  # 5: detectors.exchange.TextPrint renamed TextFingerprint (pickled in join state)
+SNAPSHOT_FORMAT = 6  # 6: Exchange & co. moved detectors.exchange -> schemas.exchange (join state pickles class paths)
 State = JoinState | DomainState
 
 

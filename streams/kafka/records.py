@@ -25,8 +25,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from detectors.exchange import CanaryHit, Exchange, TextFingerprint
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
 
 class RecordError(ValueError):
@@ -34,7 +34,7 @@ class RecordError(ValueError):
 
 
 _new = object.__new__
-# BaseModel's own slot descriptors, as detectors.exchange.joined uses them: a trusted build, no validation.
+# BaseModel's own slot descriptors, as schemas.exchange.joined uses them: a trusted build, no validation.
 _set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
@@ -199,6 +199,6 @@ def exchange_from_record(raw: bytes) -> Exchange:
     except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
         raise RecordError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None
     ex = _trusted(Exchange, values)
-    # An Exchange sets every field but `orphan` when it is a pair (detectors.exchange.joined).
+    # An Exchange sets every field but `orphan` when it is a pair (schemas.exchange.joined).
     _set_fields_set(ex, set(values) - ({"orphan"} if orphan is None else set()))
     return ex

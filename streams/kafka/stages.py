@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
-from detectors.exchange import CanaryHit, Exchange
 from detectors.join import Joiner
 from detectors.monitor import DomainTable, admit, count_alerts, make_fingerprinter, route_exchange
 from detectors.public import PublicSet
@@ -30,6 +29,7 @@ from detectors.reorder import EventTimeBuffer, OrderKey, order_key
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, EventError, Request, Response
+from schemas.exchange import CanaryHit, Exchange
 from streams.kafka import records
 from streams.kafka.frames import JOIN, Batch, Item, Source
 from streams.kafka.routing import partition_of

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved
+from schemas.exchange import Exchange
 
 
 class ByteOut(Protocol):

@@ -40,8 +40,8 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved
+from schemas.exchange import Exchange
 from streams.settings import OtelSettings
 from streams.sinks.otel_export import CountedMetrics, CountedSpans, ExportStats
 

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from detectors.domain import DomainMonitor
-from detectors.exchange import CanaryHit, Exchange, TextFingerprint
 from detectors.settings import DetectionSettings
 from detectors.signals.base import Detector, Registration
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.registry import EXCHANGE_DETECTORS
 from schemas.alert import KIND_PRECEDENCE, Signal
 from schemas.events import CacheStats, Request, Response
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
 # Small bounds, so that "many exchanges" is well past every one of them in a second of test time.
 SETTINGS = DetectionSettings(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from detectors.exchange import CanaryHit, Exchange, TextFingerprint, joined
 from detectors.reorder import EXCHANGE_RANK, OrderKey
 from schemas.events import Fingerprint, Request, Response, parse_event
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint, joined
 from streams.kafka import frames, records
 
 REQ = {

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from schemas import Alert, EventError, format_ts, parse_event, parse_ts
 from schemas.events import CacheStats, Canary, Request, Response
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint, joined
 from schemas.export import schemas, write_schemas
 
 VALID = {
@@ -118,12 +120,39 @@ def test_unknown_type_not_json_and_oversized_have_their_own_reasons() -> None:
 def test_json_schema_export_covers_every_type_and_accepts_both_ts_forms(tmp_path) -> None:
     paths = write_schemas(tmp_path)
     names = {p.name for p in paths}
-    assert names == {f"{n}.schema.json" for n in ("request", "response", "cache_stats", "canary", "alert", "event")}
+    kinds = ("request", "response", "cache_stats", "canary", "alert", "exchange", "event")
+    assert names == {f"{n}.schema.json" for n in kinds}
     req = json.loads((tmp_path / "request.schema.json").read_text())
     assert {"type", "event_id", "ts", "request_id", "tenant_id", "model", "prompt_tokens"} <= set(req["required"])
     ts_types = {alt["type"] for alt in req["properties"]["ts"]["anyOf"]}
     assert ts_types == {"number", "string"}
     assert set(schemas()["alert"]["required"]) >= {"alert_id", "ts", "kind", "severity", "cache_domain", "summary"}
+
+
+def test_exchange_schema_is_exported_and_describes_what_sinks_receive(tmp_path) -> None:
+    write_schemas(tmp_path)
+    schema = json.loads((tmp_path / "exchange.schema.json").read_text())
+    assert schema["$id"].endswith("/exchange.json")
+    assert {"ts", "request", "response"} <= set(schema["required"])
+    validator = jsonschema.Draft202012Validator(schema)
+    request = Request.model_validate(VALID["request"] | {"prompt_text": None})
+    response = Response.model_validate(VALID["response"] | {"output_text": None})
+    pair = joined(
+        1787817600.25,
+        request,
+        response,
+        TextFingerprint(hashes=[3, 5, 8], words=12),
+        None,
+        [CanaryHit(marker_id="m1", owner_tenant_id="globex")],
+    )
+    orphan = Exchange(ts=1787817601.0, request=request, response=None, orphan="no_response")
+    for ex in (pair, orphan):
+        validator.validate(ex.model_dump(mode="json"))
+    bad = pair.model_dump(mode="json")
+    bad["orphan"] = "lost"
+    assert not validator.is_valid(bad)
+    del bad["ts"]
+    assert not validator.is_valid(pair.model_dump(mode="json", exclude={"ts"}))
 
 
 def test_alert_round_trips_with_rfc3339_time() -> None:

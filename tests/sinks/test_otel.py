@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved, Signal
 from schemas.events import Request, Response, Usage
+from schemas.exchange import Exchange
 from streams.settings import OtelSettings
 from streams.sinks.otel import OtelSink
 

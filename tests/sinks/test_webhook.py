@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved, Signal
+from schemas.exchange import Exchange
 from schemas.timefmt import parse_ts
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.formats import Notification, render_body, routes_to, scope_for_receiver

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from detectors.exchange import Exchange
 from schemas.alert import Alert, IncidentResolved
+from schemas.exchange import Exchange
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.formats import Notification, routes_to, scope_for_receiver
 from streams.sinks.webhook.delivery import DeadLetterStore, Deliverer, DeliveryMetrics, DeliveryStats, warn_unsigned

@@ -1,7 +1,8 @@
 """An Exchange: a request joined with its response, text replaced by fingerprints.
 
-This is what the join stage hands to the per-domain stage (in Kafka: the message on the
-domain topic). It never carries raw prompt or output text.
+A wire type: the join stage hands it to the per-domain stage (in Kafka it crosses the internal
+domain topic) and sinks receive it, so it lives with the other wire types and is exported as JSON
+Schema. It never carries raw prompt or output text.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ _FIELDS = ("ts", "request", "response", "prompt_print", "output_print", "canary_
 _PAIR_SET = frozenset(_FIELDS[:-1])  # the fields a joined pair sets; `orphan` keeps its default
 if tuple(Exchange.model_fields) != _FIELDS:
     # joined() below fills __dict__ by hand: a new Exchange field must be added there too.
-    raise RuntimeError("Exchange fields changed: update detectors.exchange.joined")
+    raise RuntimeError("Exchange fields changed: update schemas.exchange.joined")
 
 
 def joined(
