@@ -5,15 +5,14 @@ from __future__ import annotations
 import os
 import socket
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from streams.testing.workerproc import WorkerProcess, kafka_env
+from streams.testing.kafkanames import KafkaNames
+from streams.testing.workerproc import WorkerProcess
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 # Workers refuse to start without a configured fingerprint key; the test processes and the workers they
@@ -55,52 +54,12 @@ def kafka_bootstrap() -> str:
     return bootstrap
 
 
-@dataclass
-class KafkaNames:
-    """Unique topic names and app id for one test, so tests never see each other's messages."""
-
-    bootstrap: str
-    app_id: str = field(default_factory=lambda: f"ct-{uuid.uuid4().hex[:10]}")
-
-    @property
-    def input_topic(self) -> str:
-        return f"{self.app_id}.events"
-
-    @property
-    def alerts_topic(self) -> str:
-        return f"{self.app_id}.alerts"
-
-    @property
-    def deadletter_topic(self) -> str:
-        return f"{self.app_id}.deadletter"
-
-    def env(self) -> dict[str, str]:
-        return kafka_env(self.bootstrap, self.app_id)
-
-    def settings(self, **sections: Any) -> Any:
-        from streams.settings import Settings
-
-        kafka = {
-            "bootstrap": self.bootstrap,
-            "app_id": self.app_id,
-            "input_topic": self.input_topic,
-            "alerts_topic": self.alerts_topic,
-            "deadletter_topic": self.deadletter_topic,
-            **sections.pop("kafka", {}),
-        }
-        return Settings(kafka=kafka, **sections)
-
-
 @pytest.fixture
 def kafka_names(kafka_bootstrap: str) -> Iterator[KafkaNames]:
+    """Unique topic names and app id for one test, so tests never see each other's messages."""
     names = KafkaNames(kafka_bootstrap)
     yield names
-    try:
-        from streams.kafka.topics import delete_topics, topic_specs
-
-        delete_topics(kafka_bootstrap, list(topic_specs(names.settings().kafka)))
-    except Exception:
-        pass  # best effort: unique names keep leftovers harmless
+    names.delete()
 
 
 class Workers:

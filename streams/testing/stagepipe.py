@@ -96,12 +96,17 @@ class StagePipeline:
                 self.out.dead += dr.dead
 
 
-def run_lines(settings: Settings, lines: list[bytes], batch: int = 100) -> StagePipeline:
-    """Lines spread round-robin over the input partitions, `batch` per ingest call."""
-    pipe = StagePipeline(settings)
-    n = settings.kafka.input_partitions
+def feed_lines(pipe: StagePipeline, lines: list[bytes], batch: int = 100) -> None:
+    """Lines spread round-robin over the input partitions, `batch` per ingest call, then a heartbeat."""
+    n = pipe.settings.kafka.input_partitions
     for start in range(0, len(lines), batch):
         chunk = lines[start : start + batch]
         pipe.feed(((start + i) % n, line) for i, line in enumerate(chunk))
     pipe.heartbeat()
+
+
+def run_lines(settings: Settings, lines: list[bytes], batch: int = 100) -> StagePipeline:
+    """A fresh pipeline fed `lines` (feed_lines)."""
+    pipe = StagePipeline(settings)
+    feed_lines(pipe, lines, batch)
     return pipe

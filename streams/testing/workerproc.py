@@ -12,7 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,14 @@ class WorkerProcess:
         except Exception:
             return None  # not up yet, or gone
 
+    def ready(self) -> bool:
+        """/ready answers 200: partitions assigned and consuming (not merely the web server up)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/ready", timeout=2) as r:
+                return bool(r.status == 200)
+        except Exception:
+            return False
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
@@ -88,3 +98,17 @@ class WorkerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
         except OSError:
             return ""
+
+
+def wait_up(workers: Sequence[WorkerProcess], timeout_s: float) -> None:
+    """Until every worker's /counters answers; a worker that exits meanwhile raises with its log tail."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for w in workers:
+            if not w.alive():
+                raise RuntimeError(f"worker exited:\n{w.log_tail()}")
+        if all(w.counters() is not None for w in workers):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"workers not up after {timeout_s}s")
+        time.sleep(0.1)

@@ -21,9 +21,9 @@ from test_otlp_mapping import BASE, proto_request
 from schemas.events import parse_event_obj
 from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.otlp_http import bridge_kafka
-from streams.kafka.routing import covering_keys
 from streams.kafka.topics import admin_client, ensure_topics
 from streams.settings import Settings
+from streams.testing.rawevents import tick_events
 
 pytestmark = pytest.mark.kafka
 
@@ -40,22 +40,6 @@ def as_otlp_json(data: bytes, trace_id: str, span_id: str) -> bytes:
             for sp in ss["spans"]:
                 sp["traceId"], sp["spanId"] = trace_id, span_id
     return orjson.dumps(d)
-
-
-def ticks(last_ts: float, s: Settings) -> list[dict[str, Any]]:
-    """cache_stats of idle dummy domains far ahead in event time on every partition: closes the stream."""
-    return [
-        {
-            "type": "cache_stats",
-            "event_id": f"tick-{i}",
-            "ts": last_ts + 3600.0,
-            "cache_domain": d,
-            "role": "unified",
-            "capacity_tokens": 1_000_000,
-            "used_tokens": 0,
-        }
-        for i, d in enumerate(covering_keys("zz-tick", s.kafka.input_partitions, s.kafka.internal_partitions))
-    ]
 
 
 def test_collector_topic_both_encodings_to_worker_alerts(kafka_names: Any, workers: Any) -> None:
@@ -123,7 +107,7 @@ def test_collector_topic_both_encodings_to_worker_alerts(kafka_names: Any, worke
         "used_tokens": 612_000,
         "context_window": 1_048_576,
     }
-    extra = [stats, *ticks(T0, s_proto)]
+    extra = [stats, *tick_events(T0, s_proto.kafka)]
     for ev in extra:
         prod.send(kafka_names.input_topic, orjson.dumps(ev), key=ev["cache_domain"].encode())
     prod.flush()

@@ -1,0 +1,107 @@
+"""The Kafka benchmark's inputs: simulator lines as keyed messages, end markers and ticks, batched messages.
+
+End markers: one over-long request per domain partition (an alert every time), after every real event;
+then ticks (streams/testing/rawevents.py) push event time past everything. When the markers' alerts have
+all come out, every domain partition has processed everything before them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from streams.kafka.routing import partition_of
+from streams.settings import Settings
+from streams.testing.rawevents import key_of, tick_events
+
+PREFILL_CAPACITY = 681_280
+OVERLONG_TOKENS = 900_000
+PER_MESSAGE = 100  # events per message of the batched-input run
+
+
+def one_per_partition(prefix: str, partitions: int) -> list[str]:
+    """Names whose key lands on each internal partition once (streams.kafka.topics.partition_of)."""
+    out: dict[int, str] = {}
+    i = 0
+    while len(out) < partitions:
+        name = f"{prefix}-{i}"
+        out.setdefault(partition_of(name, partitions), name)
+        i += 1
+    return [out[p] for p in range(partitions)]
+
+
+def overlong_pair(rid: str, domain: str, ts: float, tenant: str = "bench-tenant") -> tuple[dict, dict]:
+    req = {
+        "type": "request",
+        "event_id": f"{rid}-req",
+        "ts": ts,
+        "request_id": rid,
+        "tenant_id": tenant,
+        "model": "glm-5.3",
+        "prompt_tokens": OVERLONG_TOKENS,
+        "cache_domain": domain,
+    }
+    resp = {
+        "type": "response",
+        "event_id": f"{rid}-resp",
+        "ts": ts,
+        "request_id": rid,
+        "tenant_id": tenant,
+        "model": "glm-5.3",
+        "cache_domain": domain,
+        "status_code": 200,
+        "usage": {"input_tokens": 1, "output_tokens": 12},
+        "ttft_ms": 40.0,
+    }
+    return req, resp
+
+
+def prefill_stats(domain: str, ts: float) -> dict[str, Any]:
+    return {
+        "type": "cache_stats",
+        "event_id": f"{domain}-stats-{ts:.3f}",
+        "ts": ts,
+        "cache_domain": domain,
+        "role": "prefill",
+        "capacity_tokens": PREFILL_CAPACITY,
+        "used_tokens": 0,
+    }
+
+
+def end_of_data(last_ts: float, partitions: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """End markers (an over-long pair on one domain per domain partition) and tick events.
+
+    The ticks (idle domains far ahead in event time, on every input and join partition) move every watermark
+    past everything; the markers' alerts then come out of every domain partition after the last
+    real item of that partition: when all have been read, the pipeline has processed everything."""
+    events: list[dict[str, Any]] = []
+    domains = one_per_partition("zz-bench-end", partitions)
+    for d in domains:
+        events.append(prefill_stats(d, last_ts + 0.5))
+        events.extend(overlong_pair(f"{d}-marker", d, last_ts + 1.0))
+    events.extend(tick_events(last_ts, Settings().kafka))
+    return events, domains
+
+
+def build_input(lines: list[bytes], partitions: int) -> tuple[list[tuple[bytes, bytes]], list[str]]:
+    """(key, value) messages: the events, then end markers and ticks."""
+    msgs = []
+    last_ts = 0.0
+    for raw in lines:
+        ev = orjson.loads(raw)
+        last_ts = max(last_ts, float(ev["ts"]))
+        msgs.append((key_of(ev), raw))
+    extra, domains = end_of_data(last_ts, partitions)
+    msgs.extend((key_of(ev), orjson.dumps(ev)) for ev in extra)
+    return msgs, domains
+
+
+def batched(msgs: list[tuple[bytes, bytes]], n_events: int, per_message: int) -> list[tuple[bytes | None, bytes]]:
+    """The same input with the events `per_message` to a message (application/x-ndjson, no key); the end
+    markers and ticks after them stay one keyed message each, so that every input partition gets a tick."""
+    out: list[tuple[bytes | None, bytes]] = []
+    for i in range(0, n_events, per_message):
+        out.append((None, b"\n".join(v for _, v in msgs[i : min(i + per_message, n_events)])))
+    out.extend(msgs[n_events:])
+    return out
