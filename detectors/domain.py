@@ -13,10 +13,10 @@ from detectors.incidents import IncidentTracker
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
+from detectors.signals import registry
 from detectors.signals.base import Detector
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.overlap import OverlapDetector
-from detectors.signals.registry import EXCHANGE_DETECTORS
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
 from schemas.events import CacheStats
@@ -32,7 +32,7 @@ class DomainMonitor:
         self.s = settings
         self.capacity = CapacityTracker()
         # Every registered per-exchange detector, in evidence order; overlap is also kept by name (index, learn).
-        self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in EXCHANGE_DETECTORS}
+        self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in registry.registered()}
         self.overlap = self._overlap()
         self.overlap.public = public
         self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
@@ -188,7 +188,7 @@ class DomainMonitor:
         # Snapshots survive a change of the registry: detectors pickled before `detectors` existed (one
         # attribute each) move into it, and one registered since the snapshot starts fresh.
         detectors = state.setdefault("detectors", {})
-        for reg in EXCHANGE_DETECTORS:
+        for reg in registry.registered():
             if reg.name not in detectors:
                 detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
         self.__dict__.update(state)
@@ -226,7 +226,7 @@ def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal],
     parts = []
     if kind == "canary_leak":
         head = f"canary marker of tenant {source} surfaced in a response to tenant {ex.tenant_id} on {domain}"
-    elif kind == "cross_tenant_contamination":
+    elif kind == "cross_tenant_contamination" and kind in by:
         n = by[kind].figures.get("matched_fingerprints")
         head = (
             f"response to tenant {ex.tenant_id} on {domain} shares {n} fingerprints "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from schemas.alert import KIND_PRECEDENCE, SEVERITY_RANK, AlertKind, Severity, Signal
+from detectors.signals import registry
+from schemas.alert import SEVERITY_RANK, AlertKind, Severity, Signal
 
-MECHANISM = frozenset({"overlong_accepted", "token_accounting_mismatch", "impossible_prefill"})
+# What each signal concludes (its kind, precedence, mechanism or not) is declared where it is registered
+# (detectors/signals/registry.py): a new signal needs no edit here.
 
 
 def alert_id(
@@ -19,7 +21,8 @@ def alert_id(
 
 def corroborate(signals: list[Signal]) -> list[Signal]:
     """Content overlap on a response that also shows the placeholder mechanism is no coincidence."""
-    if not any(s.name in MECHANISM for s in signals):
+    mechanism = registry.mechanism_signals()
+    if not any(s.name in mechanism for s in signals):
         return signals
     out = []
     for s in signals:
@@ -32,11 +35,14 @@ def corroborate(signals: list[Signal]) -> list[Signal]:
 
 
 def kind_of(signals: list[Signal]) -> AlertKind | None:
-    names = {s.name for s in signals}
-    for kind in KIND_PRECEDENCE:
-        if kind in names:
-            return kind
-    return None
+    """The kind the highest-precedence registered signal raises; None if no signal is registered."""
+    raises = registry.raises_by_signal()
+    best = None
+    for s in signals:
+        r = raises.get(s.name)
+        if r is not None and (best is None or r.precedence > best.precedence):
+            best = r
+    return None if best is None else best.kind
 
 
 def severity_of(signals: list[Signal]) -> Severity:

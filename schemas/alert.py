@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
@@ -11,6 +11,10 @@ from schemas.timefmt import format_ts, parse_ts
 Severity = Literal["info", "warning", "high", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "high": 2, "critical": 3}
 
+# The closed set of kinds on the wire: consumers route and group on them (Alertmanager labels, webhook
+# receivers, the report). Which kind an alert takes when a response raises several signals is the
+# detection core's business (precedence declared where each signal is registered, detectors/signals/
+# registry.py), not the contract's, so the order here carries no meaning.
 AlertKind = Literal[
     "canary_leak",
     "cross_tenant_contamination",
@@ -20,8 +24,6 @@ AlertKind = Literal[
     "impossible_prefill",
     "capacity_gap",
 ]
-# Strongest conclusion first: an alert's kind is the first of these among its signals.
-KIND_PRECEDENCE: tuple[AlertKind, ...] = get_args(AlertKind)
 
 AlertTime = Annotated[
     float,

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, get_args
 
 from detectors.settings import DetectionSettings
-from schemas.alert import Signal
+from schemas.alert import AlertKind, Signal
 from schemas.exchange import Exchange
 
 
@@ -50,11 +50,39 @@ class Stateless:
 
 
 @dataclass(frozen=True)
+class Raises:
+    """A signal a detector may raise, and the alert it makes when it is a response's strongest signal.
+
+    - `kind`: the alert's kind, one of the wire contract's AlertKind values (checked here). Consumers
+      route and group on kinds, so a new signal says which existing kind its alerts carry; a new kind is a
+      deliberate change of the contract (docs/adr/0002-detection-core.md, section 9).
+    - `precedence`: when one response raises several signals, the alert takes the kind of the highest.
+    - `mechanism`: a sign of the placeholder mechanism itself; next to one, any content overlap counts as
+      evidence (verdict.corroborate).
+    """
+
+    signal: str
+    kind: AlertKind
+    precedence: int
+    mechanism: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(AlertKind):
+            raise ValueError(
+                f"signal {self.signal!r} raises kind {self.kind!r}, which is not an AlertKind (schemas/alert.py)"
+            )
+
+
+@dataclass(frozen=True)
 class Registration:
     """One detector: its name in a domain's state, the signals it may raise, how to make it, and the most
     state it may hold."""
 
     name: str
-    signals: tuple[str, ...]
+    raises: tuple[Raises, ...]
     make: Callable[[DetectionSettings], Detector]
     max_state: Callable[[DetectionSettings], int] = lambda _: 0
+
+    @property
+    def signals(self) -> tuple[str, ...]:
+        return tuple(r.signal for r in self.raises)

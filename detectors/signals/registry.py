@@ -1,13 +1,20 @@
 """Every per-exchange detector, in the order their signals are listed in an alert's evidence.
 
-A new signal is a module with a detector (detectors/signals/base.py) plus one line here; the shared
-checks in tests/detectors/test_detector_contract.py then run over it.
+A new signal is a module with a detector (detectors/signals/base.py) plus one registration here, which
+also says what its signals conclude (`Raises`: the existing AlertKind, the precedence, mechanism or not).
+Nothing else changes: domains run every registered detector, and the verdict takes kinds, precedence and
+the mechanism signals from here. The shared checks in tests/detectors/test_detector_contract.py then
+run over it.
+
+Precedence, strongest first (unchanged since the kinds' order in schemas/alert.py decided it): a
+canary proves a leak; content names the origin (another tenant before another session of the same
+tenant); then the mechanism signals, from the most to the least direct.
 """
 
 from __future__ import annotations
 
 from detectors.settings import DetectionSettings
-from detectors.signals.base import Detector, Registration
+from detectors.signals.base import Detector, Raises, Registration
 from detectors.signals.canary import CanaryDetector
 from detectors.signals.mechanism import AccountingDetector, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
@@ -22,11 +29,73 @@ def _overlap_bound(s: DetectionSettings) -> int:
 
 
 EXCHANGE_DETECTORS: tuple[Registration, ...] = (
-    Registration("overlong", ("overlong_accepted",), OverlongDetector),
-    Registration("accounting", ("token_accounting_mismatch",), AccountingDetector),
-    Registration("prefill", ("impossible_prefill",), PrefillDetector),
-    Registration("canary", ("canary_leak",), _canary),
     Registration(
-        "overlap", ("cross_tenant_contamination", "cross_session_contamination"), OverlapDetector, _overlap_bound
+        "overlong",
+        (Raises("overlong_accepted", kind="overlong_accepted", precedence=30, mechanism=True),),
+        OverlongDetector,
+    ),
+    Registration(
+        "accounting",
+        (Raises("token_accounting_mismatch", kind="token_accounting_mismatch", precedence=20, mechanism=True),),
+        AccountingDetector,
+    ),
+    Registration(
+        "prefill",
+        (Raises("impossible_prefill", kind="impossible_prefill", precedence=10, mechanism=True),),
+        PrefillDetector,
+    ),
+    Registration("canary", (Raises("canary_leak", kind="canary_leak", precedence=60),), _canary),
+    Registration(
+        "overlap",
+        (
+            Raises("cross_tenant_contamination", kind="cross_tenant_contamination", precedence=50),
+            Raises("cross_session_contamination", kind="cross_session_contamination", precedence=40),
+        ),
+        OverlapDetector,
+        _overlap_bound,
     ),
 )
+
+
+def registered() -> tuple[Registration, ...]:
+    """The registrations as they are now: read at call time, so a test can register a detector in-process."""
+    return EXCHANGE_DETECTORS
+
+
+class _Tables:
+    """What the verdict reads of the registry, derived once per registry (it is read per judged response)."""
+
+    def __init__(self, regs: tuple[Registration, ...]) -> None:
+        self.regs = regs
+        self.by_signal: dict[str, Raises] = {}
+        kind_at: dict[int, str] = {}
+        for r in (r for reg in regs for r in reg.raises):
+            if r.signal in self.by_signal:
+                raise ValueError(f"signal {r.signal!r} registered twice")
+            if kind_at.setdefault(r.precedence, r.kind) != r.kind:
+                raise ValueError(f"kinds {kind_at[r.precedence]!r} and {r.kind!r} share precedence {r.precedence}")
+            self.by_signal[r.signal] = r
+        self.mechanism = frozenset(name for name, r in self.by_signal.items() if r.mechanism)
+
+
+_tables = _Tables(EXCHANGE_DETECTORS)
+
+
+def _current() -> _Tables:
+    global _tables
+    if _tables.regs is not EXCHANGE_DETECTORS:
+        _tables = _Tables(EXCHANGE_DETECTORS)
+    return _tables
+
+
+def raises_by_signal() -> dict[str, Raises]:
+    """Signal name -> what it concludes, for every registered signal.
+
+    A signal registered twice, or two kinds sharing a precedence (the kind would then depend on evidence
+    order), is refused: at import for the registry above, at first use for one changed in-process."""
+    return _current().by_signal
+
+
+def mechanism_signals() -> frozenset[str]:
+    """The signals of the placeholder mechanism (Raises.mechanism)."""
+    return _current().mechanism

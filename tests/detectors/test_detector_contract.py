@@ -15,16 +15,17 @@ import pickle
 import random
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from detectors.domain import DomainMonitor
 from detectors.settings import DetectionSettings
-from detectors.signals.base import Detector, Registration
+from detectors.signals import registry
+from detectors.signals.base import Detector, Raises, Registration
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.registry import EXCHANGE_DETECTORS
-from schemas.alert import KIND_PRECEDENCE, Signal
+from schemas.alert import AlertKind, Signal
 from schemas.events import CacheStats, Request, Response
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
@@ -121,8 +122,52 @@ def test_every_per_exchange_signal_has_a_registered_detector() -> None:
     registered = [name for reg in EXCHANGE_DETECTORS for name in reg.signals]
     assert len(registered) == len(set(registered)), "a signal registered twice"
     assert len({reg.name for reg in EXCHANGE_DETECTORS}) == len(EXCHANGE_DETECTORS), "a name registered twice"
-    # capacity_gap is the domain's own finding (from cache_stats), not a per-exchange one.
-    assert set(registered) == set(KIND_PRECEDENCE) - {"capacity_gap"}
+    # Every wire kind has a producer: capacity_gap is the domain's own finding (from cache_stats), every other
+    # kind is raised by a registered signal (Raises.kind is checked against AlertKind when registered).
+    kinds = {r.kind for reg in EXCHANGE_DETECTORS for r in reg.raises}
+    assert kinds == set(get_args(AlertKind)) - {"capacity_gap"}
+
+
+def test_precedence_and_mechanism_as_before_the_registry_declared_them() -> None:
+    """The kinds' order and the mechanism signals, now declared per registration, are what alerts were
+    judged by when schemas/alert.py's order decided them: alert kinds and ids unchanged."""
+    by_signal = registry.raises_by_signal()
+    strongest_first = [r.kind for r in sorted(by_signal.values(), key=lambda r: -r.precedence)]
+    assert strongest_first == [
+        "canary_leak",
+        "cross_tenant_contamination",
+        "cross_session_contamination",
+        "overlong_accepted",
+        "token_accounting_mismatch",
+        "impossible_prefill",
+    ]
+    assert registry.mechanism_signals() == {"overlong_accepted", "token_accounting_mismatch", "impossible_prefill"}
+
+
+def test_a_registration_cannot_put_a_new_kind_on_the_wire_or_make_the_kind_ambiguous(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match="not an AlertKind"):
+        Raises("echo", kind="echo_detected", precedence=5)  # type: ignore[arg-type]
+    clash = Registration("clash", (Raises("clash", kind="impossible_prefill", precedence=30),), lambda s: _Never())
+    monkeypatch.setattr(registry, "EXCHANGE_DETECTORS", (*EXCHANGE_DETECTORS, clash))
+    with pytest.raises(ValueError, match="share precedence 30"):
+        registry.raises_by_signal()
+    twice = Registration("twice", (Raises("canary_leak", kind="canary_leak", precedence=60),), lambda s: _Never())
+    monkeypatch.setattr(registry, "EXCHANGE_DETECTORS", (*EXCHANGE_DETECTORS, twice))
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.raises_by_signal()
+
+
+class _Never:
+    def observe(self, ex: Exchange, domain: Any) -> list[Signal]:
+        return []
+
+    def learn(self, ex: Exchange, include_output: bool = True) -> None:
+        return None
+
+    def state_size(self) -> int:
+        return 0
 
 
 @REGISTERED
