@@ -2,12 +2,14 @@
 
 The embedded runner feeds it one event at a time; the Faust workers compose the same stages
 (Deduper, Joiner, DomainMonitor) across partitions instead. Time is the events' time only.
+The core never calls the shell: what the shell hands to sinks (the evaluated exchanges, besides the
+alerts) comes back as a return value, `Observed`.
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
@@ -21,7 +23,7 @@ from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, Canary, Event, EventError, Request, Response
 from schemas.exchange import Exchange
 
-ExchangeHook = Callable[[Exchange, list[Alert]], None]
+Evaluated = list[tuple[Exchange, list[Alert]]]
 _ADVANCE_STEP_S = 1.0
 _EVENT_KEYS = {t: f"events.{t}" for t in ("request", "response", "cache_stats", "canary")}
 
@@ -147,10 +149,17 @@ class DomainTable:
         return out
 
 
+@dataclass(slots=True)
+class Observed:
+    """What one call into the monitor produced: the alerts it raised and each exchange it evaluated, with
+    the alerts that exchange's evaluation released (maybe none; the same alerts are also in `alerts`)."""
+
+    alerts: list[Alert] = field(default_factory=list)
+    evaluated: Evaluated = field(default_factory=list)
+
+
 class Monitor:
-    def __init__(
-        self, settings: DetectionSettings, on_exchange: ExchangeHook | None = None, public: PublicSet | None = None
-    ) -> None:
+    def __init__(self, settings: DetectionSettings, public: PublicSet | None = None) -> None:
         self.settings = settings
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
@@ -162,13 +171,20 @@ class Monitor:
         self.domains = self.table.domains
         self.watermark = float("-inf")
         self._next_advance = float("-inf")
-        self._on_exchange = on_exchange
 
     def domain(self, cache_domain: str, ts: float = float("-inf")) -> DomainMonitor:
         return self.table.get(cache_domain, ts)
 
     def observe(self, event: Event) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
+        return self._observe(event, None)
+
+    def observe_evaluated(self, event: Event) -> Observed:
+        """`observe`, plus the exchanges the event completed or expired, for the shell's sinks."""
+        evaluated: Evaluated = []
+        return Observed(self._observe(event, evaluated), evaluated)
+
+    def _observe(self, event: Event, evaluated: Evaluated | None) -> list[Alert]:
         admit(event, self.joiner, self.dedup, self.canary_policy)
         pending: Request | Response | None
         if isinstance(event, Response):
@@ -185,7 +201,7 @@ class Monitor:
         if ts >= self._next_advance:
             # Expiry needs no finer clock than a second of event time; checking it on every
             # event was a fifth of the core's cost.
-            alerts = self.advance(ts)
+            alerts = self._advance(ts, evaluated)
             self._next_advance = ts + _ADVANCE_STEP_S
         else:
             alerts = []
@@ -196,7 +212,7 @@ class Monitor:
                 else self.joiner.observe_request(pending)
             )
             for ex in joined:
-                alerts += self._route(ex)
+                alerts += self._route(ex, evaluated)
         elif isinstance(event, CacheStats):
             alerts += self.table.get(event.cache_domain, ts).observe_stats(event)
         else:
@@ -206,21 +222,24 @@ class Monitor:
             alerts += self.table.take_flushed()
         return self._count(alerts) if alerts else alerts
 
-    def _route(self, ex: Exchange) -> list[Alert]:
+    def _route(self, ex: Exchange, evaluated: Evaluated | None) -> list[Alert]:
         domain = route_exchange(ex, self.counters)
         if domain is None:
             return []
         alerts = self.table.get(domain, ex.ts).observe_exchange(ex)
-        if self._on_exchange is not None:
-            self._on_exchange(ex, alerts)
+        if evaluated is not None:
+            evaluated.append((ex, alerts))
         return alerts
 
     def advance(self, ts: float) -> list[Alert]:
         """Move event time forward: expire joins (orphans) and let domains release buffered input."""
+        return self._advance(ts, None)
+
+    def _advance(self, ts: float, evaluated: Evaluated | None) -> list[Alert]:
         self.watermark = max(self.watermark, ts)
         alerts: list[Alert] = []
         for ex in self.joiner.advance(ts):
-            alerts += self._route(ex)
+            alerts += self._route(ex, evaluated)
         for dm in self.domains.values():
             if dm.buffered:  # only buffered input waits for time; walking idle domains costs O(domains)
                 alerts += dm.advance(ts)
@@ -229,9 +248,17 @@ class Monitor:
 
     def flush(self) -> list[Alert]:
         """End of input: pending halves become orphans, buffers drain."""
+        return self._flush(None)
+
+    def flush_evaluated(self) -> Observed:
+        """`flush`, plus the exchanges it evaluated (the orphans), for the shell's sinks."""
+        evaluated: Evaluated = []
+        return Observed(self._flush(evaluated), evaluated)
+
+    def _flush(self, evaluated: Evaluated | None) -> list[Alert]:
         alerts: list[Alert] = []
         for ex in self.joiner.flush():
-            alerts += self._route(ex)
+            alerts += self._route(ex, evaluated)
         for name in sorted(self.domains):
             alerts += self.domains[name].flush()
         alerts += self.table.take_flushed()

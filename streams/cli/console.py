@@ -45,6 +45,8 @@ def print_summary(result: RunResult, console: Console = err) -> None:
     for key in (*keys, "domains.expired", "domains.evicted"):
         if result.counters.get(key):
             t.add_row(key, f"{result.counters[key]:,}")
+    for key in sorted(k for k in result.counters if k.startswith("sink_errors.")):
+        t.add_row(key, f"{result.counters[key]:,}", style="red")  # a sink failed; the run went on without it
     kinds: dict[tuple[str, str], int] = {}
     for a in result.alerts:
         kinds[(a.kind, a.severity)] = kinds.get((a.kind, a.severity), 0) + 1

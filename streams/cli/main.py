@@ -75,9 +75,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
     from streams.cli.console import err, print_alert, print_summary
-    from streams.embedded.runner import AlertWriter, EmbeddedRunner
+    from streams.embedded.runner import EmbeddedRunner
     from streams.inputs.files import InputError, check_inputs, input_size
     from streams.sinks import build_sinks
+    from streams.sinks.base import Sink
+    from streams.sinks.jsonl import AlertWriter
 
     settings = _settings(args)
     try:
@@ -90,7 +92,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _writable(args.alerts_out, "--alerts-out")
         alerts_out = Path(args.alerts_out).open("wb")  # noqa: SIM115 - closed below
     rejects = LazyFile(args.rejects)
-    sinks: list[Any] = [AlertWriter(alerts_out), *build_sinks(settings)]
+    sinks: list[Sink] = [AlertWriter(alerts_out), *build_sinks(settings)]
     total = input_size(args.files)
     show = err.is_terminal and not args.no_progress and total
     progress = Progress(*Progress.get_default_columns()[:-1], DownloadColumn(), TransferSpeedColumn(), console=err)

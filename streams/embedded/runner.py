@@ -10,31 +10,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from detectors.monitor import Monitor
+from detectors.monitor import Monitor, Observed
 from detectors.ordering import FUTURE_TS, EventClock
-from schemas.alert import Alert
+from schemas.alert import Alert, IncidentResolved
 from schemas.events import Event, EventError
-from schemas.exchange import Exchange
 from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
-from streams.sinks.base import ByteOut, Sink, SinkBase, tell_resolved
-
-
-class AlertWriter(SinkBase):
-    """Alerts as JSON Lines; one line per alert, flushed so a tail -f sees it as it fires."""
-
-    def __init__(self, out: ByteOut | None) -> None:
-        self.out = out
-
-    def on_alert(self, alert: Alert) -> None:
-        if self.out is not None:
-            self.out.write(alert.model_dump_json().encode() + b"\n")
-            self.out.flush()
-
-    def close(self) -> None:
-        if self.out is not None:
-            self.out.flush()
+from streams.sinks.base import ByteOut, Sink, SinkSet
 
 
 @dataclass
@@ -68,10 +51,11 @@ class EmbeddedRunner:
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.sinks = list(sinks)
-        self.rejects = Rejects(rejects_out, listener=self._tell_reject)
         self.result = RunResult()
-        self.monitor = Monitor(settings.detection, on_exchange=self._on_exchange, public=load_public(settings))
+        # A failing sink is counted in the run's counters (sink_errors.*) and does not stop the run.
+        self.sinks = SinkSet(sinks, self.result.counters)
+        self.rejects = Rejects(rejects_out, listener=self.sinks.on_reject)
+        self.monitor = Monitor(settings.detection, public=load_public(settings))
         self.result.monitor = self.monitor
         self._progress = Counter[str]()
         self._readers: list[LineReader] = []
@@ -79,21 +63,21 @@ class EmbeddedRunner:
         self._wall_clock = time.time
         self._live_clock = EventClock(settings.detection.max_future_skew_s)
         self._on_progress = on_progress
-        # Sinks that count input (metrics) and watch state size say so by having these methods.
-        self._event_listeners = [s.on_event for s in self.sinks if hasattr(s, "on_event")]
-        for sink in self.sinks:
-            if hasattr(sink, "set_state_size_source"):
-                sink.set_state_size_source(self.monitor.state_size)
+        self.sinks.set_state_size_source(self.monitor.state_size)
 
-    def _on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
-        for sink in self.sinks:
-            sink.on_exchange(exchange, alerts)
-
-    def _emit(self, alerts: list[Alert]) -> None:
-        for alert in alerts:
+    def _emit(self, observed: Observed) -> None:
+        """Exchanges first, then alerts: the order in which the sinks heard of them when the core called
+        back mid-observe."""
+        sinks = self.sinks
+        for exchange, alerts in observed.evaluated:
+            sinks.on_exchange(exchange, alerts)
+        for alert in observed.alerts:
             self.result.alerts.append(alert)
-            for sink in self.sinks:
-                sink.on_alert(alert)
+            sinks.on_alert(alert)
+
+    def _tell_resolved(self, resolutions: list[IncidentResolved]) -> None:
+        for resolution in resolutions:
+            self.sinks.on_resolved(resolution)
 
     def feed(self, event: Event, source: str = "-", line: int | None = None, raw: bytes | None = None) -> list[Alert]:
         """One validated event from a live source (demo, OTLP receiver) through the core; a reject goes to
@@ -107,7 +91,7 @@ class EmbeddedRunner:
 
     def _observe(self, event: Event, source: str, line: int | None, raw: bytes | None = None) -> list[Alert]:
         try:
-            alerts = self.monitor.observe(event)
+            observed = self.monitor.observe_evaluated(event)
         except EventError as exc:
             self.reject(
                 source, line, exc.reason, exc.detail, raw if raw is not None else event.model_dump_json().encode()
@@ -118,21 +102,16 @@ class EmbeddedRunner:
             self.reject(source, line, "internal_error", f"{type(exc).__name__}: {exc}", raw)
             return []
         self.result.events[event.type] += 1
-        for listener in self._event_listeners:
-            listener(event.type)
-        self._emit(alerts)
+        self.sinks.on_event(event.type)
+        self._emit(observed)
         if event.ts >= self._next_resolved_check:
             # Incidents resolve in the core, in event time; once per second of it is soon enough.
             self._next_resolved_check = event.ts + 1.0
-            tell_resolved(self.sinks, self.monitor.drain_resolved(event.ts))
-        return alerts
+            self._tell_resolved(self.monitor.drain_resolved(event.ts))
+        return observed.alerts
 
     def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
         self.rejects.add(source, line, reason, detail, raw)
-
-    def _tell_reject(self, reason: str, detail: str) -> None:
-        for sink in self.sinks:
-            sink.on_reject(reason, detail)
 
     def run_files(self, paths: list[str], format: str = "jsonl") -> RunResult:
         """Replay files in event-time order; returns once all input is processed and flushed.
@@ -180,10 +159,9 @@ class EmbeddedRunner:
         return self.finish(start)
 
     def finish(self, start: float) -> RunResult:
-        self._emit(self.monitor.flush())
-        tell_resolved(self.sinks, self.monitor.drain_resolved(self.monitor.watermark))
-        for sink in self.sinks:
-            sink.close()
+        self._emit(self.monitor.flush_evaluated())
+        self._tell_resolved(self.monitor.drain_resolved(self.monitor.watermark))
+        self.sinks.close()
         self.rejects.close()
         r = self.result
         r.rejects = self.rejects.counts

@@ -42,8 +42,9 @@ class EmbeddedOutput:
     """Detect in-process: the embedded runner's core, fed as spans arrive (live traffic is in time order)."""
 
     def __init__(self, settings: Settings, alerts_out: ByteOut | None, rejects_out: ByteOut | None) -> None:
-        from streams.embedded.runner import AlertWriter, EmbeddedRunner
+        from streams.embedded.runner import EmbeddedRunner
         from streams.sinks import build_sinks
+        from streams.sinks.jsonl import AlertWriter
 
         self.runner = EmbeddedRunner(settings, [AlertWriter(alerts_out), *build_sinks(settings)], rejects_out)
         self.alerts = self.runner.result.alerts

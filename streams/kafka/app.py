@@ -41,6 +41,7 @@ from streams.kafka.stages import (
 from streams.kafka.topics import TopicNames, topic_names
 from streams.settings import Settings
 from streams.sinks import build_sinks
+from streams.sinks.base import SinkSet
 
 H_REASON = "x-crosstalk-reason"
 H_DETAIL = "x-crosstalk-detail"
@@ -69,16 +70,13 @@ class KafkaPipeline:
         self.domain_states: dict[int, DomainState] = {}
         self.assigned: set[TP] = set()
         self.send_lock = asyncio.Lock()  # the heartbeat must not send marks that cover items not yet sent
-        # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode.
-        self.sinks: list[Any] = build_sinks(settings, webhooks=False)
+        # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode. A failing
+        # sink is counted (sink_errors.* on /counters) and does not stop the agent.
+        self.sinks = SinkSet(build_sinks(settings, webhooks=False), self.counters)
         # Payload bytes per internal message: half the message limit leaves room for the header.
         self.batch_bytes = settings.kafka.max_message_bytes // 2
-        self.on_event_sinks = [sink.on_event for sink in self.sinks if hasattr(sink, "on_event")]
-        for sink in self.sinks:
-            if hasattr(sink, "set_state_size_source"):
-                sink.set_state_size_source(self.state_size)
-            if hasattr(sink, "set_lag_source"):
-                sink.set_lag_source(self.consumer_lag)
+        self.sinks.set_state_size_source(self.state_size)
+        self.sinks.set_lag_source(self.consumer_lag)
         self.app = self._build()
 
     def _build(self) -> faust.App:
@@ -142,8 +140,7 @@ class KafkaPipeline:
 
     def close_sinks(self) -> None:
         """Flush telemetry on shutdown (spans and metrics still buffered in the exporters)."""
-        for sink in self.sinks:
-            sink.close()
+        self.sinks.close()
 
     # -- web --
     def status(self) -> dict[str, Any]:
@@ -248,8 +245,7 @@ class KafkaPipeline:
         if dl.line is not None:
             headers.append((H_SRC_LINE, str(dl.line).encode()))
         await self.dlq_topic.send(key=dl.key, value=dl.payload, headers=headers)
-        for sink in self.sinks:
-            sink.on_reject(dl.reason, dl.detail)
+        self.sinks.on_reject(dl.reason, dl.detail)
 
     async def _send(self, topic: Any, send: Send, counter: str) -> None:
         """Items to one partition in as many messages as their size needs. The event-time progress (a
@@ -274,9 +270,9 @@ class KafkaPipeline:
             res = self.ingest.read(msgs, time.monotonic(), time.time())
             for dl in res.dead:
                 await self._dead_letter(dl)
-            for on_event in self.on_event_sinks:
+            if self.sinks:
                 for event_type in res.event_types:
-                    on_event(event_type)
+                    self.sinks.on_event(event_type)
             async with self.send_lock:
                 self.ingest.publish(res.newest)
                 for send in self.ingest.sends(res.to_join, time.monotonic(), force=False):
@@ -352,14 +348,13 @@ class KafkaPipeline:
             await self._dead_letter(dl)
         for key, value in res.published:
             await self.alerts_topic.send(key=key, value=value)
-        for sink in self.sinks:
-            for ex, alerts in res.evaluated:
-                sink.on_exchange(ex, alerts)
-            for a in res.alerts:
-                sink.on_alert(a)
-            if res.resolved and hasattr(sink, "on_resolved"):
-                for r in res.resolved:
-                    sink.on_resolved(r)
+        sinks = self.sinks
+        for ex, alerts in res.evaluated:
+            sinks.on_exchange(ex, alerts)
+        for a in res.alerts:
+            sinks.on_alert(a)
+        for r in res.resolved:
+            sinks.on_resolved(r)
 
 
 def _is_ndjson(headers: Any) -> bool:

@@ -10,10 +10,11 @@ import orjson
 
 from schemas.events import EventError, parse_event
 from streams.cli.console import err, print_alert, print_evaluation, print_summary
-from streams.embedded.runner import AlertWriter, EmbeddedRunner
+from streams.embedded.runner import EmbeddedRunner
 from streams.settings import Settings
 from streams.sim.evaluate import evaluate
 from streams.sinks import build_sinks
+from streams.sinks.jsonl import AlertWriter
 
 
 class _Console(AlertWriter):

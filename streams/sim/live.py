@@ -24,7 +24,7 @@ import orjson
 from schemas.alert import Alert
 from schemas.events import EventError, parse_event
 from streams.cli.console import err, print_alert, print_summary
-from streams.embedded.runner import AlertWriter, EmbeddedRunner
+from streams.embedded.runner import EmbeddedRunner
 from streams.probe.events import CallbackSink
 from streams.probe.identities import Identity
 from streams.probe.pool import pool_from_metrics
@@ -34,6 +34,7 @@ from streams.settings import Settings
 from streams.sim.serving.core import EngineConfig
 from streams.sim.serving.server import LiveEngine
 from streams.sinks import build_sinks
+from streams.sinks.jsonl import AlertWriter
 
 LIVE_CONFIG = EngineConfig(
     model="glm-sim",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from streams.settings import Settings
 from streams.sinks.base import Sink
 
@@ -14,7 +12,7 @@ def build_sinks(settings: Settings, *, webhooks: bool = True) -> list[Sink]:
     The OpenTelemetry sink doubles as the webhook sink's metrics, so deliveries and failures are
     counted in the same meter as everything else.
     """
-    sinks: list[Any] = []
+    sinks: list[Sink] = []
     otel = None
     if settings.otel.enabled or settings.otel.console:
         from streams.sinks.otel import OtelSink

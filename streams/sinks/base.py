@@ -1,17 +1,27 @@
-"""What a sink is: something that is told about processed exchanges, alerts, incident resolutions and rejects.
+"""What a sink is: something told about input, evaluated exchanges, alerts, incident resolutions and rejects.
 
-The embedded runner and the Faust workers call the same methods, in event-time order per domain.
+`Sink` is the one base class: every hook is a no-op here, so a sink overrides only what it cares about
+and both runners call every hook on every sink, with no discovery by `hasattr`. They call them through a
+`SinkSet`, which keeps the other sinks going when one raises (counted and logged, never swallowed).
+The embedded runner and the Faust workers call the same hooks, in event-time order per domain.
 Sinks only move data; they never decide anything about contamination, nor when an incident is over
 (that is the core's IncidentTracker, which they hear about through `on_resolved`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from schemas.alert import Alert, IncidentResolved
 from schemas.exchange import Exchange
+
+log = logging.getLogger("crosstalk.sinks")
+
+# `fn()` -> a total, or {component or partition: value}; read whenever the sink exports gauges.
+SizeSource = Callable[[], "int | Mapping[str, int]"]
 
 
 class ByteOut(Protocol):
@@ -22,9 +32,14 @@ class ByteOut(Protocol):
     def flush(self) -> None: ...
 
 
-class Sink(Protocol):
+class Sink:
+    """Base of every sink; each hook is a no-op until a subclass overrides it."""
+
+    def on_event(self, type: str) -> None:
+        """An input event of `type` (request, response, cache_stats, canary) was accepted."""
+
     def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
-        """A request/response pair was evaluated; `alerts` are the ones it raised (maybe none)."""
+        """A request/response pair was evaluated; `alerts` are the ones its evaluation released (maybe none)."""
 
     def on_alert(self, alert: Alert) -> None:
         """An alert was raised (also for domain-level alerts that belong to no exchange)."""
@@ -35,35 +50,102 @@ class Sink(Protocol):
     def on_reject(self, reason: str, detail: str) -> None:
         """An input line or message was rejected (dead-lettered) for `reason`."""
 
+    def set_state_size_source(self, fn: SizeSource) -> None:
+        """The runner's state size (entries per component), for sinks that export it as a gauge."""
+
+    def set_lag_source(self, fn: SizeSource) -> None:
+        """Input messages not yet read, per partition (Kafka only), for sinks that export it as a gauge."""
+
     def close(self) -> None:
         """Flush and release; must not lose anything already accepted."""
 
 
-class SinkBase:
-    """No-op hooks, so a sink implements only what it cares about and every sink has every hook."""
+class SinkSet(Sink):
+    """Fans each hook out to every sink, in order. A sink that raises does not stop the others nor the
+    run: the failure is counted (`sink_errors.<Sink>.<hook>` in `counters`) and logged, with the
+    traceback the first time per sink and hook."""
+
+    def __init__(self, sinks: Iterable[Sink] = (), counters: Counter[str] | None = None) -> None:
+        self.sinks = list(sinks)
+        for sink in self.sinks:
+            if not isinstance(sink, Sink):
+                raise TypeError(f"{type(sink).__name__} is not a streams.sinks.base.Sink")
+        self.counters: Counter[str] = counters if counters is not None else Counter()
+
+    def __iter__(self) -> Iterator[Sink]:
+        return iter(self.sinks)
+
+    def __len__(self) -> int:
+        return len(self.sinks)
+
+    def _failed(self, sink: Sink, hook: str, exc: Exception) -> None:
+        name = type(sink).__name__
+        key = f"sink_errors.{name}.{hook}"
+        n = self.counters[key] = self.counters[key] + 1
+        if n == 1:
+            log.error("sink %s failed in %s; the other sinks and the run go on", name, hook, exc_info=exc)
+        elif _power_of_ten(n):  # a sink failing on every event must not flood the log
+            log.warning("sink %s failed in %s %d times, the last with %r", name, hook, n, exc)
+
+    def on_event(self, type: str) -> None:
+        for sink in self.sinks:
+            try:
+                sink.on_event(type)
+            except Exception as exc:
+                self._failed(sink, "on_event", exc)
 
     def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
-        return None
+        for sink in self.sinks:
+            try:
+                sink.on_exchange(exchange, alerts)
+            except Exception as exc:
+                self._failed(sink, "on_exchange", exc)
 
     def on_alert(self, alert: Alert) -> None:
-        return None
+        for sink in self.sinks:
+            try:
+                sink.on_alert(alert)
+            except Exception as exc:
+                self._failed(sink, "on_alert", exc)
 
     def on_resolved(self, resolution: IncidentResolved) -> None:
-        return None
+        for sink in self.sinks:
+            try:
+                sink.on_resolved(resolution)
+            except Exception as exc:
+                self._failed(sink, "on_resolved", exc)
 
     def on_reject(self, reason: str, detail: str) -> None:
-        return None
+        for sink in self.sinks:
+            try:
+                sink.on_reject(reason, detail)
+            except Exception as exc:
+                self._failed(sink, "on_reject", exc)
+
+    def set_state_size_source(self, fn: SizeSource) -> None:
+        for sink in self.sinks:
+            try:
+                sink.set_state_size_source(fn)
+            except Exception as exc:
+                self._failed(sink, "set_state_size_source", exc)
+
+    def set_lag_source(self, fn: SizeSource) -> None:
+        for sink in self.sinks:
+            try:
+                sink.set_lag_source(fn)
+            except Exception as exc:
+                self._failed(sink, "set_lag_source", exc)
 
     def close(self) -> None:
-        return None
+        """Closes every sink, even after one failed to close."""
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception as exc:
+                self._failed(sink, "close", exc)
 
 
-def tell_resolved(sinks: Sequence[object], resolutions: list[IncidentResolved]) -> None:
-    """Hand the core's resolutions to every sink that listens for them (sinks written before the hook
-    existed simply do not)."""
-    if not resolutions:
-        return
-    hooks = [hook for s in sinks if (hook := getattr(s, "on_resolved", None)) is not None]
-    for res in resolutions:
-        for hook in hooks:
-            hook(res)
+def _power_of_ten(n: int) -> bool:
+    while n % 10 == 0:
+        n //= 10
+    return n == 1

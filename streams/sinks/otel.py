@@ -43,6 +43,7 @@ from opentelemetry.util.types import AttributeValue
 from schemas.alert import Alert, IncidentResolved
 from schemas.exchange import Exchange
 from streams.settings import OtelSettings
+from streams.sinks.base import Sink, SizeSource
 from streams.sinks.otel_export import CountedMetrics, CountedSpans, ExportStats
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,6 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 _NS = 1_000_000_000
 # Detection latency runs from milliseconds (live) to hours (replays of old files).
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)
-
-SizeSource = Callable[[], "int | Mapping[str, int]"]
 
 
 def _ns(ts: float) -> int:
@@ -76,12 +75,12 @@ class _Open:
     alert_ids: set[str] = field(default_factory=set)
 
 
-class OtelSink:
+class OtelSink(Sink):
     """Sink exporting traces and metrics over OTLP/HTTP (and/or console).
 
     Runner: `OtelSink(settings.otel)` when `settings.otel.enabled or settings.otel.console`; pass it as
-    `metrics=` to WebhookSink; call `on_event(type)` per input event, `set_state_size_source(fn)`
-    and `set_lag_source(fn)` once. Tests inject exporters/readers instead of the endpoint.
+    `metrics=` to WebhookSink. Runners call `on_event(type)` per input event, `set_state_size_source(fn)`
+    and `set_lag_source(fn)` once, as for every Sink. Tests inject exporters/readers instead of the endpoint.
     """
 
     def __init__(

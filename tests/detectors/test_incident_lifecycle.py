@@ -10,12 +10,12 @@ from detectors.incidents import IncidentTracker
 from schemas.alert import Alert, IncidentResolved
 from streams.embedded.runner import EmbeddedRunner
 from streams.settings import Settings
-from streams.sinks.base import SinkBase
+from streams.sinks.base import Sink
 
 OVER = 812_345
 
 
-class Recorder(SinkBase):
+class Recorder(Sink):
     def __init__(self) -> None:
         self.alerts: list[Alert] = []
         self.resolved: list[IncidentResolved] = []

@@ -107,7 +107,7 @@ def test_schema_command_writes_every_schema(tmp_path: Path, capsys: pytest.Captu
     assert main(["schema", "--out", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(
-        f"{n}.schema.json" for n in ("alert", "cache_stats", "canary", "event", "request", "response")
+        f"{n}.schema.json" for n in ("alert", "cache_stats", "canary", "event", "exchange", "request", "response")
     )
 
 

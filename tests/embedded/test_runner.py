@@ -15,14 +15,14 @@ from streams.settings import Settings
 def test_a_failure_inside_the_core_is_dead_lettered_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
     rejects = io.BytesIO()
     runner = EmbeddedRunner(Settings(), rejects_out=rejects)
-    real_observe = runner.monitor.observe
+    real_observe = runner.monitor.observe_evaluated
 
     def flaky(event):  # type: ignore[no-untyped-def]
         if getattr(event, "request_id", None) == "boom":
             raise RuntimeError("detector bug")
         return real_observe(event)
 
-    monkeypatch.setattr(runner.monitor, "observe", flaky)
+    monkeypatch.setattr(runner.monitor, "observe_evaluated", flaky)
     runner.feed(stats(ts=0, context_window=None), "f", 1)
     runner.feed(request("boom", "t", 1), "f", 2)
     runner.feed(request("r1", "t", 2, tokens=900_000), "f", 3)

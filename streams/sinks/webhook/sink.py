@@ -20,6 +20,7 @@ import httpx
 from schemas.alert import Alert, IncidentResolved
 from schemas.exchange import Exchange
 from streams.settings import WebhookReceiver, WebhookSettings
+from streams.sinks.base import Sink
 from streams.sinks.formats import Notification, routes_to, scope_for_receiver
 from streams.sinks.webhook.delivery import DeadLetterStore, Deliverer, DeliveryMetrics, DeliveryStats, warn_unsigned
 from streams.sinks.webhook.grouping import Grouper
@@ -110,7 +111,7 @@ class _ReceiverWorker(threading.Thread):
             self.client.close()
 
 
-class WebhookSink:
+class WebhookSink(Sink):
     """Sink that notifies webhook receivers from background threads, durably via the outbox.
 
     Construct with `WebhookSink(settings.webhooks, metrics=otel_sink_or_None)`.
@@ -185,7 +186,7 @@ class WebhookSink:
         alerts = [originals.get(aid, a) for aid, a in live.items()]
         self.outbox.compact(alerts, sent, [e for e in unacked if e.notification_id not in acked])
 
-    # -- Sink protocol
+    # -- Sink hooks
 
     def _accept(self, alert: Alert) -> None:
         if self._closed or alert.alert_id in self._accepted:
@@ -213,9 +214,6 @@ class WebhookSink:
         self.outbox.append_resolution(resolution)
         for w in self._workers.values():
             w.inbox.put(resolution)  # a receiver that never heard of the incident ignores it
-
-    def on_reject(self, reason: str, detail: str) -> None:
-        return None
 
     def close(self, timeout: float | None = None, drain: bool = True) -> None:
         """Drain (flush groups, deliver) for at most `timeout` seconds; open incidents stay open.
