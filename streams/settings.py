@@ -77,13 +77,17 @@ class KafkaSettings(_Section):
         "by d/share (large partitions snapshot less often and replay more after a crash, instead of stalling)",
     )
     watermark_lateness_s: float = Field(
-        default=1.0,
+        default=0.05,
         ge=0,
         description="how far a join partition's watermark trails its newest event time: tolerance for producers "
-        "writing slightly out of event-time order; every second here is a second of alert latency",
+        "writing out of event-time order across ingest batches (disorder within one batch costs nothing); every "
+        "second here is a second of alert latency; a later item is still evaluated, out of order (domain.late_items)",
     )
     watermark_step_s: float = Field(
-        default=1.0, gt=0, description="event time between watermark messages of the join stage"
+        default=0.1,
+        gt=0,
+        description="event time between watermark-only messages (to partitions that got no items; a message with "
+        "items always carries the current watermark)",
     )
     watermark_idle_s: float = Field(
         default=30.0,

@@ -1,15 +1,20 @@
 """The compact records of the workers' internal topics: events validated once, at ingest.
 
 An input event is validated by the ingest stage and nowhere else. What crosses the internal topics is
-the validated model's field values in field order (an orjson array), rebuilt on the other side
-without validation: every stage after ingest reads records that only the workers write. A record
+the validated model's fields (its own __dict__, one orjson call), rebuilt on the other side without
+validation: the decoded object becomes the model's __dict__ as it is. Every stage after ingest reads
+records that only the workers write. A record
 holds no raw text: prompts and outputs were fingerprinted at ingest (the wire `Fingerprint` form), and
 canary markers travel as their keyed hashes (`Plant`, detectors.canaries.CanaryRegistry.register_keyed).
 
-    event record     [type, [field values in model order, nested models as arrays], token_keys|null]
+    event record     [type, {field: value, nested models as objects}, token_keys|null]
     plant record     [event_id, ts, token_key, marker_id, tenant_id, session_id]
     exchange record  [ts, request|null, response|null, prompt_print|null, output_print|null,
                       [[marker_id, owner_tenant_id, owner_session_id], ...], orphan|null]
+
+Objects, not arrays of values in field order (records of the previous layout still decode): orjson
+turns a JSON object into the dict a model keeps its fields in, where an array had to be zipped with
+the field names per model; that zip and its dict cost more than the ~2x bytes of the keys (issue 16).
 
 Rebuilding skips pydantic's validation, the cost the records exist to avoid (a model built here is
 equal to, and serialises like, the validated one; tests/kafka/test_records.py checks it).
@@ -19,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -43,7 +47,7 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     cls: tuple(cls.model_fields) for cls in (Request, Response, CacheStats, Canary, Usage, Fingerprint)
 }
-# Fields holding a nested model, by position: flattened to an array in the record.
+# Fields holding a nested model, by position: an object in a record (an array in the previous layout).
 _NESTED: dict[type[BaseModel], tuple[tuple[int, type[BaseModel]], ...]] = {
     Request: ((_FIELDS[Request].index("prompt_fingerprint"), Fingerprint),),
     Response: (
@@ -64,21 +68,9 @@ def _trusted(cls: type[BaseModel], values: dict[str, Any]) -> Any:
     return obj
 
 
-# The field values of a model's __dict__ in field order, in one C call per model.
-_GETTERS = {cls: itemgetter(*fields) for cls, fields in _FIELDS.items()}
-
-
-def _flat(model: BaseModel) -> list[Any]:
-    cls = type(model)
-    values = list(_GETTERS[cls](model.__dict__))
-    for i, _ in _NESTED.get(cls, ()):
-        if values[i] is not None:
-            values[i] = _flat(values[i])
-    return values
-
-
 def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
-    """A builder of one class with its fields and nested classes bound once (a record decode runs it per model)."""
+    """A builder of one class from the previous layout (field values in field order), so that records
+    written before an upgrade and still on the topics or held in a snapshot decode."""
     fields = _FIELDS[cls]
     n = len(fields)
     all_fields = frozenset(fields)
@@ -104,19 +96,58 @@ def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
 _BUILDERS: dict[type[BaseModel], Callable[[list[Any]], Any]] = {cls: _builder(cls) for cls in _FIELDS}
 
 
+def _object_builder(cls: type[BaseModel]) -> Callable[[Any], Any]:
+    """A builder of one class from its fields as a JSON object: the decoded dict becomes its __dict__."""
+    fields = frozenset(_FIELDS[cls])
+    n = len(fields)
+    nested = tuple((_FIELDS[cls][i], sub) for i, sub in _NESTED.get(cls, ()))
+    name = cls.__name__
+
+    def build(values: Any) -> Any:
+        if type(values) is not dict:
+            if type(values) is list:  # the previous layout (records written before an upgrade)
+                return _BUILDERS[cls](values)
+            raise RecordError(f"{name} record is a {type(values).__name__}")
+        # The count, as the array layout checked it: comparing the names would cost a third of a build.
+        if len(values) != n:
+            raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
+        for field_name, sub in nested:
+            v = values[field_name]
+            if v is not None:
+                values[field_name] = _OBJECT_BUILDERS[sub](v)
+        obj = _new(cls)
+        _set_dict(obj, values)
+        _set_fields_set(obj, set(fields))
+        _set_extra(obj, None)
+        _set_private(obj, None)
+        return obj
+
+    return build
+
+
+_OBJECT_BUILDERS: dict[type[BaseModel], Callable[[Any], Any]] = {cls: _object_builder(cls) for cls in _FIELDS}
+
+
+def _fields_of(model: Any) -> dict[str, Any]:
+    """orjson's `default` for the nested models of a record (Usage, Fingerprint): their fields."""
+    if isinstance(model, BaseModel):
+        return model.__dict__
+    raise TypeError(f"{type(model).__name__} in a record")
+
+
 # --- events (ingest -> join) ------------------------------------------------------------------------
 
 
 def event_record(event: Request | Response | CacheStats, token_keys: list[int] | None = None) -> bytes:
     """`event` must be text-free (ingest fingerprints and strips text before); `token_keys` are the keyed
     hashes of an output's hex-looking words, which a canary scan looks up (CanaryRegistry.token_keys)."""
-    return orjson.dumps([event.type, _flat(event), token_keys])
+    return orjson.dumps([event.type, event.__dict__, token_keys], default=_fields_of)
 
 
 def event_from_record(raw: bytes) -> tuple[Request | Response | CacheStats, list[int] | None]:
     try:
         kind, values, anchors = orjson.loads(raw)
-        return _BUILDERS[_BY_TYPE[kind]](values), anchors
+        return _OBJECT_BUILDERS[_BY_TYPE[kind]](values), anchors
     except RecordError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -170,13 +201,14 @@ def exchange_record(ex: Exchange) -> bytes:
     return orjson.dumps(
         [
             d["ts"],
-            None if req is None else _flat(req),
-            None if resp is None else _flat(resp),
+            None if req is None else req.__dict__,
+            None if resp is None else resp.__dict__,
             _print_values(d["prompt_print"]),
             _print_values(d["output_print"]),
             [[h.marker_id, h.owner_tenant_id, h.owner_session_id] for h in d["canary_hits"]],
             d["orphan"],
-        ]
+        ],
+        default=_fields_of,
     )
 
 
@@ -185,8 +217,8 @@ def exchange_from_record(raw: bytes) -> Exchange:
         ts, req, resp, pprint, oprint, hits, orphan = orjson.loads(raw)
         values = {
             "ts": float(ts),
-            "request": None if req is None else _BUILDERS[Request](req),
-            "response": None if resp is None else _BUILDERS[Response](resp),
+            "request": None if req is None else _OBJECT_BUILDERS[Request](req),
+            "response": None if resp is None else _OBJECT_BUILDERS[Response](resp),
             "prompt_print": _print_of(pprint),
             "output_print": _print_of(oprint),
             "canary_hits": [
@@ -196,7 +228,7 @@ def exchange_from_record(raw: bytes) -> Exchange:
         }
     except RecordError:
         raise
-    except (orjson.JSONDecodeError, TypeError, ValueError) as exc:
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RecordError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None
     ex = _trusted(Exchange, values)
     # An Exchange sets every field but `orphan` when it is a pair (schemas.exchange.joined).

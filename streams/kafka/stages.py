@@ -64,15 +64,6 @@ class Send:
     idle: list[int] | None = None
 
 
-def _replayed(last: dict[Source, Pos], source: Source, pos: Pos) -> bool:
-    """True if this position was already applied (a replay of an upstream that restarted)."""
-    seen = last.get(source)
-    if seen is not None and pos <= seen:
-        return True
-    last[source] = pos
-    return False
-
-
 def _failed(stage: str, it: Item, exc: Exception) -> DeadLetter:
     # A bug must not wedge the partition: the item is kept (dead-lettered) and the stage goes on.
     log.exception("%s: item %s:%s:%s failed", stage, it.source, it.offset, it.seq)
@@ -139,10 +130,15 @@ class JoinStage:
     def handle(self, st: JoinState, partition: int, offset: int, batch: Batch, now: float) -> JoinResult:
         res = JoinResult()
         out = _ToDomain(Source(JOIN, partition), offset, self.kafka.internal_partitions)
+        last = st.last
         for it in batch.items:
-            if _replayed(st.last, it.source, it.pos):
+            # A position already applied is a replay of an upstream that restarted (checked inline: per item).
+            pos = (it.offset, it.seq)
+            seen = last.get(it.source)
+            if seen is not None and pos <= seen:
                 self.counters["join.replayed_skipped"] += 1
                 continue
+            last[it.source] = pos
             try:
                 self._item(st, it, out, res)
             except Exception as exc:
@@ -163,10 +159,12 @@ class JoinStage:
             # whose responses are still unread elsewhere. Orphans precede the watermark that passes them.
             self._route(st, st.joiner.advance(wm), out)
             st.wm = wm
+        # A message that goes anyway carries the watermark as it is now (free, and what releases its
+        # items at once); a message only for the watermark goes to every partition once it moved a step.
         wm_due = wm > NEG_INF and (wm >= st.sent_wm + self.kafka.watermark_step_s or st.sent_wm == NEG_INF)
         if wm_due:
             st.sent_wm = wm
-        mark = (partition, st.sent_wm) if st.sent_wm != NEG_INF else None
+        mark = (partition, st.wm) if st.wm != NEG_INF else None
         for q in range(self.kafka.internal_partitions):
             items = out.items.get(q)
             if items or wm_due:
@@ -278,10 +276,14 @@ class DomainStage:
 
     def handle(self, st: DomainState, partition: int, batch: Batch, now: float) -> DomainResult:
         res = DomainResult()
+        last = st.last
         for it in batch.items:
-            if _replayed(st.last, it.source, it.pos):
+            pos = (it.offset, it.seq)  # replays skipped as in JoinStage.handle
+            seen = last.get(it.source)
+            if seen is not None and pos <= seen:
                 self.counters["domain.replayed_skipped"] += 1
                 continue
+            last[it.source] = pos
             try:
                 self._item(st, it, res)
             except Exception as exc:
