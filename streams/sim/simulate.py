@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fault-at",
         type=float,
         default=None,
-        help=f"fault onset, seconds after start (default: {FAULT_SHARE:.0%} of --duration)",
+        help=f"fault onset, seconds after start (default: {FAULT_SHARE * 100:.0f}%% of --duration)",
     )
     parser.add_argument("--no-fault", action="store_true", help="never switch the fault on")
     parser.add_argument("--gzip", action="store_true", help="write events.jsonl.gz")

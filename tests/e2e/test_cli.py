@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli.main import main
+from streams.cli.main import _DELEGATED, main
 
 SIM = ["--seed", "3", "--duration", "240", "--fault-at", "60"]
 
@@ -119,3 +119,12 @@ def test_demo_runs_in_process_and_reports(tmp_path: Path) -> None:
     )  # fmt: skip
     assert "exposure recall" in proc.stderr and "CRITICAL" in proc.stderr
     assert (tmp_path / "alerts.jsonl").stat().st_size > 0 and (tmp_path / "labels.json").exists()
+
+
+@pytest.mark.parametrize("command", ["replay", "demo", "schema", "settings", *sorted(_DELEGATED)])
+def test_every_command_prints_its_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse formats help text lazily: a stray "%" in a help string only crashes when --help is asked for.
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    assert f"usage: crosstalk {command}" in capsys.readouterr().out
