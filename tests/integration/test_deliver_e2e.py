@@ -17,10 +17,10 @@ import pytest
 from conftest import wait_for
 
 from streams.kafka.deliver import DeliveryConsumer
-from streams.kafka.routing import covering_keys
 from streams.producer import produce_file
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.webhook import verify_signature
+from streams.testing.rawevents import tick_events
 
 pytestmark = pytest.mark.kafka
 
@@ -78,10 +78,7 @@ def _events(path: Path, kafka: Any) -> None:
                       "model": "glm-5.3", "cache_domain": "pool-e2e", "status_code": 200,
                       "usage": {"input_tokens": 1, "output_tokens": 50}, "ttft_ms": 40.0})  # fmt: skip
     # Event time moves on everywhere (every input and internal partition) far past the quiet period.
-    keys = covering_keys("zz-tick", kafka.input_partitions, kafka.internal_partitions)
-    for i, domain in enumerate(keys):
-        lines.append({"type": "cache_stats", "event_id": f"tick-{i}", "ts": T0 + 3 * QUIET_S, "cache_domain": domain,
-                      "role": "unified", "capacity_tokens": 1_000_000, "used_tokens": 0})  # fmt: skip
+    lines += tick_events(T0, kafka, ahead_s=3 * QUIET_S)
     path.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
 
 

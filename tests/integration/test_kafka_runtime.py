@@ -18,35 +18,15 @@ from conftest import wait_for  # one bounded-wait helper for all Kafka tests
 from kafka import KafkaConsumer, KafkaProducer
 
 from streams.embedded.runner import EmbeddedRunner
-from streams.kafka.routing import covering_keys
 from streams.producer import produce_file
-from streams.settings import KafkaSettings, Settings
+from streams.settings import Settings
+from streams.testing.rawevents import tick_events
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 
 pytestmark = pytest.mark.kafka
 
 WAIT_S = 150.0
-
-
-def _tick_events(last_ts: float, k: KafkaSettings) -> list[bytes]:
-    """cache_stats of idle dummy domains, covering every input and join partition, far ahead in event time.
-
-    The streaming pipeline never 'ends'; these move every partition's event time past all pending
-    joins and reorder buffers, as flush() does for the embedded core (which gets the same lines)."""
-    out: list[bytes] = []
-    for i, domain in enumerate(covering_keys("zz-tick", k.input_partitions, k.internal_partitions)):
-        ev = {
-            "type": "cache_stats",
-            "event_id": f"tick-{i}",
-            "ts": last_ts + 3600.0,
-            "cache_domain": domain,
-            "role": "unified",
-            "capacity_tokens": 1_000_000,
-            "used_tokens": 0,
-        }
-        out.append(orjson.dumps(ev))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +39,9 @@ def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lines = Path(summary["events_path"]).read_bytes().splitlines()
     last_ts = max(orjson.loads(line)["ts"] for line in lines if line.strip())
     path = d / "events-with-ticks.jsonl.gz"
-    ticks = _tick_events(last_ts, Settings().kafka)
+    # Ticks move every partition's event time past all pending joins and reorder buffers, as flush() does
+    # for the embedded core (which gets the same lines).
+    ticks = [orjson.dumps(t) for t in tick_events(last_ts, Settings().kafka)]
     with gzip.open(path, "wb") as f:
         f.write(b"\n".join([*lines, *ticks]) + b"\n")
     result = EmbeddedRunner(Settings()).run_files([str(path)])
@@ -129,7 +111,7 @@ def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: 
 def test_incident_through_kafka_gives_the_embedded_alert_ids(
     kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
 ) -> None:
-    from test_otel import OtlpReceiver  # the loopback OTLP/HTTP receiver that decodes the protobuf
+    from streams.testing.otlpcollector import OtlpReceiver  # loopback OTLP/HTTP, decodes the protobuf
 
     otlp = OtlpReceiver()
     w = workers.start(

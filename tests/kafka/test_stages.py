@@ -18,9 +18,9 @@ from schemas.events import CacheStats
 from streams.embedded.runner import EmbeddedRunner
 from streams.kafka import checkpoint, frames, records
 from streams.kafka.ingest import IngestStage, InputMessage
-from streams.kafka.routing import covering_keys
 from streams.kafka.stages import DomainStage, DomainState
 from streams.settings import Settings
+from streams.testing.rawevents import tick_events
 from streams.testing.stagepipe import StagePipeline, run_lines
 
 KEY = "unit-test-fingerprint-key"
@@ -33,21 +33,7 @@ def _settings(**kafka: Any) -> Settings:
 
 
 def _ticks(last_ts: float, s: Settings) -> list[bytes]:
-    keys = covering_keys("zz-tick", s.kafka.input_partitions, s.kafka.internal_partitions)
-    return [
-        orjson.dumps(
-            {
-                "type": "cache_stats",
-                "event_id": f"tick-{i}",
-                "ts": last_ts + 3600.0,
-                "cache_domain": d,
-                "role": "unified",
-                "capacity_tokens": 1_000_000,
-                "used_tokens": 0,
-            }
-        )
-        for i, d in enumerate(keys)
-    ]
+    return [orjson.dumps(t) for t in tick_events(last_ts, s.kafka)]
 
 
 @pytest.fixture(scope="module")
