@@ -4,6 +4,12 @@ For each fingerprint it keeps, per tenant, the newest text that contained it. Th
 (1) explain a match away when the receiving tenant had the passage itself, (2) call a fingerprint
 boilerplate when several tenants had it, and (3) attribute a leak to the tenant that explains most
 unexplained passages. Memory is bounded by `max_docs` and `max_fingerprints`; old texts expire.
+
+Checkpoints (streams/kafka/checkpoint.py) copy the index whole once, then only its changes: after `mark()`
+the index records, in order, the texts it inserts and the ids of those it drops, and `replay(changes)` on
+the copy taken at the mark rebuilds the very same state (postings in the same dict order). The record is
+bounded (a copy costs less than a longer record): past the bound it is dropped and `changes()` says a
+whole copy is needed.
 """
 
 from __future__ import annotations
@@ -103,16 +109,24 @@ class ContentIndex:
         self.docs_seen = 0
         self.first_ts: float | None = None  # event time of the first text: warm-up counts time, not texts alone
         self._fingerprints = 0
+        # Since mark(): a Doc inserted or the id of a Doc dropped, in order; None when not recording.
+        self._log: list[Doc | int] | None = None
+        self._log_fps = 0
 
     def add(self, tenant_id: str, session_id: str | None, request_id: str, ts: float, hashes: list[int]) -> None:
         if not hashes:
             return
-        doc_id = self._next_id
-        doc = Doc(doc_id, tenant_id, session_id, request_id, ts, hashes)
-        self._next_id += 1
+        self._insert(Doc(self._next_id, tenant_id, session_id, request_id, ts, hashes))
+        self._expire(ts)
+
+    def _insert(self, doc: Doc) -> None:
+        doc_id = doc.doc_id
+        tenant_id = doc.tenant_id
+        hashes = doc.hashes
+        self._next_id = doc_id + 1
         self.docs_seen += 1
         if self.first_ts is None:
-            self.first_ts = ts
+            self.first_ts = doc.ts
         docs = self._docs
         docs[doc_id] = doc
         self._order.append(doc_id)
@@ -135,7 +149,14 @@ class ContentIndex:
             single.update(dict.fromkeys(filterfalse(multi.__contains__, hashes), doc_id))
         else:
             single.update(dict.fromkeys(hashes, doc_id))
-        self._expire(ts)
+        log = self._log
+        if log is not None:
+            log.append(doc)
+            self._log_fps += len(hashes)
+            # Dropped texts stay alive in the record: bounded by the index's own bounds, beyond which a
+            # whole copy is cheaper to write than the record anyway.
+            if len(log) > self.max_docs or self._log_fps > self.max_fingerprints:
+                self._log = None
 
     def _expire(self, now: float) -> None:
         horizon = now - self.window_s
@@ -151,6 +172,8 @@ class ContentIndex:
 
     def _drop(self, doc_id: int) -> None:
         doc = self._docs.pop(doc_id)
+        if self._log is not None:
+            self._log.append(doc_id)
         hashes = doc.hashes
         self._fingerprints -= len(hashes)
         single = self._single
@@ -267,6 +290,35 @@ class ContentIndex:
         ov.weight[other] = ov.weight.get(other, 0.0) + share
         ov.newest[other] = max(ov.newest.get(other, doc.ts), doc.ts)
         ov.source_requests.setdefault(other, Counter())[doc.request_id] += 1
+
+    # --- incremental copies ----------------------------------------------------------------------
+    def mark(self) -> None:
+        """Start recording changes afresh: `changes()` is relative to the state at this call."""
+        self._log = []
+        self._log_fps = 0
+
+    def changes(self) -> list[Doc | int] | None:
+        """Inserted Docs and dropped doc ids since `mark()`, in order; None if only a whole copy will do
+        (never marked, or the record outgrew its bound)."""
+        return None if self._log is None else list(self._log)
+
+    def replay(self, changes: list[Doc | int]) -> None:
+        """Apply `changes()` taken from another index to a copy of it as it was at its mark."""
+        for op in changes:
+            if isinstance(op, Doc):
+                if op.doc_id != self._next_id:
+                    raise ValueError(f"index changes out of sequence: doc {op.doc_id}, expected {self._next_id}")
+                self._insert(op)
+                continue
+            if not self._order or self._order[0] != op:
+                raise ValueError(f"index changes out of sequence: drop of doc {op}")
+            self._drop(self._order.popleft())
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state["_log"] = None  # what changed since a mark is not part of a copy
+        state["_log_fps"] = 0
+        return state
 
     def state_size(self) -> dict[str, int]:
         return {
