@@ -22,11 +22,17 @@ a leaked fingerprint as common; (a) can make a common one look one tenant rarer.
 f per fingerprint, and a leak is a run of several fingerprints, so a verdict needs several errors.
 Memory: 5 filters x 2 generations x m/8 bytes = 10 MiB per record with the defaults, allocated on the
 first text, never more.
+
+Checkpoints copy the record whole once, then only the bytes that changed: after `mark()` the record notes
+the byte offsets it sets in the current generation (bits are only ever set, until a rotation starts a new
+generation), and `changes()` gives their current values, which `apply()` writes into the copy taken at the
+mark. The note is bounded (a quarter of a filter's bytes); past it, or after a rotation, a whole copy is needed.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,6 +60,13 @@ class _Generation:
         self.started = started
 
 
+class SpreadChanges(NamedTuple):
+    """The current generation's bytes changed since a mark: its insert count and, per row, (offsets, values)."""
+
+    inserts: int
+    rows: list[tuple[int, np.ndarray, np.ndarray]]
+
+
 class TenantSpread:
     def __init__(self, bits_log2: int = 23, probes: int = 4, capacity: int = 600_000, epoch_s: float = 3 * 86400.0):
         if not 10 <= bits_log2 <= 34:
@@ -67,6 +80,9 @@ class TenantSpread:
         self._old: _Generation | None = None
         self._tenant_keys: dict[str, np.uint64] = {}
         self.rotations = 0
+        # Since mark(): (row, byte offsets) set in the current generation; None when not recording.
+        self._touched: list[tuple[int, np.ndarray]] | None = None
+        self._touched_n = 0
 
     # --- hashing ------------------------------------------------------------------------------
     def _tenant_key(self, tenant_id: str) -> np.uint64:
@@ -92,10 +108,16 @@ class TenantSpread:
         byte = row[pos >> np.uint64(3)]
         return np.all((byte >> (pos & np.uint64(7)).astype(np.uint8)) & 1, axis=0).astype(bool)
 
-    @staticmethod
-    def _set(row: np.ndarray, pos: np.ndarray) -> None:
+    def _set(self, row: int, pos: np.ndarray) -> None:
+        assert self._cur is not None
         flat = pos.ravel()
-        np.bitwise_or.at(row, flat >> np.uint64(3), (1 << (flat & np.uint64(7))).astype(np.uint8))
+        offsets = flat >> np.uint64(3)
+        np.bitwise_or.at(self._cur.bits[row], offsets, (1 << (flat & np.uint64(7))).astype(np.uint8))
+        if self._touched is not None:
+            self._touched.append((row, offsets.astype(np.uint32)))
+            self._touched_n += offsets.size
+            if self._touched_n > self._cur.bits.shape[1] // 4:
+                self._touched = None
 
     @staticmethod
     def _levels(gen: _Generation | None, fpos: np.ndarray) -> np.ndarray:
@@ -113,9 +135,11 @@ class TenantSpread:
         cur = self._cur
         if cur is None:
             self._cur = _Generation(1 << (self.bits_log2 - 3), ts)
+            self._touched = None
         elif cur.inserts >= self.capacity or ts - cur.started >= self.epoch_s:
             self._old, self._cur = cur, _Generation(1 << (self.bits_log2 - 3), ts)
             self.rotations += 1
+            self._touched = None
 
     def add(self, tenant_id: str, hashes: list[int] | np.ndarray, ts: float) -> None:
         """Record that `tenant_id` had a text with these fingerprints at event time `ts`."""
@@ -139,11 +163,11 @@ class TenantSpread:
         # A new tenant promotes the fingerprint; a pair known only to the old generation is copied
         # forward at its level, so text in steady use is never forgotten.
         new_level = np.where(in_old[todo], np.maximum(level, 1), np.minimum(level + 1, LEVELS))
-        self._set(cur.bits[0], ppos[:, todo])
+        self._set(0, ppos[:, todo])
         for lvl in range(1, LEVELS + 1):
             sel = new_level >= lvl
             if sel.any():
-                self._set(cur.bits[lvl], fpos[:, sel])
+                self._set(lvl, fpos[:, sel])
         cur.inserts += int(todo.sum())
 
     def tenants(self, hashes: list[int] | np.ndarray) -> np.ndarray:
@@ -171,6 +195,41 @@ class TenantSpread:
             return 0.0
         m = float(1 << self.bits_log2)
         return float((1.0 - np.exp(-self.probes * self._cur.inserts / m)) ** self.probes)
+
+    # --- incremental copies ----------------------------------------------------------------------
+    def mark(self) -> None:
+        """Start noting changes afresh: `changes()` is relative to the state at this call."""
+        self._touched = [] if self._cur is not None else None
+        self._touched_n = 0
+
+    def changes(self) -> SpreadChanges | None:
+        """The current generation's changed bytes since `mark()`; None if only a whole copy will do (never
+        marked, nothing recorded yet, a rotation since, or more changes than the note holds)."""
+        if self._touched is None or self._cur is None:
+            return None
+        cur = self._cur
+        rows = []
+        for row in range(LEVELS + 1):
+            parts = [offsets for r, offsets in self._touched if r == row]
+            if parts:
+                offsets = np.unique(np.concatenate(parts))
+                rows.append((row, offsets, cur.bits[row, offsets]))
+        return SpreadChanges(cur.inserts, rows)
+
+    def apply(self, changes: SpreadChanges) -> None:
+        """Write `changes()` taken from another record into a copy of it as it was at its mark."""
+        if self._cur is None:
+            raise ValueError("spread changes applied to a record without a generation")
+        for row, offsets, values in changes.rows:
+            self._cur.bits[row, offsets] = values
+        self._cur.inserts = changes.inserts
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state["_touched"] = None  # what changed since a mark is not part of a copy
+        state["_touched_n"] = 0
+        state["_tenant_keys"] = {}  # a cache of hashes, recomputed on use
+        return state
 
     def state_size(self) -> dict[str, int]:
         gens = [g for g in (self._cur, self._old) if g is not None]

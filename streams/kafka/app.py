@@ -295,17 +295,16 @@ class KafkaPipeline:
         st = states.get(partition)
         if st is None:
             table = self.join_table if stage == "join" else self.domain_table
-            blob = table.get(checkpoint.snapshot_key(stage, partition))
-            if blob:
-                st = checkpoint.loads(blob, self.settings.detection, self.counters, self.public)
-            elif stage == "join":
+            st = self.checkpoints.restore(stage, partition, table, self.settings.detection, self.public)
+            restored = st is not None
+            if st is None and stage == "join":
                 st = JoinState.fresh(self.settings.detection)
-            else:
+            elif st is None:
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)
             if isinstance(st, JoinState):
                 self.join.restored(partition, st, time.monotonic())
             states[partition] = st
-            self.counters[f"restores.{stage}" if blob else f"fresh.{stage}"] += 1
+            self.counters[f"restores.{stage}" if restored else f"fresh.{stage}"] += 1
         return st
 
     async def _join(self, stream: Any) -> Any:

@@ -1,17 +1,33 @@
-"""Snapshots of the stateful stages' partitions, and when to take them.
+"""Checkpoints of the stateful stages' partitions, and when to take them.
 
-One zlib-compressed pickle per partition, in a Faust table with a compacted changelog. An input
-message is acked only after a snapshot that covers it was written, and the producer is flushed
-before each snapshot, so a snapshot never covers an output that could still be lost (ADR 0001).
+A partition's state is cut into pieces (streams/kafka/pieces.py: the partition, and per cache domain its
+monitor, content index and long-horizon record). The first checkpoint writes every piece whole; later ones
+write only what changed: the index's texts inserted and dropped, the record's changed bytes, and the small
+pieces that differ. Checkpoint cost thus follows the traffic since the last checkpoint, not the index size.
+
+Storage: a Faust table with a compacted changelog, keys under `{stage}:v{format}:{partition}`:
+    ...:{seq}:{i}   a piece version (zlib pickle), written once, never overwritten while referenced
+    (the prefix)    the manifest: the checkpoint's seq, the offset it covers, and per piece the exact keys
+                    to read, its whole copy first, then its changes in order
+The manifest is written after every piece it names, and piece versions it no longer names are deleted
+only after it. A crash before the manifest leaves the previous manifest naming only versions that still
+exist (the half-written ones are swept on restore), so a restore never mixes checkpoints. A piece's
+changes are rewritten as a whole copy once they outweigh it (or number CHAIN_MAX), which bounds both a
+restore's reading and the table to about twice the state. A domain that expired drops out of the next
+manifest and its versions are deleted.
+
+An input message is acked only after a checkpoint that covers it was written, and the producer is
+flushed before each checkpoint, so a checkpoint never covers an output that could still be lost (ADR 0001).
 
 Settings, the fingerprinter and the worker's counters are not state: the settings hold the secret
 fingerprint key, the fingerprinter a word cache of millions of entries, and the counters belong to
-the process. They are left out of every snapshot (pickle persistent ids) and supplied again on load,
+the process. They are left out of every piece (pickle persistent ids) and supplied again on load,
 so no changelog or RocksDB file holds the key.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import pickle
@@ -19,12 +35,15 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
+from streams.kafka import pieces
+from streams.kafka.pieces import Name
 from streams.kafka.stages import DomainState, JoinState
 from streams.settings import KafkaSettings
 
@@ -32,12 +51,61 @@ log = logging.getLogger("crosstalk.checkpoint")
 
 # Part of every snapshot's table key: state pickled by a version with another layout is not loaded
 # (the partition starts fresh from its committed offset) instead of failing on missing attributes.
-SNAPSHOT_FORMAT = 6  # 6: Exchange & co. moved detectors.exchange -> schemas.exchange (join state pickles class paths)
+# 6: Exchange & co. moved detectors.exchange -> schemas.exchange (join state pickles class paths)
+SNAPSHOT_FORMAT = 7  # 7: incremental checkpoints, a manifest and pieces
 State = JoinState | DomainState
+CHAIN_MAX = 32  # changes after a piece's whole copy before it is copied whole again
+Table = MutableMapping[bytes, bytes]
 
 
 def snapshot_key(stage: str, partition: int) -> bytes:
+    """The partition's manifest; its piece versions are keyed under it."""
     return f"{stage}:v{SNAPSHOT_FORMAT}:{partition}".encode()
+
+
+def piece_key(stage: str, partition: int, seq: int, i: int) -> bytes:
+    return f"{stage}:v{SNAPSHOT_FORMAT}:{partition}:{seq}:{i}".encode()
+
+
+@dataclass(slots=True)
+class Chain:
+    """One piece in a manifest: the keys of its whole copy and of its changes since, in order."""
+
+    keys: list[bytes]
+    whole_bytes: int
+    change_bytes: int = 0
+    digest: bytes = b""  # of the whole copy: an unchanged piece is not written again
+
+
+@dataclass(slots=True)
+class Manifest:
+    seq: int
+    offset: int
+    chains: dict[Name, Chain] = field(default_factory=dict)
+
+    def dumps(self) -> bytes:
+        rows = [(n, c.keys, c.whole_bytes, c.change_bytes, c.digest) for n, c in self.chains.items()]
+        return pickle.dumps({"seq": self.seq, "offset": self.offset, "pieces": rows}, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def loads(cls, blob: bytes) -> Manifest:
+        d = pickle.loads(blob)
+        return cls(d["seq"], d["offset"], {tuple(n): Chain(list(k), w, c, g) for n, k, w, c, g in d["pieces"]})
+
+    def versions(self) -> set[bytes]:
+        return {k for c in self.chains.values() for k in c.keys}
+
+
+@dataclass(slots=True)
+class Written:
+    """What one checkpoint wrote."""
+
+    seq: int
+    bytes: int = 0
+    whole: int = 0  # pieces copied whole
+    changes: int = 0  # pieces written as their changes
+    kept: int = 0  # pieces unchanged since the last checkpoint
+    deleted: int = 0  # piece versions no manifest names any more
 
 
 def store_url(setting: str) -> str:
@@ -93,6 +161,8 @@ class Checkpointer:
         self.held: dict[tuple[str, int], list[Any]] = {}  # (stage, partition) -> events not yet acked
         self.last_snapshot: dict[tuple[str, int], float] = {}
         self.not_before: dict[tuple[str, int], float] = {}  # the snapshot-time budget (snapshot_max_share)
+        self.manifests: dict[tuple[str, int], Manifest] = {}  # the last one written or restored
+        self.seq: dict[tuple[str, int], int] = {}  # the last seq used (also by a checkpoint that failed)
 
     def hold(self, stage: str, partition: int, event: Any) -> None:
         self.held.setdefault((stage, partition), []).append(event)
@@ -100,6 +170,107 @@ class Checkpointer:
     def forget(self, stage: str, partition: int) -> None:
         """A revoked partition: its held events will be re-read by the next owner."""
         self.held.pop((stage, partition), None)
+        self.manifests.pop((stage, partition), None)
+        self.seq.pop((stage, partition), None)
+
+    def write(self, stage: str, partition: int, state: State, table: Table) -> Written:
+        """One checkpoint: changed pieces, then the manifest naming them, then the versions it dropped."""
+        key = (stage, partition)
+        prev = self.manifests.get(key)
+        before = prev.chains if prev is not None else {}
+        seq = self.seq[key] = max(self.seq.get(key, 0), prev.seq if prev is not None else 0) + 1
+        done = Written(seq)
+        writes: list[tuple[bytes, bytes]] = []
+        chains: dict[Name, Chain] = {}
+        live: list[tuple[Name, Any]] = []
+        for name, obj in pieces.parts(state):
+            live.append((name, obj))
+            old = before.get(name)
+            if old is not None and len(old.keys) <= CHAIN_MAX:
+                delta = pieces.changes(name, obj)
+                if delta == b"":
+                    chains[name] = old
+                    done.kept += 1
+                    continue
+                if delta is not None and old.change_bytes + len(delta) <= old.whole_bytes:
+                    k = piece_key(stage, partition, seq, len(writes))
+                    writes.append((k, delta))
+                    chains[name] = Chain([*old.keys, k], old.whole_bytes, old.change_bytes + len(delta), old.digest)
+                    done.changes += 1
+                    continue
+            blob = pieces.whole(name, obj, self.counters)
+            digest = hashlib.blake2b(blob, digest_size=16).digest()
+            if old is not None and old.change_bytes == 0 and old.digest == digest:
+                chains[name] = old
+                done.kept += 1
+                continue
+            k = piece_key(stage, partition, seq, len(writes))
+            writes.append((k, blob))
+            chains[name] = Chain([k], len(blob), 0, digest)
+            done.whole += 1
+        for k, blob in writes:
+            table[k] = blob
+            done.bytes += len(blob)
+        manifest = Manifest(seq, state.offset, chains)
+        blob = manifest.dumps()
+        table[snapshot_key(stage, partition)] = blob  # last: it makes the new versions the partition's state
+        done.bytes += len(blob)
+        if prev is not None:
+            for k in prev.versions() - manifest.versions():
+                table.pop(k, None)
+                done.deleted += 1
+        self.manifests[key] = manifest
+        for name, obj in live:
+            pieces.mark(name, obj)
+        return done
+
+    def restore(
+        self, stage: str, partition: int, table: Table, settings: DetectionSettings, public: PublicSet | None = None
+    ) -> State | None:
+        """The partition's state as its manifest names it (None: no checkpoint yet); then piece versions no
+        manifest names (left by a checkpoint that crashed before its manifest) are deleted.
+
+        A checkpoint that cannot be read (a piece missing, a class changed) is deleted with every version,
+        logged and counted (`restore_errors.<stage>`): the partition starts fresh from its committed offset
+        rather than crash-looping its agent."""
+        try:
+            return self._restore(stage, partition, table, settings, public)
+        except Exception:
+            log.exception("%s: checkpoint of partition %s could not be restored; starting fresh", stage, partition)
+            self.counters[f"restore_errors.{stage}"] += 1
+            self.forget(stage, partition)
+            self._sweep(stage, partition, table, set())
+            table.pop(snapshot_key(stage, partition), None)
+            return None
+
+    def _sweep(self, stage: str, partition: int, table: Table, named: set[bytes]) -> None:
+        prefix = snapshot_key(stage, partition) + b":"
+        for k in [k for k in list(table.keys()) if k.startswith(prefix) and k not in named]:
+            table.pop(k, None)
+            self.counters[f"snapshot_swept.{stage}"] += 1
+
+    def _restore(
+        self, stage: str, partition: int, table: Table, settings: DetectionSettings, public: PublicSet | None
+    ) -> State | None:
+        blob = table.get(snapshot_key(stage, partition))
+        if not blob:
+            return None
+        manifest = Manifest.loads(blob)
+        blobs: dict[Name, list[bytes]] = {}
+        for name, chain in manifest.chains.items():
+            got = [table.get(k) for k in chain.keys]
+            missing = [k for k, b in zip(chain.keys, got, strict=True) if b is None]
+            if missing:
+                raise LookupError(f"{stage} partition {partition}: checkpoint {manifest.seq} misses {missing[0]!r}")
+            blobs[name] = [b for b in got if b is not None]
+        state = pieces.assemble(blobs, settings, self.counters, public)
+        key = (stage, partition)
+        self.manifests[key] = manifest
+        self.seq[key] = manifest.seq
+        for name, obj in pieces.parts(state):
+            pieces.mark(name, obj)
+        self._sweep(stage, partition, table, manifest.versions())
+        return state
 
     async def maybe(
         self,
@@ -124,23 +295,25 @@ class Checkpointer:
             return False
         await flush()
         try:
-            blob = dumps(state, self.counters)
+            done = self.write(stage, partition, state, table)
         except Exception:
-            # Not fatal: the events stay unacked and are replayed from the last good snapshot.
+            # Not fatal: the events stay unacked and are replayed from the last good checkpoint.
             log.exception("%s: snapshot of partition %s failed", stage, partition)
             self.counters[f"snapshot_errors.{stage}"] += 1
             self.last_snapshot[key] = now
             return False
-        table[snapshot_key(stage, partition)] = blob
         took = time.monotonic() - now
         self.counters[f"snapshots.{stage}"] += 1
-        self.counters[f"snapshot_bytes.{stage}.last"] = len(blob)
+        self.counters[f"snapshot_bytes.{stage}.last"] = done.bytes
+        self.counters[f"snapshot_bytes.{stage}"] += done.bytes
+        self.counters[f"snapshot_pieces.{stage}.whole"] += done.whole
+        self.counters[f"snapshot_pieces.{stage}.changes"] += done.changes
         self.counters[f"snapshot_ms.{stage}.last"] = round(took * 1000)
         for ev in held:
             ev.ack()
         held.clear()
         self.last_snapshot[key] = now
-        # A whole-partition snapshot grows with the content index (seconds at production sizes): taken
-        # every interval regardless, it would leave the stage no time for its input.
+        # A whole copy of a large partition (the first, or a piece's periodic rewrite) can take seconds:
+        # taken every interval regardless, it would leave the stage no time for its input.
         self.not_before[key] = now + took / self.kafka.snapshot_max_share
         return True

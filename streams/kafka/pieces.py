@@ -1,0 +1,164 @@
+"""A stateful stage's partition state cut into named pieces, each copied whole or as its changes.
+
+A domain partition is cut into
+    ("part",)        the DomainState without its domains: watermarks, held items, positions, activity
+    ("dm", name)     one DomainMonitor without its content index and long-horizon record
+    ("ix", name)     its ContentIndex: whole, or the texts inserted and dropped since the last copy
+    ("sp", name)     its TenantSpread: whole, or the bytes set since the last copy
+and a join partition is one piece, ("join",). Pickle persistent ids make the cuts: where the partition
+pickles a DomainMonitor it writes the monitor's name, where a monitor pickles its index it writes
+("ix", name), and so on; `assemble` puts the same objects back in those places. The persistent ids also
+keep out what is not state (settings with the fingerprint key, the fingerprinter, the public corpus, the
+worker's counters): the process supplies them again on load.
+
+Pure: bytes in, bytes out. Where pieces are stored and which copy a checkpoint takes is checkpoint.py's.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from detectors.commonness import SpreadChanges, TenantSpread
+from detectors.domain import DomainMonitor
+from detectors.fingerprint import Fingerprinter
+from detectors.index import ContentIndex
+from detectors.monitor import make_fingerprinter
+from detectors.public import PublicSet
+from detectors.settings import DetectionSettings
+from streams.kafka.stages import DomainState, JoinState
+
+State = JoinState | DomainState
+Name = tuple[str, ...]
+PART: Name = ("part",)
+JOIN: Name = ("join",)
+# Pieces that can be copied as their changes since the last copy; the others are always copied whole.
+INCREMENTAL = ("ix", "sp")
+
+
+def parts(state: State) -> Iterator[tuple[Name, Any]]:
+    """Every piece of the state with the live object it copies; children before their parent (the order
+    `assemble` needs)."""
+    if isinstance(state, JoinState):
+        yield JOIN, state
+        return
+    for name, dm in state.table.domains.items():
+        yield ("ix", name), dm.overlap.index
+        yield ("sp", name), dm.overlap.spread
+        yield ("dm", name), dm
+    yield PART, state
+
+
+def _pickle(obj: Any, cut: Callable[[object], Any]) -> bytes:
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.persistent_id = cut  # type: ignore[method-assign]
+    pickler.dump(obj)
+    return zlib.compress(buf.getvalue(), 1)
+
+
+def _process_id(obj: object, counters: Counter[str]) -> str | None:
+    if isinstance(obj, Fingerprinter):
+        return "fingerprinter"
+    if isinstance(obj, DetectionSettings):
+        return "settings"
+    if isinstance(obj, PublicSet):  # the operator's corpus is the process's, loaded from its file
+        return "public"
+    if obj is counters:
+        return "counters"
+    return None
+
+
+def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
+    """A whole copy of one piece, with its child pieces and the process's objects left out by name."""
+    if name == PART:
+
+        def cut(o: object) -> Any:
+            return ("dm", o.cache_domain) if isinstance(o, DomainMonitor) else _process_id(o, counters)
+
+    elif name[0] == "dm":
+        index, spread = obj.overlap.index, obj.overlap.spread
+
+        def cut(o: object) -> Any:
+            if o is index:
+                return ("ix", name[1])
+            if o is spread:
+                return ("sp", name[1])
+            return _process_id(o, counters)
+
+    else:
+
+        def cut(o: object) -> Any:
+            return _process_id(o, counters)
+
+    return _pickle(obj, cut)
+
+
+def changes(name: Name, obj: Any) -> bytes | None:
+    """The piece's changes since its last `mark`, b"" if there are none, None if only a whole copy will do."""
+    if name[0] not in INCREMENTAL:
+        return None
+    assert isinstance(obj, (ContentIndex, TenantSpread))
+    delta = obj.changes()
+    if delta is None:
+        return None
+    # No bit set means no insert counted either (a rotation makes changes() None).
+    if not (delta.rows if isinstance(delta, SpreadChanges) else delta):
+        return b""
+    return _pickle(delta, lambda o: None)
+
+
+def mark(name: Name, obj: Any) -> None:
+    """The piece was copied: its changes count from here."""
+    if name[0] in INCREMENTAL:
+        obj.mark()
+
+
+def assemble(
+    pieces: dict[Name, list[bytes]],
+    settings: DetectionSettings,
+    counters: Counter[str],
+    public: PublicSet | None = None,
+) -> State:
+    """The state from each piece's whole copy followed by its changes, in order."""
+    known: dict[Any, Any] = {
+        "fingerprinter": make_fingerprinter(settings),
+        "settings": settings,
+        "counters": counters,
+        "public": public,
+    }
+
+    def load(blob: bytes) -> Any:
+        unpickler = pickle.Unpickler(io.BytesIO(zlib.decompress(blob)))
+        unpickler.persistent_load = known.__getitem__  # type: ignore[method-assign]
+        return unpickler.load()
+
+    for kind in ("ix", "sp"):
+        for name, blobs in pieces.items():
+            if name[0] != kind:
+                continue
+            obj = load(blobs[0])
+            for blob in blobs[1:]:
+                if isinstance(obj, ContentIndex):
+                    obj.replay(load(blob))
+                elif isinstance(obj, TenantSpread):
+                    obj.apply(load(blob))
+            known[name] = obj
+    for name, blobs in pieces.items():
+        if name[0] == "dm":
+            dm = load(blobs[0])
+            if not isinstance(dm, DomainMonitor):
+                raise TypeError(f"piece {name} is not a DomainMonitor")
+            dm.overlap.public = public  # pickled as None (OverlapDetector.__getstate__)
+            known[name] = dm
+    top = pieces.get(PART) or pieces.get(JOIN)
+    if top is None:
+        raise ValueError("no partition piece")
+    state = load(top[0])
+    if not isinstance(state, (JoinState, DomainState)):
+        raise TypeError(f"not a stage snapshot: {type(state).__name__}")
+    return state
