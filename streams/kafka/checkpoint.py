@@ -238,7 +238,8 @@ class Checkpointer:
         except Exception:
             log.exception("%s: checkpoint of partition %s could not be restored; starting fresh", stage, partition)
             self.counters[f"restore_errors.{stage}"] += 1
-            self.forget(stage, partition)
+            self.manifests.pop((stage, partition), None)
+            self.seq.pop((stage, partition), None)
             self._sweep(stage, partition, table, set())
             table.pop(snapshot_key(stage, partition), None)
             return None
