@@ -26,7 +26,7 @@ first text, never more.
 Checkpoints copy the record whole once, then only the bytes that changed: after `mark()` the record notes
 the byte offsets it sets in the current generation (bits are only ever set, until a rotation starts a new
 generation), and `changes()` gives their current values, which `apply()` writes into the copy taken at the
-mark. The note is bounded (a quarter of a filter's bytes); past it, or after a rotation, a whole copy is needed.
+mark. The note is bounded (offsets for half a filter's bytes); past it, or after a rotation, a whole copy is needed.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class TenantSpread:
         if self._touched is not None:
             self._touched.append((row, offsets.astype(np.uint32)))
             self._touched_n += offsets.size
-            if self._touched_n > self._cur.bits.shape[1] // 4:
+            if self._touched_n > self._cur.bits.shape[1] // 2:  # 4-byte offsets: at most 2 rows of memory
                 self._touched = None
 
     @staticmethod
@@ -212,7 +212,11 @@ class TenantSpread:
         for row in range(LEVELS + 1):
             parts = [offsets for r, offsets in self._touched if r == row]
             if parts:
-                offsets = np.unique(np.concatenate(parts))
+                # A bitmap over the row instead of np.unique: linear, and the row is a fixed, small size.
+                seen = np.zeros(cur.bits.shape[1], dtype=bool)
+                for offsets in parts:
+                    seen[offsets] = True
+                offsets = np.flatnonzero(seen).astype(np.uint32)
                 rows.append((row, offsets, cur.bits[row, offsets]))
         return SpreadChanges(cur.inserts, rows)
 
