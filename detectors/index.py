@@ -18,9 +18,23 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
 from operator import eq
+from typing import NamedTuple
 
-# The open run of consecutive matches per source (tenant or session): (length, summed weight).
-_Runs = dict[str, tuple[int, float]]
+
+class _Run(NamedTuple):
+    """The open run of consecutive matches of one source (tenant or session)."""
+
+    length: int
+    weight: float  # summed evidence weight
+    tokens: float  # summed evidence weight x the source text's tokens per unit; -1 for a cross-session run
+    start: int  # position of its first fingerprint in the output
+
+
+_SESSION_RUN = _Run(0, 0.0, -1.0, 0)
+# Fingerprints on a side of a run that must be the receiver's own text and the source's for the run to be one text
+# with the receiver's (`ContentIndex._attached`).
+_ATTACH = 2
+_Runs = dict[str, _Run]
 
 
 @dataclass(slots=True)
@@ -31,6 +45,9 @@ class Doc:
     request_id: str
     ts: float
     hashes: list[int]
+    # Model tokens per unit of this text (the engine's own count over the fingerprinter's units): what a
+    # matched unit of it weighs when outputs mixing several sources are attributed. 1.0 when unknown.
+    tpu: float = 1.0
 
 
 @dataclass(slots=True)
@@ -60,21 +77,43 @@ class Overlap:
     # fingerprints per source, in output order.
     evidence: dict[str, float] = field(default_factory=dict)
     passages: Counter[str] = field(default_factory=Counter)
-    long_passages: Counter[str] = field(default_factory=Counter)  # runs of at least `long_run` matches
+    # Runs of at least `long_run` matches that do not continue the receiver's own text (`ContentIndex._close`).
+    long_passages: Counter[str] = field(default_factory=Counter)
     long_run: int = 3
     # Evidence inside long passages only: the source of a leak is the tenant whose pages explain the long runs,
     # not the one that shares the most scattered vocabulary with the output.
     long_evidence: dict[str, float] = field(default_factory=dict)
+    # Model tokens of the source's text estimated inside long passages (rarity-weighted): a run of r
+    # consecutive matches spans about r * gap + edge units (winnowing selects one k-gram per `gap` units
+    # on average, and a passage's last k-gram adds k - 1 units), each worth its source text's tokens per unit.
+    # A page leak is counted in tokens, so the source that put most tokens into the output is the origin.
+    tokens: dict[str, float] = field(default_factory=dict)
+    short_tokens: dict[str, float] = field(default_factory=dict)  # the same in shorter runs
+    gap: float = 2.5
+    edge: float = 4.0
+    seams: bool = True
+    # Longest run per source that does not continue the receiver's own text, and the runs that do (`_close`).
+    free_run: Counter[str] = field(default_factory=Counter)
+    attached: Counter[str] = field(default_factory=Counter)
     matched: dict[str, list[int]] = field(default_factory=dict)
+
+    def leaked_tokens(self, tenant: str) -> float:
+        """Estimated tokens of `tenant`'s text in the output: its long passages, and once one proves it a source,
+        its shorter runs too (pieces of its pages split where a fingerprint was explained away)."""
+        long = self.tokens.get(tenant, 0.0)
+        return long + self.short_tokens.get(tenant, 0.0) if long else 0.0
 
     def best_tenant(self) -> tuple[str, int] | None:
         if not self.by_tenant:
             return None
-        # Most (split) credit wins, then most passages, then the most recent text (stale pages are
-        # the recently freed ones), then the lexically first id so the verdict is stable.
+        # A source with a passage that is not one text with the receiver's own comes first; then most estimated
+        # leaked tokens, then most (split) credit, then most passages, then the most recent text (stale pages
+        # are the recently freed ones), then the lexically first id so the verdict is stable.
         tenant = min(
             self.by_tenant,
             key=lambda t: (
+                self.long_passages[t] == 0,
+                -round(self.leaked_tokens(t), 6),
                 -round(self.long_evidence.get(t, 0.0), 9),
                 -round(self.weight[t], 9),
                 -self.by_tenant[t],
@@ -113,10 +152,18 @@ class ContentIndex:
         self._log: list[Doc | int] | None = None
         self._log_fps = 0
 
-    def add(self, tenant_id: str, session_id: str | None, request_id: str, ts: float, hashes: list[int]) -> None:
+    def add(
+        self,
+        tenant_id: str,
+        session_id: str | None,
+        request_id: str,
+        ts: float,
+        hashes: list[int],
+        tokens_per_unit: float = 1.0,
+    ) -> None:
         if not hashes:
             return
-        self._insert(Doc(self._next_id, tenant_id, session_id, request_id, ts, hashes))
+        self._insert(Doc(self._next_id, tenant_id, session_id, request_id, ts, hashes, tokens_per_unit))
         self._expire(ts)
 
     def _insert(self, doc: Doc) -> None:
@@ -200,21 +247,34 @@ class ContentIndex:
         explained: list[int] | None = None,
         rarity: list[float] | None = None,
         long_run: int = 3,
+        gap: float = 2.5,
+        edge: float = 4.0,
+        seams: bool = True,
     ) -> Overlap:
         """What the output `hashes` share with the window. `explained[i]` (0 none, 1 own history, 2 public
         corpus, 3 common over the long horizon) and `rarity[i]` (the evidence weight of a match) come from
-        the long-horizon record; without them every match weighs 1."""
-        ov = Overlap(total=len(hashes), long_run=long_run)
+        the long-horizon record; without them every match weighs 1. `gap` = (w + 1) / 2 and `edge` = k - 1
+        turn runs of matches into passage lengths (`Overlap.tokens`); `seams` (k - 1 >= w) lets a run that
+        continues the receiver's own text be told apart (`_close`)."""
+        ov = Overlap(total=len(hashes), long_run=long_run, gap=gap, edge=edge, seams=seams)
         single_get = self._single.get
         multi_get = self._multi.get
         docs = self._docs
         common_min = self.common_min_tenants
-        # source -> (length, evidence) of the run ending at the previous fingerprint
+        # source -> the run ending at the previous fingerprint (see `_Run`); `before` at the one before that.
         runs: _Runs = {}
+        before: _Runs = {}
+        # Per position: the fingerprint if it is the receiver's own text (its prompt or recent context), else None.
+        own: list[int | None] = [None] * len(hashes)
+        ended: list[tuple[str, _Run]] = []
         for i, h in enumerate(hashes):
-            prev, runs = runs, {}
+            if before:
+                ended += [(src, before[src]) for src in before.keys() - runs.keys()]
+            before, runs = runs, {}
+            prev = before
             if h in own_prompt:
                 ov.own_prompt += 1
+                own[i] = h
                 continue
             why = explained[i] if explained is not None else 0
             if why >= 2:
@@ -230,11 +290,12 @@ class ContentIndex:
                 if common_min <= 1:
                     ov.common += 1
                 elif doc.tenant_id == tenant_id:
-                    self._own(ov, doc, session_id, tenant_id, prev, runs)
+                    self._own(ov, doc, session_id, tenant_id, prev, runs, i)
+                    own[i] = h
                 elif why:  # the receiver had it itself, before the window
                     ov.own_history += 1
                 else:
-                    self._credit(ov, doc, 1.0, weight, h, prev, runs)
+                    self._credit(ov, doc, 1.0, weight, h, prev, runs, i)
                 continue
             owners = multi_get(h)
             if owners is None:
@@ -245,51 +306,93 @@ class ContentIndex:
                 continue
             own_doc = owners.get(tenant_id)
             if own_doc is not None:
-                self._own(ov, docs[own_doc], session_id, tenant_id, prev, runs)
+                self._own(ov, docs[own_doc], session_id, tenant_id, prev, runs, i)
+                own[i] = h
                 continue
             if why:
                 ov.own_history += 1
                 continue
             share = 1.0 / len(owners)
             for doc_id in owners.values():
-                self._credit(ov, docs[doc_id], share, weight * share, h, prev, runs)
+                self._credit(ov, docs[doc_id], share, weight * share, h, prev, runs, i)
+        ended += [(src, before[src]) for src in before.keys() - runs.keys()]
+        ended += runs.items()
+        for src, r in ended:
+            if r.tokens >= 0:  # a cross-session run is counted as it grows
+                self._close(ov, src, r, self._attached(src, r, own))
         return ov
 
     @staticmethod
-    def _own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: _Runs, runs: _Runs) -> None:
+    def _own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: _Runs, runs: _Runs, i: int) -> None:
         """A passage the receiving tenant had itself: own context, or (other session) cross-session."""
         sess = doc.session_id
         if session_id is None or sess is None or sess == session_id:
             ov.own_context += 1
             return
         ov.by_session[sess] += 1
-        run = prev.get(sess, (0, 0.0))[0] + 1
-        runs[sess] = (run, 0.0)
+        run = prev.get(sess, _SESSION_RUN).length + 1
+        runs[sess] = _Run(run, 0.0, -1.0, i)
         ov.run_by_session[sess] = max(ov.run_by_session[sess], run)
         ov.source_requests.setdefault(tenant_id, Counter())[doc.request_id] += 1
 
     @staticmethod
-    def _credit(ov: Overlap, doc: Doc, share: float, weight: float, h: int, prev: _Runs, runs: _Runs) -> None:
+    def _credit(ov: Overlap, doc: Doc, share: float, weight: float, h: int, prev: _Runs, runs: _Runs, i: int) -> None:
         """A passage another tenant had: credit (split between the tenants that had it)."""
         other = doc.tenant_id
         ov.by_tenant[other] += 1
-        run, run_weight = prev.get(other, (0, 0.0))
-        run += 1
-        run_weight += weight
-        runs[other] = (run, run_weight)
-        if run == 1:
+        r = prev.get(other)
+        if r is None:
             ov.passages[other] += 1
-        if run == ov.long_run:
-            ov.long_passages[other] += 1
-            ov.long_evidence[other] = ov.long_evidence.get(other, 0.0) + run_weight
-        elif run > ov.long_run:
-            ov.long_evidence[other] += weight
+            r = _Run(1, weight, weight * doc.tpu, i)
+        else:
+            r = _Run(r.length + 1, r.weight + weight, r.tokens + weight * doc.tpu, r.start)
+        runs[other] = r
         ov.evidence[other] = ov.evidence.get(other, 0.0) + weight
         ov.matched.setdefault(other, []).append(h)
-        ov.run_by_tenant[other] = max(ov.run_by_tenant[other], run)
+        ov.run_by_tenant[other] = max(ov.run_by_tenant[other], r.length)
         ov.weight[other] = ov.weight.get(other, 0.0) + share
         ov.newest[other] = max(ov.newest.get(other, doc.ts), doc.ts)
         ov.source_requests.setdefault(other, Counter())[doc.request_id] += 1
+
+    def _holds(self, tenant_id: str, h: int) -> bool:
+        only = self._single.get(h)
+        if only is not None:
+            return self._docs[only].tenant_id == tenant_id
+        owners = self._multi.get(h)
+        return owners is not None and tenant_id in owners
+
+    def _attached(self, src: str, r: _Run, own: list[int | None]) -> bool:
+        """Whether the run continues the receiver's own text: on one side, the `_ATTACH` fingerprints next to it
+        are the receiver's own text AND the source's (the source's text goes on into what the receiver holds:
+        a file or document both tenants hold, not a page inserted into the output). A page has a seam on each
+        side: the k - 1 k-grams straddling it are a whole window when k - 1 >= w, so winnowing selects one of
+        them, and it holds units of both texts, so neither had it; two in a row held by both is no accident.
+        """
+        holds = self._holds
+        before = own[max(0, r.start - _ATTACH) : r.start]
+        after = own[r.start + r.length : r.start + r.length + _ATTACH]
+        return any(
+            len(side) == _ATTACH and all(h is not None and holds(src, h) for h in side) for side in (before, after)
+        )
+
+    def _close(self, ov: Overlap, src: str, r: _Run, attached: bool) -> None:
+        """A tenant's run of matches, ended. A long one is a passage of the source's text: it counts towards the
+        source's evidence and tokens either way, and towards the verdict only if it is not one text with the
+        receiver's own (`_attached`)."""
+        attached = attached and ov.seams
+        if attached:
+            ov.attached[src] += 1
+        else:
+            ov.free_run[src] = max(ov.free_run[src], r.length)
+        # A run of r matches spans about r * gap + edge units; their tokens at each source text's own rate.
+        tokens = r.tokens * (ov.gap + ov.edge / r.length)
+        if r.length < ov.long_run:
+            ov.short_tokens[src] = ov.short_tokens.get(src, 0.0) + tokens
+            return
+        if not attached:
+            ov.long_passages[src] += 1
+        ov.long_evidence[src] = ov.long_evidence.get(src, 0.0) + r.weight
+        ov.tokens[src] = ov.tokens.get(src, 0.0) + tokens
 
     # --- incremental copies ----------------------------------------------------------------------
     def mark(self) -> None:

@@ -37,6 +37,17 @@ from schemas.exchange import Exchange
 _MAX_SOURCE_IDS = 5
 # Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.
 _RARITY = np.array([1.0, 1.0, 0.5, 0.0], dtype=np.float64)
+# Plausible model tokens per unit (a word, or one CJK/Thai character): a count outside this range is not the
+# text's own (a prompt truncated by the producer, a template's overhead) and is not used.
+_TPU_RANGE = (0.25, 4.0)
+
+
+def tokens_per_unit(tokens: int | None, units: int) -> float:
+    """The engine's token count over the fingerprinter's units for one text; 1.0 when unknown or implausible."""
+    if not tokens or units <= 0:
+        return 1.0
+    tpu = tokens / units
+    return tpu if _TPU_RANGE[0] <= tpu <= _TPU_RANGE[1] else 1.0
 
 
 class OverlapDetector:
@@ -88,7 +99,19 @@ class OverlapDetector:
         hashes = ex.output_print.hashes
         own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
         why, rarity = self._explain(ex.tenant_id, hashes)
-        ov = self.index.query(ex.tenant_id, ex.session_id, hashes, own, why, rarity, self.s.overlap_high_run)
+        s = self.s
+        ov = self.index.query(
+            ex.tenant_id,
+            ex.session_id,
+            hashes,
+            own,
+            why,
+            rarity,
+            s.overlap_high_run,
+            (s.w + 1) / 2,
+            s.k - 1,
+            s.k - 1 >= s.w,
+        )
         base = {
             "output_fingerprints": ov.total,
             "explained_own_prompt": ov.own_prompt,
@@ -134,10 +157,13 @@ class OverlapDetector:
     def _tenant_signal(self, ov: Overlap, tenant: str, n: int, base: dict[str, Any], warm: bool) -> Signal:
         run = ov.run_by_tenant[tenant]
         evidence = round(ov.evidence.get(tenant, 0.0), 4)
-        severity = self._by_run(run, warm, "critical")
+        # Below a strong run, only runs with a seam on both sides count (`ContentIndex._close`): one that
+        # continues the receiver's own text is a document both tenants hold.
+        free = ov.free_run[tenant]
+        severity = self._by_run(run if run >= self.s.overlap_strong_matches else free, warm, "critical")
         long = ov.long_passages[tenant]
-        scattered = ov.passages[tenant] - long
-        if warm and severity != "critical" and run >= self.s.overlap_high_run:
+        scattered = ov.passages[tenant] - long - ov.attached[tenant]
+        if warm and severity != "critical" and free >= self.s.overlap_high_run:
             # A run of consecutive matches is one passage of at least k + (run - 1) units; winnowing puts a run
             # of >= floor((16 - k + 1) / w) = 3 matches into every shared 16-unit passage (docs/adr/0003).
             # Many short scattered matches beside it are shared vocabulary, not pages: they cap the verdict.
@@ -147,7 +173,14 @@ class OverlapDetector:
                 severity = "critical"
             elif evidence >= self.s.overlap_high_evidence:
                 severity = "high"
-        figures = dict(base, evidence=evidence, passages=ov.passages[tenant], long_passages=long, warm=warm)
+        figures = dict(
+            base,
+            evidence=evidence,
+            passages=ov.passages[tenant],
+            long_passages=long,
+            attached_runs=ov.attached[tenant],
+            warm=warm,
+        )
         return self._signal("cross_tenant_contamination", severity, n, run, ov.total, figures, tenant, ov)
 
     def _signal(
@@ -197,7 +230,12 @@ class OverlapDetector:
             while len(tainted) > self.s.max_tainted:
                 del tainted[next(iter(tainted))]
         self._last = None
-        for tp in (ex.prompt_print, ex.output_print if include_output else None):
+        # Tokens per unit from the answer: the engine counted exactly that text (a prompt's count also holds the
+        # template, tools and text the producer cut). The prompt is taken to be in the answer's script.
+        usage = ex.response.usage if ex.response is not None else None
+        out = ex.output_print
+        tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
+        for tp in (ex.prompt_print, out if include_output else None):
             if tp is None or not tp.hashes:
                 continue
             hashes = tp.hashes
@@ -209,5 +247,5 @@ class OverlapDetector:
                 if foreign:
                     hashes = [h for h in hashes if h not in foreign]
             if hashes:
-                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, hashes)
+                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, hashes, tpu)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)

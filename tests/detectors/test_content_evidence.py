@@ -25,7 +25,14 @@ LICENCE = (
 
 
 def _settings(**kw: object) -> DetectionSettings:
-    base: dict[str, object] = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "domain_idle_s": 30 * DAY}
+    # A pinned key: winnowing's selection depends on it, and a short text gives a run of 7 under some keys
+    # (high) where it gives 8 (critical) under most; the claims here are about silence versus an alert.
+    base: dict[str, object] = {
+        "overlap_warmup_docs": 0,
+        "overlap_warmup_s": 0,
+        "domain_idle_s": 30 * DAY,
+        "fingerprint_key": "content-evidence-tests",
+    }
     return DetectionSettings(**(base | kw))
 
 

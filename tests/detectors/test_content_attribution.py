@@ -1,0 +1,103 @@
+"""Which source a mixed output names, and runs that continue the receiver's own text (issue 10).
+
+Each case runs under several fingerprint keys: winnowing selects different k-grams under each, and the claims
+hold for all of them (the guarantees are in units, not in a lucky selection)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from factories import request, response
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import SEVERITY_RANK, Alert
+
+KEYS = [f"attribution-test-key-{i}" for i in range(6)]
+
+
+def _words(seed: int, n: int) -> list[str]:
+    """`n` words no other text of these tests holds (and no stock phrase)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice("bcdfghjklmnpqrstvwxz") + rng.choice("aeiou") for _ in range(3)) for _ in range(n)]
+
+
+def _text(words: list[str]) -> str:
+    return " ".join(words)
+
+
+def _monitor(key: str, **kw: object) -> Monitor:
+    base: dict[str, object] = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": key}
+    return Monitor(DetectionSettings(**(base | kw)))
+
+
+def _run(m: Monitor, events: list) -> list[Alert]:
+    out: list[Alert] = []
+    for e in events:
+        out += m.observe(e)
+    return out
+
+
+def _source(tenant: str, rid: str, ts: float, words: list[str], tokens_per_word: float) -> list:
+    """A tenant whose prompt and answer hold `words`; the engine counted `tokens_per_word` tokens per word."""
+    text = _text(words)
+    return [
+        request(rid, tenant, ts, text=text),
+        response(rid, tenant, ts + 1, text=text, **_usage(round(len(words) * tokens_per_word))),
+    ]
+
+
+def _usage(tokens: int) -> dict[str, object]:
+    return {"usage": {"input_tokens": 2_000, "output_tokens": tokens}}
+
+
+# --- a mixed output names its dominant source --------------------------------------------------------------
+@pytest.mark.parametrize("key", KEYS)
+def test_a_mixed_output_names_the_source_of_most_leaked_tokens(key: str) -> None:
+    # A's language costs the engine two tokens per word, B's one: 30 words of A are 60 tokens, 40 of B are 40,
+    # although B's passage gives more fingerprints than A's (fingerprints count units, not tokens).
+    a, b, own = _words(1, 120), _words(2, 120), _words(3, 60)
+    page_a, page_b = a[50:80], b[30:70]
+    leaked = _text(own[:15] + page_a + own[15:30] + page_b + own[30:45])
+
+    def run(tokens_per_word_a: float) -> Alert:
+        m = _monitor(key)
+        events = _source("A", "a1", 0, a, tokens_per_word_a) + _source("B", "b1", 10, b, 1.0)
+        events += [request("v1", "V", 20, text="Tell me about my report."), response("v1", "V", 21, text=leaked)]
+        (alert,) = _run(m, events)
+        return alert
+
+    alert = run(2.0)
+    assert (alert.kind, alert.source_tenant_id) == ("cross_tenant_contamination", "A")
+    assert SEVERITY_RANK[alert.severity] >= SEVERITY_RANK["high"]
+    # Control: when A's words cost what B's do, B put more tokens into the output and is named.
+    assert run(1.0).source_tenant_id == "B"
+
+
+# --- a run that continues the receiver's own text ------------------------------------------------------------
+@pytest.mark.parametrize("key", KEYS)
+def test_a_document_both_tenants_hold_is_not_a_page_inserted_into_the_output(key: str) -> None:
+    # Both tenants work with the same file (vendored, or the same shared document); B's prompt holds its first
+    # part, and B's answer goes on quoting the file past what B sent: 20 words that only A had in the window.
+    # The strong-run rule is set aside: this is about short runs, which alone would be a high alert.
+    doc, filler = _words(4, 120), _words(5, 40)
+    settings = {"overlap_strong_matches": 100}
+    m = _monitor(key, **settings)
+    events = _source("A", "a1", 0, doc, 1.3)
+    events += [
+        request("b1", "B", 20, text="Why does this fail?\n" + _text(doc[:60])),
+        response("b1", "B", 21, text=_text(doc[30:80] + filler)),
+    ]
+    assert [a for a in _run(m, events) if SEVERITY_RANK[a.severity] >= SEVERITY_RANK["warning"]] == []
+    # Control: the same 20 words inserted between B's own text and new text, B's prompt without the file,
+    # are a page of A's text in B's output.
+    m = _monitor(key, **settings)
+    own = _words(6, 60)
+    events = _source("A", "a1", 0, doc, 1.3)
+    events += [
+        request("b1", "B", 20, text="Why does this fail?\n" + _text(own)),
+        response("b1", "B", 21, text=_text(own[:30] + doc[60:80] + filler)),
+    ]
+    (alert,) = _run(m, events)
+    assert (alert.source_tenant_id, alert.severity) in {("A", "high"), ("A", "critical")}
