@@ -16,7 +16,9 @@ In one run, on text-free simulator traffic:
    topic - wall time its response was produced. Run with low-latency watermark settings (reorder
    lateness 0 s, watermark step 0.05 s) and, for the trade-off, with the defaults (1 s, 1 s).
    Target: p99 <= 250 ms at half rate (low-latency settings).
-5. Two workers (same app id) on a fresh pre-filled topic: combined rate and scaling vs one worker.
+5. One and two workers (same app id), each joined and ready before the input is published (on a
+   pre-filled topic the first worker to join reads most of it before the second gets a partition):
+   combined rate and scaling vs one worker.
 
 This file is the command line and the order of the runs; the parts: bench/_kafka_input.py (messages, end
 markers), bench/_kafka_throughput.py (baseline, ceilings, worker runs), bench/_kafka_latency.py (live
