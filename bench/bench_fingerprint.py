@@ -63,6 +63,9 @@ def v1_fingerprinter(args) -> type | None:
     except (OSError, subprocess.SubprocessError):
         c.log(args, "winnow-v1 fingerprinter not available from git; skipping that check")
         return None
+    # The v1 module imported TextFingerprint by its old name from its old home (issue 12 renamed and moved it).
+    src = src.replace("from detectors.exchange import TextPrint", "from schemas.exchange import TextFingerprint")
+    src = src.replace("TextPrint", "TextFingerprint")
     mod = types.ModuleType("fingerprint_v1")
     exec(compile(src, "fingerprint_v1.py", "exec"), mod.__dict__)
     return mod.Fingerprinter

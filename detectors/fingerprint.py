@@ -17,6 +17,12 @@ Python string per unit: ASCII text is split from its folded bytes; text of chara
 anything else from its folded UTF-8 bytes (`tokens.Units`). Short texts look up their words, or
 space-separated pieces, in bounded dicts instead, since numpy's fixed costs dominate there.
 
+With the optional native extension (`detectors/_winnow.c`, built by `pip install` when a C compiler is
+there) one C loop does all of it on the str's code points: units, cached unit hashes, k-grams, window
+minima and the selection; new units are still hashed here, in Python (`_bytes_hash`: normalisation and
+blake2b), through a callback. Without the extension, or with `native=False`, the numpy path below runs;
+both give the same fingerprints (property-tested).
+
 Without the key the hashes reveal nothing about the text, so stored state does not leak it. This module
 is also the producer-side helper: gateways fingerprint at the edge with the same parameters and send
 `prompt_fingerprint` / `output_fingerprint` instead of text.
@@ -32,6 +38,11 @@ import numpy as np
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from schemas.events import Fingerprint
 from schemas.exchange import TextFingerprint
+
+try:
+    import detectors._winnow as _winnow
+except ImportError:  # built without a C compiler: the pure path, same fingerprints
+    _winnow = None  # type: ignore[assignment]
 
 __all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "words_of"]
 
@@ -52,6 +63,27 @@ _WORD_CACHE_MAX = 2_000_000
 _SHORT_TEXT = 1_024
 _SHORT_CACHE_MAX = 100_000
 _PIECE_MAX = 64  # bytes
+# Native cache bounds: as many words as the numpy table, and their key bytes (words over 256 bytes are
+# hashed again each time instead).
+_NATIVE_KEY_BYTES_MAX = 64 << 20
+_CLASS_BYTES = CLASS.tobytes()
+NATIVE = _winnow is not None  # whether the native extension is built and importable
+
+
+def _text_fingerprint(hashes: list[int], words: int) -> TextFingerprint:
+    """TextFingerprint.model_construct(hashes=hashes, words=words) at a third of its cost (~0.8 µs instead
+    of ~2.5 µs, as much as tokenising a 300-byte text): our own output, valid by construction. Equal to
+    model_construct's object in every respect (fields, fields set, pickling; tested)."""
+    tf = _new(TextFingerprint)
+    _set(tf, "__dict__", {"hashes": hashes, "words": words})
+    _set(tf, "__pydantic_fields_set__", {"hashes", "words"})
+    _set(tf, "__pydantic_extra__", None)
+    _set(tf, "__pydantic_private__", None)
+    return tf
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 def key_id_of(key: str) -> str:
@@ -79,7 +111,7 @@ _MIN_BITS = 10  # 1,024 slots (24 KiB) to start with; the table doubles at half 
 
 
 class Fingerprinter:
-    def __init__(self, key: str, k: int, w: int) -> None:
+    def __init__(self, key: str, k: int, w: int, *, native: bool = True) -> None:
         if k < 1 or w < 1:
             raise ValueError("k and w must be positive")
         self.k = k
@@ -94,6 +126,12 @@ class Fingerprinter:
         # Single-character units (CJK, Thai...) by code point: 1.6 MB, filled as characters are first seen.
         self._cp = np.zeros(TABLE_END, dtype=np.uint64)
         self._hasher = hashlib.blake2b(key=self._key, digest_size=8)
+        # The native loop when built (and not turned off: the tests compare both paths).
+        self._native = (
+            _winnow.Winnower(k, w, _CLASS_BYTES, FOLD, _WORD_CACHE_MAX, _NATIVE_KEY_BYTES_MAX, TextFingerprint)
+            if native and _winnow is not None
+            else None
+        )
 
     @property
     def guarantee_units(self) -> int:
@@ -103,7 +141,12 @@ class Fingerprinter:
     @property
     def cached_units(self) -> int:
         """How many distinct words have their keyed hash cached (single characters are in a fixed-size table)."""
-        return self._count + len(self._long)
+        return self._count + len(self._long) + (self._native.cached if self._native is not None else 0)
+
+    @property
+    def native(self) -> bool:
+        """Whether this fingerprinter runs the native loop."""
+        return self._native is not None
 
     def _reset_cache(self) -> None:
         self._tables(_MIN_BITS)
@@ -440,12 +483,12 @@ class Fingerprinter:
         return self.winnow(self.kgram_hashes(self.word_hashes(words)))
 
     def _print(self, wh: np.ndarray) -> TextFingerprint:
-        hashes = self._selected(self.kgram_hashes(wh))
-        # Our own output is valid by construction: skip re-validating every hash.
-        return TextFingerprint.model_construct(hashes=hashes, words=wh.shape[0])
+        return _text_fingerprint(self._selected(self.kgram_hashes(wh)), wh.shape[0])
 
     def text_hashes(self, text: str) -> np.ndarray:
         """word_hashes(words_of(text)), without making the units (no Python string per unit)."""
+        if self._native is not None:
+            return np.frombuffer(self._native.hashes(text, self._bytes_hash), dtype=np.uint64)
         if text.isascii():
             # words_of's fast path stops at the folded bytes: their space-separated runs are the words.
             tb = text.encode("ascii").translate(FOLD)
@@ -468,6 +511,9 @@ class Fingerprinter:
 
     def fingerprint_text(self, text: str) -> TextFingerprint:
         """The fingerprints of a text, as a TextFingerprint (what the join keeps instead of the text)."""
+        native = self._native
+        if native is not None:
+            return native.fingerprint(text, self._bytes_hash)  # type: ignore[return-value]
         return self._print(self.text_hashes(text))
 
     def fingerprint(self, text: str) -> Fingerprint:

@@ -13,6 +13,12 @@ if [ ! -x "$ROOT/.tools/bin/alertmanager" ] && [ -x "$GO" ]; then
 fi
 VENV="${CROSSTALK_VENV:-$ROOT/.venv}"
 export PYTHON="$VENV/bin/python"
+# The editable install compiles the native fingerprinting loop (detectors/_winnow.c) in place; rebuild it
+# when the C source is newer than the built module (tests compare it with the pure path, and in CI require it).
+so="$(ls "$ROOT"/detectors/_winnow.*.so 2>/dev/null | head -1 || true)"
+if [ -n "$so" ] && [ "$ROOT/detectors/_winnow.c" -nt "$so" ]; then
+  "$VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
+fi
 export KAFKA_PORT="${KAFKA_PORT:-19092}"
 export CROSSTALK_KAFKA__BOOTSTRAP="${CROSSTALK_KAFKA__BOOTSTRAP:-127.0.0.1:$KAFKA_PORT}"
 started=0
