@@ -57,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
     # Python's cycle collector runs every 700 net allocations and its full passes walk every live
     # object: the stages allocate a few objects per event and keep large states, and in process the
     # collector took ~15 % of the stages' time (issue 16). What exists after start-up is frozen out
-    # of the collections, and the young generation is collected 70x less often (the few cycles
-    # these stages make live a little longer; memory is bounded by the same count).
+    # of the collections, and the young generation is collected 14x less often: most of that gain
+    # (in process) with pauses bounded by ~10k young objects, since each pause delays every alert.
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    gc.set_threshold(10_000, 10, 10)
     worker = faust.Worker(pipeline.app, loglevel=args.loglevel, quiet=True)
     # Faust's terminal spinner sets the root logger to DEBUG so that it "spins for every log
     # message": every debug call in aiokafka then builds a LogRecord (~8 % of a worker's CPU).
