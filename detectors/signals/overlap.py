@@ -35,6 +35,7 @@ from schemas.alert import Severity, Signal
 from schemas.exchange import Exchange
 
 _MAX_SOURCE_IDS = 5
+_MAX_OTHER_SOURCES = 3
 # Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.
 _RARITY = np.array([1.0, 1.0, 0.5, 0.0], dtype=np.float64)
 # Plausible model tokens per unit (a word, or one CJK/Thai character): a count outside this range is not the
@@ -179,6 +180,11 @@ class OverlapDetector:
             passages=ov.passages[tenant],
             long_passages=long,
             attached_runs=ov.attached[tenant],
+            leaked_tokens_estimate=round(ov.leaked_tokens(tenant), 1),
+            # A mixed output has several origins: the others with a long passage, most estimated tokens first.
+            other_sources=sorted((t for t in ov.tokens if t != tenant), key=lambda t: (-ov.leaked_tokens(t), t))[
+                :_MAX_OTHER_SOURCES
+            ],
             warm=warm,
         )
         return self._signal("cross_tenant_contamination", severity, n, run, ov.total, figures, tenant, ov)

@@ -71,6 +71,9 @@ def test_a_mixed_output_names_the_source_of_most_leaked_tokens(key: str) -> None
     alert = run(2.0)
     assert (alert.kind, alert.source_tenant_id) == ("cross_tenant_contamination", "A")
     assert SEVERITY_RANK[alert.severity] >= SEVERITY_RANK["high"]
+    # The other origin is named beside it.
+    (signal,) = [s for s in alert.evidence if s.name == "cross_tenant_contamination"]
+    assert signal.figures["other_sources"] == ["B"]
     # Control: when A's words cost what B's do, B put more tokens into the output and is named.
     assert run(1.0).source_tenant_id == "B"
 
