@@ -75,3 +75,67 @@ def test_a_snapshot_carries_neither_the_session_cache_nor_the_key() -> None:
     assert back.state_size() == 0 and not back._states
     longer = text + " ".join(f"v{i}" for i in range(300)) + "\n"
     assert back.fingerprint_text("s", longer) == FP.fingerprint_text(longer)
+
+
+PURE = Fingerprinter("test-key", k=5, w=12, native=False)
+
+
+@pytest.mark.slow  # 60 generated conversations x 4 paths
+@settings(max_examples=60, deadline=None)
+@given(history=turns())
+def test_every_path_gives_the_full_pass_fingerprints(history: list[str]) -> None:
+    """Native or pure fingerprinter, native polynomial or SHA-256 prefix digest: the same fingerprints."""
+    import detectors.session_prints as spm
+
+    for fp in (FP, PURE):
+        for native_digest in (True, False):
+            with pytest.MonkeyPatch.context() as mp:
+                if not native_digest:
+                    mp.setattr(spm, "_winnow", None)
+                sp = SessionPrints(fp, min_cut=0)
+                for text in history:
+                    assert sp.fingerprint_text("s", text) == FP.fingerprint_text(text)
+
+
+@pytest.mark.parametrize("native_digest", [True, False])
+def test_an_edit_inside_the_resent_history_is_caught(native_digest: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import detectors.session_prints as spm
+
+    if not native_digest:
+        monkeypatch.setattr(spm, "_winnow", None)
+    elif spm._winnow is None:
+        pytest.skip("native extension not built")
+    sp = SessionPrints(FP, min_cut=0)
+    text = " ".join(f"w{i}" for i in range(3000)) + "\n"
+    sp.fingerprint_text("s", text)
+    for pos in (0, 7, 13, len(text) // 2, len(text) - 3):  # same length, one character changed
+        edited = text[:pos] + ("X" if text[pos] != "X" else "Y") + text[pos + 1 :] + "more words here\n"
+        before = sp.reused_bytes
+        assert sp.fingerprint_text("s", edited) == FP.fingerprint_text(edited)
+        assert sp.reused_bytes == before  # not continued: a full pass
+        sp.fingerprint_text("s", text)  # back to the original state
+
+
+def test_native_prefix_digest_is_the_polynomial_it_claims() -> None:
+    wn = pytest.importorskip("detectors._winnow")
+    p = (1 << 61) - 1
+
+    def ref(d: bytes, r: int) -> int:
+        acc = 0
+        for i in range(0, len(d) - len(d) % 7, 7):
+            acc = (acc * r + int.from_bytes(d[i : i + 7], "little")) % p
+        if len(d) % 7:
+            acc = (acc * r + int.from_bytes(d[len(d) - len(d) % 7 :], "little")) % p
+        return (acc * r + len(d)) % p
+
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        data = rng.randbytes(rng.randrange(0, 300))
+        r = rng.randrange(1, p)
+        b = rng.randrange(0, len(data) + 1)
+        a = rng.randrange(0, b + 1)
+        assert wn.prefix_digests(data, r, a, b) == (ref(data[:a], r), ref(data[:b], r))
+    with pytest.raises(ValueError):
+        wn.prefix_digests(b"abc", 5, 2, 1)
