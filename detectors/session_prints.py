@@ -51,7 +51,11 @@ class _State:
     units: int  # units before the cut
     unit_tail: np.ndarray  # the last k - 1 unit hashes before the cut
     kgram_tail: np.ndarray  # the last w - 1 k-gram hashes before the cut
-    selected: list[int]  # fingerprints of the windows before the cut, in order of first selection
+    # Fingerprints of the windows before the cut, in order of first selection: the first `nsel` items of
+    # `selected`. The list is the one handed out in the last TextFingerprint (frozen; nothing mutates its
+    # list in place), which may go on past the cut: sharing it saves a copy of the whole list every turn.
+    selected: list[int]
+    nsel: int
     ordered: np.ndarray  # the same, sorted (membership tests)
 
 
@@ -94,7 +98,7 @@ class SessionPrints:
         data = memoryview(text.encode("utf-8", "surrogatepass"))
         state = self._states.pop(session, None)
         if state is not None:
-            self._prints -= len(state.selected)
+            self._prints -= state.nsel
             c = state.cut
             if len(data) > c and data[c] in _SEPARATORS:
                 cut = _last_separator(data)  # >= c: the state for the next turn is digested in the same pass
@@ -119,8 +123,9 @@ class SessionPrints:
         # The windows that reach past the cut, in order; consecutive windows mostly share their minimum.
         mins = _window_minima(kg, w)
         new, new_at, new_pos = _fresh(mins, _changes(mins), state.ordered)
-        hashes = state.selected + new.tolist()
-        self._remember_continued(session, data, state, new_units, kg, (new, new_at, new_pos), cut, digest)
+        hashes = state.selected[: state.nsel]  # the one copy of the list a turn makes
+        hashes += new.tolist()
+        self._remember_continued(session, data, state, new_units, kg, (new, new_at, new_pos), hashes, cut, digest)
         assert total_units - k + 1 >= w  # the state always holds a whole window
         return TextFingerprint.model_construct(hashes=hashes, words=total_units)
 
@@ -138,7 +143,8 @@ class SessionPrints:
         first = _first_seen(mins[_changes(mins)])
         selected = first.tolist()
         ordered = np.sort(first)
-        self._store(session, self._digests(data, cut, cut)[1], cut, units, wh[:units], kg[:nkg], selected, ordered)
+        digest = self._digests(data, cut, cut)[1]
+        self._store(session, digest, cut, units, wh[:units], kg[:nkg], (selected, len(selected)), ordered)
 
     def _remember_continued(
         self,
@@ -148,17 +154,19 @@ class SessionPrints:
         new_units: np.ndarray,
         kg: np.ndarray,
         fresh: tuple[np.ndarray, np.ndarray, np.ndarray],
+        hashes: list[int],
         cut: int,
         digest: bytes,
     ) -> None:
         """State for the next turn after a continued pass (kg: the previous tail and the new k-grams; fresh:
-        the values first selected in this turn with their first window and place in `state.ordered`; cut: the
+        the values first selected in this turn with their first window and place in `state.ordered`; hashes: the
+        list handed out (the state's selection, then `fresh`'s values in the same order); cut: the
         text's last separator, digest: of the text up to it), without touching the part before the previous cut."""
         fp = self.fp
         w = fp.w
         if cut <= state.cut:
             self._states[session] = state  # nothing new before a separator: keep the old state
-            self._prints += len(state.selected)
+            self._prints += state.nsel
             return
         after = fp.text_hashes(_text(data, cut)).shape[0]  # units after the new cut
         units = state.units + new_units.shape[0] - after
@@ -169,12 +177,12 @@ class SessionPrints:
         nwin = max(nkg - w + 1, 0)
         new, new_at, new_pos = fresh
         before = new_at < nwin  # first selected by a window that lies before the new cut
-        new, new_pos = new[before], new_pos[before]
-        selected = state.selected + new.tolist()
+        new, new_pos = new[before], new_pos[before]  # a prefix of the turn's new values (ordered by window)
+        nsel = state.nsel + new.shape[0]
         # Their places in the sorted array are known (from the membership test): one insertion pass.
         order = np.argsort(new)
         ordered = np.insert(state.ordered, new_pos[order], new[order])
-        self._store(session, digest, cut, units, unit_tail, kg[:nkg], selected, ordered)
+        self._store(session, digest, cut, units, unit_tail, kg[:nkg], (hashes, nsel), ordered)
 
     def _store(
         self,
@@ -184,11 +192,12 @@ class SessionPrints:
         units: int,
         unit_tail: np.ndarray,
         kgrams: np.ndarray,
-        selected: list[int],
+        selection: tuple[list[int], int],
         ordered: np.ndarray,
     ) -> None:
         fp = self.fp
-        if len(selected) > self.max_prints_per_session:
+        selected, nsel = selection
+        if nsel > self.max_prints_per_session:
             return
         k1 = fp.k - 1
         st = _State(
@@ -198,13 +207,14 @@ class SessionPrints:
             unit_tail=unit_tail[unit_tail.shape[0] - k1 :].copy() if k1 else unit_tail[:0].copy(),
             kgram_tail=kgrams[kgrams.shape[0] - (fp.w - 1) :].copy() if fp.w > 1 else kgrams[:0].copy(),
             selected=selected,
+            nsel=nsel,
             ordered=ordered,
         )
         self._states[session] = st
-        self._prints += len(selected)
+        self._prints += nsel
         while self._states and (len(self._states) > self.max_sessions or self._prints > self.max_prints_total):
             _, old = self._states.popitem(last=False)
-            self._prints -= len(old.selected)
+            self._prints -= old.nsel
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a Kafka join snapshot) without the sessions: a cache, whose loss costs one full pass
