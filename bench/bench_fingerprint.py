@@ -5,9 +5,10 @@ Baselines, measured in the same run on the same texts:
   Chinese/English) should reach >= 50 % of the MB/s on ASCII text of the same size class (issue 10);
 * `words_of` (tokenising alone): fingerprinting should reach >= 60 % of its rate per size class and
   >= 50 % at 300 bytes (issue 16); texts/s is reported beside MB/s, since short texts pay a fixed cost.
-Also: the cold-cache rate (every distinct unit hashed with blake2b once), and the last winnow-v1
-fingerprinter (loaded from git) on the ASCII texts, which must give identical fingerprints: winnow-v2
-changes nothing for ASCII text.
+Also, in the same run: the pure numpy path (`Fingerprinter(..., native=False)`, what runs without the
+optional C extension `detectors/_winnow.c`), the cold-cache rate (every distinct unit hashed with blake2b
+once), and the last winnow-v1 fingerprinter (loaded from git) on the ASCII texts, which must give
+identical fingerprints: winnow-v2 changes nothing for ASCII text.
 
 Session: 30 turns re-sending a history that grows to ~200k tokens (154k words), every turn in full
 against `detectors.session_prints.SessionPrints` (issue 16, target >= 10x less work, same fingerprints).
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 
-from detectors.fingerprint import Fingerprinter, words_of
+from detectors.fingerprint import NATIVE, Fingerprinter, words_of
 from detectors.session_prints import SessionPrints
 
 NAME = "bench_fingerprint"
@@ -171,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     c.log(args, f"{len(streams)} scripts x {len(SIZES)} sizes, ~{cell_bytes / c.MB:.2f} MB each; best of {repeat}")
 
     warm = Fingerprinter(KEY, K, W)
+    pure = Fingerprinter(KEY, K, W, native=False)
+    built = "built, measured" if warm.native else "NOT BUILT: pure path only"
+    c.log(args, f"native loop (detectors/_winnow.c): {built}")
     rows: list[dict] = []
     cells: dict[tuple[str, int], dict[str, float]] = {}
     prog = c.Progress("measuring", len(streams) * len(SIZES), not args.no_progress)
@@ -179,14 +183,18 @@ def main(argv: list[str] | None = None) -> int:
             texts = cut(stream, size, max(10, cell_bytes // size))
             nbytes = sum(len(t.encode()) for t in texts)
             nunits = sum(len(words_of(t)) for t in texts)
-            for t in texts:  # warm the unit cache
+            for t in texts:  # warm the unit caches
                 warm.fingerprint_text(t)
+                pure.fingerprint_text(t)
             t_fp, _ = best_cpu(lambda texts=texts: [warm.fingerprint_text(t) for t in texts] and None, repeat)
             t_tok, _ = best_cpu(lambda texts=texts: [words_of(t) for t in texts] and None, repeat)
+            t_pure, _ = best_cpu(lambda texts=texts: [pure.fingerprint_text(t) for t in texts] and None, repeat)
             cell = {
                 "fp_mb_s": nbytes / t_fp / c.MB,
                 "fp_texts_s": len(texts) / t_fp,
+                "pure_mb_s": nbytes / t_pure / c.MB,
                 "words_of_mb_s": nbytes / t_tok / c.MB,
+                "words_of_texts_s": len(texts) / t_tok,
                 "ns_per_unit": 1e9 * t_fp / max(nunits, 1),
             }
             cells[(name, size)] = cell
@@ -206,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
                     "texts/s": cell["fp_texts_s"],
                     "ns/unit": cell["ns_per_unit"],
                     "words_of MB/s": cell["words_of_mb_s"],
+                    "words_of texts/s": cell["words_of_texts_s"],
                     "of words_of": f"{cell['of_words_of']:.0%}",
+                    "pure path MB/s": cell["pure_mb_s"],
                     "of ASCII": f"{cell['of_ascii']:.0%}",
                 }
             )
@@ -248,22 +258,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     targets["cold cache >= 30 MB/s (2 KB ASCII)"] = c.target(abytes / t_cold / c.MB, 30, unit=" MB/s")
     tables = {
-        "warm cache, one core (CPU time)": c.table(rows),
+        f"warm cache, one core (CPU time); native loop {'built' if NATIVE else 'NOT built'}": c.table(rows),
         "cold cache": f"2 KB ASCII texts, a new Fingerprinter per pass: {abytes / t_cold / c.MB:.1f} MB/s"
         + ("" if v1_same is None else f"\nwinnow-v1 ({V1_REV}) gives the same fingerprints on ASCII: {v1_same}"),
         "session re-sending its history": (
             f"{sess['turns']} turns to {sess['history_bytes'] / c.MB:.2f} MB ({sess['history_units']:,} units): "
             f"every turn in full {sess['full_s']:.3f} s, SessionPrints {sess['incremental_s']:.3f} s "
             f"({sess['full_s'] / sess['incremental_s']:.1f}x less CPU time; units fingerprinted "
-            f"{sess['units_fingerprinted_full'] / sess['units_fingerprinted_incremental']:.1f}x fewer: the rest is "
-            f"the keyed digest that checks the re-sent history), same fingerprints; "
+            f"{sess['units_fingerprinted_full'] / sess['units_fingerprinted_incremental']:.1f}x fewer; per turn the "
+            f"re-sent history is still read once by the keyed digest that checks it), same fingerprints; "
             f"state {sess['state_fingerprints']:,} fingerprints (~56 B each)"
         ),
     }
     path = c.write(
         NAME,
         args,
-        params={"k": K, "w": W, "repeat": repeat, "cell_bytes": cell_bytes, "sizes": list(SIZES)},
+        params={"k": K, "w": W, "repeat": repeat, "cell_bytes": cell_bytes, "sizes": list(SIZES), "native": NATIVE},
         figures={**{f"{n}_{s}": cells[(n, s)] for n, s in cells}, "session": sess},
         baseline={f"ascii_{s}_fp_mb_s": cells[("ascii", s)]["fp_mb_s"] for s in SIZES},
         ratio={
