@@ -17,24 +17,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_winnow_cache.h"
+
 #define SEP 0
 #define WORD 1
 #define CHAR 2
 #define DROP 3
 
-static const uint64_t BASE = 0x9E3779B97F4A7C15ULL;
-static const uint64_t MIX = 0xBF58476D1CE4E5B9ULL;
 /* Units longer than this are hashed by the callback each time (rare; keeps the key arena small). */
 #define MAX_KEY 256
-
-#define INLINE_KEY 16
-typedef struct {
-    uint64_t h;   /* hash of the key bytes (0: free slot) */
-    uint64_t val; /* the unit's keyed hash */
-    uint64_t k0, k1; /* keys of up to 16 bytes, zero-padded (most words): no arena access to compare */
-    uint32_t off; /* longer keys: their bytes in the arena */
-    uint32_t len;
-} Entry;
 
 typedef struct {
     PyObject_HEAD
@@ -43,10 +34,7 @@ typedef struct {
     const uint8_t *classes;
     Py_ssize_t table_end;
     uint8_t fold[128];
-    Entry *table;
-    size_t cap, count, max_units;
-    uint8_t *arena;
-    size_t arena_len, arena_cap, max_arena;
+    UnitCache cache; /* words' keyed hashes, bounded (_winnow_cache.h) */
     uint64_t *cp_hash; /* single-character units by code point (0: not computed yet) */
     PyObject *model;   /* the TextFingerprint class, or NULL: fingerprint() then returns a tuple */
 } Winnower;
@@ -91,112 +79,6 @@ static inline int u64s_push(U64s *a, uint64_t x) {
     return 0;
 }
 
-static uint64_t key_hash(const uint8_t *p, size_t n) {
-    uint64_t h = 0x243F6A8885A308D3ULL ^ (n * BASE);
-    while (n >= 8) {
-        uint64_t x;
-        memcpy(&x, p, 8);
-        h = (h ^ x) * MIX;
-        h ^= h >> 32;
-        p += 8;
-        n -= 8;
-    }
-    if (n) {
-        uint64_t x = 0;
-        memcpy(&x, p, n);
-        h = (h ^ x) * MIX;
-        h ^= h >> 32;
-    }
-    h *= BASE;
-    h ^= h >> 29;
-    return h ? h : 1;
-}
-
-static inline void inline_key(const uint8_t *key, size_t len, uint64_t *k0, uint64_t *k1) {
-    uint8_t b[INLINE_KEY] = {0};
-    memcpy(b, key, len);
-    memcpy(k0, b, 8);
-    memcpy(k1, b + 8, 8);
-}
-
-static void cache_clear(Winnower *self) {
-    if (self->table) memset(self->table, 0, self->cap * sizeof(Entry));
-    self->count = 0;
-    self->arena_len = 0;
-}
-
-static int cache_grow(Winnower *self) {
-    size_t cap = self->cap * 2;
-    Entry *t = PyMem_Calloc(cap, sizeof(Entry));
-    if (!t) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (size_t i = 0; i < self->cap; i++) {
-        Entry *e = &self->table[i];
-        if (!e->h) continue;
-        size_t s = (size_t)(e->h >> 7) & (cap - 1);
-        while (t[s].h) s = (s + 1) & (cap - 1);
-        t[s] = *e;
-    }
-    PyMem_Free(self->table);
-    self->table = t;
-    self->cap = cap;
-    return 0;
-}
-
-/* 1 and *val if found, 0 if not. */
-static int cache_find(Winnower *self, const uint8_t *key, size_t len, uint64_t h, uint64_t *val) {
-    size_t mask = self->cap - 1;
-    size_t s = (size_t)(h >> 7) & mask;
-    uint64_t k0 = 0, k1 = 0;
-    if (len <= INLINE_KEY) inline_key(key, len, &k0, &k1);
-    for (;;) {
-        Entry *e = &self->table[s];
-        if (!e->h) return 0;
-        if (e->h == h && e->len == len &&
-            (len <= INLINE_KEY ? e->k0 == k0 && e->k1 == k1 : memcmp(self->arena + e->off, key, len) == 0)) {
-            *val = e->val;
-            return 1;
-        }
-        s = (s + 1) & mask;
-    }
-}
-
-static int cache_add(Winnower *self, const uint8_t *key, size_t len, uint64_t h, uint64_t val) {
-    uint64_t dummy;
-    if (cache_find(self, key, len, h, &dummy)) return 0; /* the callback may have let another thread add it */
-    if (self->count + 1 > self->max_units || self->arena_len + len > self->max_arena) cache_clear(self);
-    if ((self->count + 1) * 2 > self->cap && cache_grow(self) < 0) return -1;
-    uint64_t k0 = 0, k1 = 0;
-    if (len <= INLINE_KEY) {
-        inline_key(key, len, &k0, &k1);
-    } else if (self->arena_len + len > self->arena_cap) {
-        size_t cap = self->arena_cap ? self->arena_cap : 1 << 16;
-        while (cap < self->arena_len + len) cap *= 2;
-        uint8_t *a = PyMem_Realloc(self->arena, cap);
-        if (!a) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->arena = a;
-        self->arena_cap = cap;
-    }
-    if (len > INLINE_KEY) memcpy(self->arena + self->arena_len, key, len);
-    size_t mask = self->cap - 1;
-    size_t s = (size_t)(h >> 7) & mask;
-    while (self->table[s].h) s = (s + 1) & mask;
-    self->table[s].h = h;
-    self->table[s].val = val;
-    self->table[s].k0 = k0;
-    self->table[s].k1 = k1;
-    self->table[s].off = (uint32_t)self->arena_len;
-    self->table[s].len = (uint32_t)len;
-    if (len > INLINE_KEY) self->arena_len += len;
-    self->count++;
-    return 0;
-}
-
 /* The keyed hash of a unit's bytes, from the Python callback. */
 static int call_hash(PyObject *fn, const uint8_t *key, size_t len, uint64_t *out) {
     PyObject *b = PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)len);
@@ -218,9 +100,9 @@ static int word_unit(Winnower *self, PyObject *fn, const uint8_t *key, size_t le
         return u64s_push(out, v);
     }
     uint64_t h = key_hash(key, len);
-    if (!cache_find(self, key, len, h, &v)) {
+    if (!cache_find(&self->cache, key, len, h, &v)) {
         if (call_hash(fn, key, len, &v) < 0) return -1;
-        if (cache_add(self, key, len, h, v) < 0) return -1;
+        if (cache_add(&self->cache, key, len, h, v) < 0) return -1;
     }
     return u64s_push(out, v);
 }
@@ -376,94 +258,7 @@ static PyObject *Winnower_hashes(Winnower *self, PyObject *const *args, Py_ssize
     return r;
 }
 
-static int append_u64(PyObject *list, uint64_t x) {
-    PyObject *v = PyLong_FromUnsignedLongLong(x);
-    if (!v) return -1;
-    int rc = PyList_Append(list, v);
-    Py_DECREF(v);
-    return rc;
-}
-
-#define STACK_SET 1024
-/* Winnowing: the minimum of every window of w consecutive k-grams, each value once, in order of first
- * selection (as Fingerprinter._selected). */
-static PyObject *select_minima(Winnower *self, const uint64_t *kg, size_t n) {
-    PyObject *list = PyList_New(0);
-    if (!list || n == 0) return list;
-    size_t w = (size_t)self->w;
-    if (n <= w) {
-        uint64_t m = kg[0];
-        for (size_t i = 1; i < n; i++)
-            if (kg[i] < m) m = kg[i];
-        if (append_u64(list, m) < 0) Py_CLEAR(list);
-        return list;
-    }
-    /* Sliding-window minimum with a monotone deque of positions (values increasing from the head); the
-     * deque never holds more than w positions, so it is a ring of w slots. Selected values go into an
-     * open-addressing set (0 is tracked apart, since 0 marks a free slot). */
-    size_t dq_local[64], *dq = dq_local;
-    uint64_t set_local[STACK_SET], *set = set_local;
-    size_t scap = STACK_SET, used = 0;
-    size_t rmask = 1;
-    while (rmask < w) rmask <<= 1;
-    if (rmask > 64 && !(dq = PyMem_Malloc(rmask * sizeof(size_t)))) goto nomem;
-    rmask -= 1;
-    memset(set, 0, sizeof(set_local));
-    size_t head = 0, len = 0; /* ring: positions dq[(head + j) & rmask], j < len <= w */
-    int have_zero = 0, have_prev = 0;
-    uint64_t prev = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t x = kg[i];
-        if (len && dq[head] + w <= i) { /* out of the window ending at i (at most one leaves per step) */
-            head = (head + 1) & rmask;
-            len--;
-        }
-        while (len && kg[dq[(head + len - 1) & rmask]] >= x) len--;
-        dq[(head + len) & rmask] = i;
-        len++;
-        if (i + 1 < w) continue;
-        uint64_t mn = kg[dq[head]];
-        if (have_prev && mn == prev) continue; /* consecutive windows mostly share their minimum */
-        have_prev = 1;
-        prev = mn;
-        int fresh;
-        if (mn == 0) {
-            fresh = !have_zero;
-            have_zero = 1;
-        } else {
-            size_t t = (size_t)((mn * BASE) >> 32) & (scap - 1);
-            while (set[t] && set[t] != mn) t = (t + 1) & (scap - 1);
-            fresh = !set[t];
-            if (fresh) {
-                set[t] = mn;
-                if (++used * 2 > scap) {
-                    size_t ncap = scap * 2;
-                    uint64_t *ns = PyMem_Calloc(ncap, sizeof(uint64_t));
-                    if (!ns) goto nomem;
-                    for (size_t j = 0; j < scap; j++) {
-                        if (!set[j]) continue;
-                        size_t u = (size_t)((set[j] * BASE) >> 32) & (ncap - 1);
-                        while (ns[u]) u = (u + 1) & (ncap - 1);
-                        ns[u] = set[j];
-                    }
-                    if (set != set_local) PyMem_Free(set);
-                    set = ns;
-                    scap = ncap;
-                }
-            }
-        }
-        if (fresh && append_u64(list, mn) < 0) goto fail;
-    }
-    goto out;
-nomem:
-    PyErr_NoMemory();
-fail:
-    Py_CLEAR(list);
-out:
-    if (dq != dq_local) PyMem_Free(dq);
-    if (set != set_local) PyMem_Free(set);
-    return list;
-}
+#include "_winnow_select.h" /* select_minima: window minima and the selection */
 
 /* The model object without validation (our own output): as TextFingerprint.model_construct, through the
  * same slots object.__setattr__ would set. */
@@ -546,7 +341,7 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
     }
     size_t units = u.n, k = (size_t)self->k, nkg = units >= k ? units - k + 1 : 0;
     kgrams_in_place(u.v, units, k);
-    PyObject *list = select_minima(self, u.v, nkg);
+    PyObject *list = select_minima((size_t)self->w, u.v, nkg);
     u64s_free(&u);
     if (!list) return NULL;
     PyObject *r;
@@ -561,91 +356,15 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
     return r;
 }
 
-/* ---- prefix digests for session-incremental fingerprinting (detectors/session_prints.py) ----
- * A polynomial hash modulo the Mersenne prime 2**61 - 1 at a secret point r (derived from the fingerprint
- * key), over 7-byte little-endian chunks (< 2**56 < p), the last one zero-padded, then the length:
- *   H(x) = ((c_1 r^(m-1) + ... + c_m) r + len(x)) mod p.
- * Two different texts of at most L chunks collide for at most L + 1 of the p values of r (they are roots of
- * a non-zero polynomial), so an edit nobody can see the key of passes with probability ~1e-13. The caller
- * keys the result once more with blake2b, so a stored digest reveals nothing about the text. Four chunks a
- * step (powers r^1..r^4): independent multiplications, several GB/s, against ~1 GB/s for SHA-256. */
-#define P61 ((uint64_t)0x1FFFFFFFFFFFFFFFULL)
-
-static inline uint64_t red61(unsigned __int128 x) {
-    uint64_t lo = (uint64_t)x & P61;
-    unsigned __int128 hi = x >> 61;
-    uint64_t s = lo + ((uint64_t)hi & P61) + (uint64_t)(hi >> 61);
-    s = (s & P61) + (s >> 61);
-    return s >= P61 ? s - P61 : s;
-}
-
-static inline uint64_t chunk7(const uint8_t *p, size_t n) {
-    uint64_t x = 0;
-    memcpy(&x, p, n < 7 ? n : 7);
-    return x; /* little-endian machines; big-endian ones only get a different (still exact) hash */
-}
-
-static inline uint64_t load7(const uint8_t *p) { /* 8 bytes readable at p */
-    uint64_t x;
-    memcpy(&x, p, 8);
-    return x & 0x00FFFFFFFFFFFFFFULL;
-}
-
-/* Horner over the full chunks of data[from/7*7 .. to/7*7) continuing acc. */
-static uint64_t poly_chunks(uint64_t acc, const uint8_t *d, size_t i, size_t end, uint64_t r, uint64_t r2,
-                            uint64_t r3, uint64_t r4) {
-    for (; i + 29 <= end; i += 28) { /* + 29: the last 8-byte load stays inside */
-        unsigned __int128 x = (unsigned __int128)acc * r4 + (unsigned __int128)load7(d + i) * r3 +
-                              (unsigned __int128)load7(d + i + 7) * r2 + (unsigned __int128)load7(d + i + 14) * r +
-                              load7(d + i + 21);
-        acc = red61(x);
-    }
-    for (; i + 7 <= end; i += 7) acc = red61((unsigned __int128)acc * r + chunk7(d + i, 7));
-    return acc;
-}
-
-static uint64_t poly_final(uint64_t acc, const uint8_t *d, size_t n, uint64_t r) {
-    size_t full = n / 7 * 7;
-    if (n > full) acc = red61((unsigned __int128)acc * r + chunk7(d + full, n - full));
-    return red61((unsigned __int128)acc * r + n);
-}
-
-/* prefix_digests(data, r, a, b) -> (H(data[:a]), H(data[:b])), one pass, a <= b <= len(data), 0 < r < p */
-static PyObject *prefix_digests(PyObject *Py_UNUSED(mod), PyObject *args) {
-    Py_buffer buf;
-    unsigned long long r;
-    Py_ssize_t a, b;
-    if (!PyArg_ParseTuple(args, "y*Knn", &buf, &r, &a, &b)) return NULL;
-    if (a < 0 || a > b || b > buf.len || r == 0 || r >= P61) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_ValueError, "need 0 <= a <= b <= len(data) and 0 < r < 2**61 - 1");
-        return NULL;
-    }
-    const uint8_t *d = buf.buf;
-    uint64_t r2 = red61((unsigned __int128)r * r), r3 = red61((unsigned __int128)r2 * r),
-             r4 = red61((unsigned __int128)r3 * r);
-    size_t fa = (size_t)a / 7 * 7, fb = (size_t)b / 7 * 7;
-    uint64_t acc = poly_chunks(0, d, 0, fa, r, r2, r3, r4);
-    uint64_t ha = poly_final(acc, d, (size_t)a, r);
-    acc = poly_chunks(acc, d, fa, fb, r, r2, r3, r4);
-    uint64_t hb = poly_final(acc, d, (size_t)b, r);
-    PyBuffer_Release(&buf);
-    return Py_BuildValue("(KK)", (unsigned long long)ha, (unsigned long long)hb);
-}
-
-static PyMethodDef module_methods[] = {
-    {"prefix_digests", prefix_digests, METH_VARARGS,
-     "prefix_digests(data, r, a, b) -> polynomial hashes mod 2**61 - 1 of data[:a] and data[:b]"},
-    {NULL, NULL, 0, NULL},
-};
+#include "_winnow_digest.h" /* prefix_digests and the module's functions (module_methods) */
 
 static PyObject *Winnower_clear(Winnower *self, PyObject *Py_UNUSED(ignored)) {
-    cache_clear(self);
+    cache_clear(&self->cache);
     Py_RETURN_NONE;
 }
 
 static PyObject *Winnower_get_cached(Winnower *self, void *Py_UNUSED(closure)) {
-    return PyLong_FromSize_t(self->count);
+    return PyLong_FromSize_t(self->cache.count);
 }
 
 static int Winnower_init(Winnower *self, PyObject *args, PyObject *kwds) {
@@ -677,25 +396,25 @@ static int Winnower_init(Winnower *self, PyObject *args, PyObject *kwds) {
     self->classes = (const uint8_t *)PyBytes_AS_STRING(classes);
     self->table_end = PyBytes_GET_SIZE(classes);
     Py_XSETREF(self->model, model == Py_None ? NULL : Py_NewRef(model));
-    self->max_units = (size_t)max_units;
-    self->max_arena = (size_t)max_bytes;
-    if (!self->table) {
-        self->cap = 1024;
-        self->table = PyMem_Calloc(self->cap, sizeof(Entry));
-        if (!self->table) {
+    self->cache.max_units = (size_t)max_units;
+    self->cache.max_arena = (size_t)max_bytes;
+    if (!self->cache.table) {
+        self->cache.cap = 1024;
+        self->cache.table = PyMem_Calloc(self->cache.cap, sizeof(Entry));
+        if (!self->cache.table) {
             PyErr_NoMemory();
             return -1;
         }
     }
-    cache_clear(self);
+    cache_clear(&self->cache);
     return 0;
 }
 
 static void Winnower_dealloc(Winnower *self) {
     Py_XDECREF(self->classes_obj);
     Py_XDECREF(self->model);
-    PyMem_Free(self->table);
-    PyMem_Free(self->arena);
+    PyMem_Free(self->cache.table);
+    PyMem_Free(self->cache.arena);
     PyMem_Free(self->cp_hash);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }

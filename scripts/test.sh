@@ -14,9 +14,9 @@ fi
 VENV="${CROSSTALK_VENV:-$ROOT/.venv}"
 export PYTHON="$VENV/bin/python"
 # The editable install compiles the native fingerprinting loop (detectors/_winnow.c) in place; rebuild it
-# when the C source is newer than the built module (tests compare it with the pure path, and in CI require it).
+# when a C source is newer than the built module (tests compare it with the pure path, and in CI require it).
 so="$(ls "$ROOT"/detectors/_winnow.*.so 2>/dev/null | head -1 || true)"
-if [ -n "$so" ] && [ "$ROOT/detectors/_winnow.c" -nt "$so" ]; then
+if [ -n "$so" ] && [ -n "$(find "$ROOT/detectors" -maxdepth 1 -name '_winnow*.[ch]' -newer "$so")" ]; then
   "$VENV/bin/python" -m pip install --quiet --no-deps -e "$ROOT"
 fi
 export KAFKA_PORT="${KAFKA_PORT:-19092}"
