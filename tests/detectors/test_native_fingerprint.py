@@ -15,9 +15,11 @@ from detectors import fingerprint as fpmod
 from detectors.fingerprint import NATIVE, Fingerprinter, _text_fingerprint
 from schemas.exchange import TextFingerprint
 
-pytestmark = pytest.mark.skipif(
-    not NATIVE and os.environ.get("CI") != "true", reason="native extension not built (no C compiler)"
-)
+# In CI the extension must be there (a broken build must not hide behind the fallback); elsewhere a machine
+# without a C compiler skips these tests and runs the pure path.
+if os.environ.get("CI") == "true":
+    assert NATIVE, "CI=true: detectors._winnow (the native fingerprinting loop) is not built; is a C compiler there?"
+pytestmark = pytest.mark.skipif(not NATIVE, reason="native extension not built (no C compiler)")
 
 PARAMS = [(5, 4), (5, 12), (1, 1), (3, 2), (2, 17)]
 SPECIAL = list(
