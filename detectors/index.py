@@ -31,9 +31,6 @@ class _Run(NamedTuple):
 
 
 _SESSION_RUN = _Run(0, 0.0, -1.0, 0)
-# Fingerprints on a side of a run that must be the receiver's own text and the source's for the run to be one text
-# with the receiver's (`ContentIndex._attached`).
-_ATTACH = 2
 _Runs = dict[str, _Run]
 
 
@@ -91,7 +88,6 @@ class Overlap:
     short_tokens: dict[str, float] = field(default_factory=dict)  # the same in shorter runs
     gap: float = 2.5
     edge: float = 4.0
-    seams: bool = True
     # Longest run per source that does not continue the receiver's own text, and the runs that do (`_close`).
     free_run: Counter[str] = field(default_factory=Counter)
     attached: Counter[str] = field(default_factory=Counter)
@@ -104,12 +100,14 @@ class Overlap:
         return long + self.short_tokens.get(tenant, 0.0) if long else 0.0
 
     def best_tenant(self) -> tuple[str, int] | None:
-        if not self.by_tenant:
-            return None
+        ranked = self.ranked_tenants()
+        return (ranked[0], self.by_tenant[ranked[0]]) if ranked else None
+
+    def ranked_tenants(self) -> list[str]:
         # A source with a passage that is not one text with the receiver's own comes first; then most estimated
         # leaked tokens, then most (split) credit, then most passages, then the most recent text (stale pages
         # are the recently freed ones), then the lexically first id so the verdict is stable.
-        tenant = min(
+        return sorted(
             self.by_tenant,
             key=lambda t: (
                 self.long_passages[t] == 0,
@@ -121,7 +119,6 @@ class Overlap:
                 t,
             ),
         )
-        return tenant, self.by_tenant[tenant]
 
     def best_session(self) -> tuple[str, int] | None:
         if not self.by_session:
@@ -249,14 +246,14 @@ class ContentIndex:
         long_run: int = 3,
         gap: float = 2.5,
         edge: float = 4.0,
-        seams: bool = True,
+        attach: int = 2,
     ) -> Overlap:
         """What the output `hashes` share with the window. `explained[i]` (0 none, 1 own history, 2 public
         corpus, 3 common over the long horizon) and `rarity[i]` (the evidence weight of a match) come from
         the long-horizon record; without them every match weighs 1. `gap` = (w + 1) / 2 and `edge` = k - 1
-        turn runs of matches into passage lengths (`Overlap.tokens`); `seams` (k - 1 >= w) lets a run that
-        continues the receiver's own text be told apart (`_close`)."""
-        ov = Overlap(total=len(hashes), long_run=long_run, gap=gap, edge=edge, seams=seams)
+        turn runs of matches into passage lengths (`Overlap.tokens`); `attach` fingerprints (0: never) tell a run
+        that continues the receiver's own text (`_attached`)."""
+        ov = Overlap(total=len(hashes), long_run=long_run, gap=gap, edge=edge)
         single_get = self._single.get
         multi_get = self._multi.get
         docs = self._docs
@@ -319,7 +316,7 @@ class ContentIndex:
         ended += runs.items()
         for src, r in ended:
             if r.tokens >= 0:  # a cross-session run is counted as it grows
-                self._close(ov, src, r, self._attached(src, r, own))
+                self._close(ov, src, r, attach > 0 and self._attached(src, r, own, attach))
         return ov
 
     @staticmethod
@@ -361,25 +358,22 @@ class ContentIndex:
         owners = self._multi.get(h)
         return owners is not None and tenant_id in owners
 
-    def _attached(self, src: str, r: _Run, own: list[int | None]) -> bool:
-        """Whether the run continues the receiver's own text: on one side, the `_ATTACH` fingerprints next to it
+    def _attached(self, src: str, r: _Run, own: list[int | None], n: int) -> bool:
+        """Whether the run continues the receiver's own text: on one side, the `n` fingerprints next to it
         are the receiver's own text AND the source's (the source's text goes on into what the receiver holds:
         a file or document both tenants hold, not a page inserted into the output). A page has a seam on each
         side: the k - 1 k-grams straddling it are a whole window when k - 1 >= w, so winnowing selects one of
         them, and it holds units of both texts, so neither had it; two in a row held by both is no accident.
         """
         holds = self._holds
-        before = own[max(0, r.start - _ATTACH) : r.start]
-        after = own[r.start + r.length : r.start + r.length + _ATTACH]
-        return any(
-            len(side) == _ATTACH and all(h is not None and holds(src, h) for h in side) for side in (before, after)
-        )
+        before = own[max(0, r.start - n) : r.start]
+        after = own[r.start + r.length : r.start + r.length + n]
+        return any(len(side) == n and all(h is not None and holds(src, h) for h in side) for side in (before, after))
 
     def _close(self, ov: Overlap, src: str, r: _Run, attached: bool) -> None:
         """A tenant's run of matches, ended. A long one is a passage of the source's text: it counts towards the
         source's evidence and tokens either way, and towards the verdict only if it is not one text with the
         receiver's own (`_attached`)."""
-        attached = attached and ov.seams
         if attached:
             ov.attached[src] += 1
         else:

@@ -143,6 +143,12 @@ class DetectionSettings(BaseModel):
     overlap_critical_evidence: float = Field(
         default=6.0, gt=0, description="rarity-weighted matched fingerprints of one source that make it critical"
     )
+    overlap_attach: int = Field(
+        default=2,
+        ge=0,
+        description="fingerprints next to a run, the receiver's own and the source's, that make it one text with "
+        "the receiver's (no high alone); 0 = off (docs/adr/0004)",
+    )
     overlap_warmup_s: float = Field(
         default=120.0,
         ge=0,

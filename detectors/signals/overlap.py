@@ -31,7 +31,7 @@ from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts
-from schemas.alert import Severity, Signal
+from schemas.alert import SEVERITY_RANK, Severity, Signal
 from schemas.exchange import Exchange
 
 _MAX_SOURCE_IDS = 5
@@ -111,7 +111,8 @@ class OverlapDetector:
             s.overlap_high_run,
             (s.w + 1) / 2,
             s.k - 1,
-            s.k - 1 >= s.w,
+            # The seam argument (docs/adr/0004) needs k - 1 >= w: off otherwise.
+            s.overlap_attach if s.k - 1 >= s.w else 0,
         )
         base = {
             "output_fingerprints": ov.total,
@@ -132,10 +133,18 @@ class OverlapDetector:
             cross_tenant = best[1] >= session[1]
         warm = self.warm(ex.ts)
         if cross_tenant:
+            # The most severe verdict any source with a long passage proves; among equally severe ones, the source
+            # of most leaked tokens (ranked first). A dominant source whose own match is vocabulary-like (scatter
+            # guard) must not hide the page another source proves.
             assert best is not None
-            tenant, n = best
-            self._last = (tenant, ov.matched.get(tenant, []))
-            return [self._tenant_signal(ov, tenant, n, base, warm)]
+            signal = None
+            for tenant in [t for t in ov.ranked_tenants() if ov.tokens.get(t)][:_MAX_OTHER_SOURCES] or [best[0]]:
+                candidate = self._tenant_signal(ov, tenant, ov.by_tenant[tenant], base, warm)
+                if signal is None or SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
+                    signal = candidate
+            assert signal is not None and signal.source_tenant_id is not None
+            self._last = (signal.source_tenant_id, ov.matched.get(signal.source_tenant_id, []))
+            return [signal]
         if cross_session:
             assert session is not None
             sess, n = session
