@@ -36,6 +36,7 @@ from itertools import chain
 import numpy as np
 
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
+from detectors.winnowing import kgram_hashes, window_minima
 from schemas.events import Fingerprint
 from schemas.exchange import TextFingerprint
 
@@ -52,11 +53,6 @@ RETIRED_SCHEMES = {
     "one unit and leaks in those scripts could not be found; fingerprint with winnow-v2 (detectors.fingerprint or "
     "streams.producer of this version)",
 }
-# Odd multiplier for the polynomial k-gram combination; arithmetic wraps modulo 2**64 on purpose.
-_BASE = np.uint64(0x9E3779B97F4A7C15)
-_MIX = np.uint64(0xBF58476D1CE4E5B9)
-_S31 = np.uint64(31)
-_S29 = np.uint64(29)
 _WORD_CACHE_MAX = 2_000_000
 # Short texts (chat turns) pay mostly fixed numpy costs: below these sizes their words are looked up in a
 # plain dict (bytes -> hash, bounded) instead of the vectorised table.
@@ -428,54 +424,14 @@ class Fingerprinter:
         return np.fromiter(map(self._word_hash, words), dtype=np.uint64, count=len(words))
 
     def kgram_hashes(self, wh: np.ndarray) -> np.ndarray:
-        n = wh.shape[0] - self.k + 1
-        if n <= 0:
+        if wh.shape[0] - self.k + 1 <= 0:
             return np.empty(0, dtype=np.uint64)
         if self._native is not None:  # one C loop instead of ~12 numpy passes (session turns use this)
             return np.frombuffer(self._native.kgrams(np.ascontiguousarray(wh, dtype=np.uint64)), dtype=np.uint64)
-        # sum_j wh[i + j] * BASE**(k - 1 - j) (mod 2**64: array arithmetic wraps silently), by Horner's
-        # rule, in place.
-        acc = wh[0:n].copy()
-        for j in range(1, self.k):
-            acc *= _BASE
-            acc += wh[j : j + n]
-        # Final avalanche so that the selection (a minimum) does not favour particular words.
-        tmp = acc >> _S31
-        acc ^= tmp
-        acc *= _MIX
-        np.right_shift(acc, _S29, out=tmp)
-        acc ^= tmp
-        return acc
+        return kgram_hashes(wh, self.k)
 
     def _selected(self, kg: np.ndarray) -> list[int]:
-        """Winnowing: the minimum of every window of w consecutive k-grams, each value once, in text order.
-
-        Text order matters downstream: a leaked passage shows up as a run of consecutive matches.
-        Only values are reported, so which of equal minima a window selects (the rightmost, in the
-        paper) cannot change the result; the selected positions are non-decreasing, hence the order of
-        first selection is the order of first appearance among the window minima.
-        """
-        n = kg.shape[0]
-        if n == 0:
-            return []
-        w = self.w
-        if n <= w:
-            return [int(kg.min())]
-        # Sliding-window minimum by doubling: mins[i] = min(kg[i : i + span]) for span = 2, 4, 8, ...,
-        # then two overlapping windows of the largest span cover w: log2(w) + 1 passes instead of w - 1.
-        mins = kg
-        span = 1
-        while span * 2 <= w:
-            mins = np.minimum(mins[:-span], mins[span:])
-            span *= 2
-        m = n - w + 1
-        if span < w:
-            mins = np.minimum(mins[:m], mins[w - span : w - span + m])
-        # Consecutive windows mostly share their minimum: drop repeats in numpy, the rest in a dict.
-        change = np.empty(m, dtype=bool)
-        change[0] = True
-        np.not_equal(mins[1:], mins[:-1], out=change[1:])
-        return list(dict.fromkeys(mins[change].tolist()))
+        return window_minima(kg, self.w)
 
     def winnow(self, kg: np.ndarray) -> np.ndarray:
         """Selected fingerprints of a k-gram hash sequence, in text order, each hash once."""
