@@ -93,7 +93,7 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         ws.stop_all()
 
 
-def wait_for(predicate: Any, timeout_s: float, interval_s: float = 0.25, what: str = "condition") -> Any:
+def wait_for(predicate: Any, timeout_s: float = 30.0, interval_s: float = 0.25, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from conftest import wait_for
 from webhook_helpers import (
     T0,
     Receiver,
@@ -18,7 +19,6 @@ from webhook_helpers import (
     resolution,
     rx,
     settings_for,
-    wait_for,
 )
 
 from schemas.timefmt import parse_ts
