@@ -452,7 +452,7 @@ static struct PyModuleDef winnow_module = {
 };
 
 PyMODINIT_FUNC PyInit__winnow(void) {
-    if (PyType_Ready(&WinnowerType) < 0) return NULL;
+    if (PyType_Ready(&WinnowerType) < 0 || PyType_Ready(&SelectionType) < 0) return NULL;
     if (!(s_dict = PyUnicode_InternFromString("__dict__")) ||
         !(s_fields_set = PyUnicode_InternFromString("__pydantic_fields_set__")) ||
         !(s_extra = PyUnicode_InternFromString("__pydantic_extra__")) ||
@@ -465,6 +465,12 @@ PyMODINIT_FUNC PyInit__winnow(void) {
     Py_INCREF(&WinnowerType);
     if (PyModule_AddObject(m, "Winnower", (PyObject *)&WinnowerType) < 0) {
         Py_DECREF(&WinnowerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&SelectionType);
+    if (PyModule_AddObject(m, "Selection", (PyObject *)&SelectionType) < 0) {
+        Py_DECREF(&SelectionType);
         Py_DECREF(m);
         return NULL;
     }

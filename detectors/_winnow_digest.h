@@ -54,12 +54,24 @@ static uint64_t poly_final(uint64_t acc, const uint8_t *d, size_t n, uint64_t r)
     return red61((unsigned __int128)acc * r + n);
 }
 
-/* prefix_digests(data, r, a, b) -> (H(data[:a]), H(data[:b])), one pass, a <= b <= len(data), 0 < r < p */
+/* prefix_digests(data, r, a, b) -> (H(data[:a]), H(data[:b])), one pass, a <= b <= len(data), 0 < r < p.
+ * data: bytes-like, or an ASCII str, whose characters are its UTF-8 bytes (read in place: no encoding copy). */
 static PyObject *prefix_digests(PyObject *Py_UNUSED(mod), PyObject *args) {
     Py_buffer buf;
+    PyObject *obj;
     unsigned long long r;
     Py_ssize_t a, b;
-    if (!PyArg_ParseTuple(args, "y*Knn", &buf, &r, &a, &b)) return NULL;
+    if (!PyArg_ParseTuple(args, "OKnn", &obj, &r, &a, &b)) return NULL;
+    if (PyUnicode_Check(obj)) {
+        if (!PyUnicode_IS_ASCII(obj)) {
+            PyErr_SetString(PyExc_ValueError, "a str must be ASCII (encode others to UTF-8)");
+            return NULL;
+        }
+        if (PyBuffer_FillInfo(&buf, obj, PyUnicode_DATA(obj), PyUnicode_GET_LENGTH(obj), 1, PyBUF_SIMPLE) < 0)
+            return NULL;
+    } else if (PyObject_GetBuffer(obj, &buf, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
     if (a < 0 || a > b || b > buf.len || r == 0 || r >= P61) {
         PyBuffer_Release(&buf);
         PyErr_SetString(PyExc_ValueError, "need 0 <= a <= b <= len(data) and 0 < r < 2**61 - 1");

@@ -8,9 +8,14 @@ to continue the previous turn's fingerprints — never the text:
   a cut `c`, its last space or newline (a separator: no unit crosses it, so the units before it cannot change
   whatever follows);
 * the last k - 1 unit hashes and the last w - 1 k-gram hashes before the cut, the number of units, and
-  the fingerprints selected by the windows that lie before the cut, in order (a list, and a sorted numpy copy).
+  the fingerprints selected by the windows that lie before the cut, in order (a list), and as a set for
+  membership: with the native extension a hash set in C (`_winnow.Selection`), which a turn extends with
+  its new windows' minima in one C loop (no copy, sort or search of the session's whole selection);
+  without it a sorted numpy array.
 
-The digest is the one pass over the whole history that a continued turn still makes. With the native
+The digest is the one pass over the whole history that a continued turn still makes (an ASCII text is
+digested in place, without encoding it); the other O(history) step is the copy of the selection's list
+into the TextFingerprint handed out, whose size is the output's. With the native
 extension (detectors/_winnow.c) it is a polynomial hash modulo 2**61 - 1 at a secret point derived from the
 fingerprint key (~7 GB/s; two different texts collide for a negligible share of points), sealed with keyed
 blake2b; without it, keyed SHA-256 (~1 GB/s). Either way it reveals nothing about the text without the key.
@@ -20,8 +25,9 @@ continues the previous one: only the text after the cut is cut into units and ha
 windows that reach past the cut are computed. The result is exactly `Fingerprinter.fingerprint_text`'s
 (property-tested). Anything else (an edited history, a new session) is a full pass, which then becomes
 the session's new state. Memory is bounded per session (`max_prints_per_session` fingerprints; longer
-sessions are not cached) and in total (`max_prints_total`, ~56 bytes each, so ~220 MB by default; least
-recently used sessions are dropped first).
+sessions are not cached) and in total (`max_prints_total`; ~56 bytes each for the list and its ints, plus
+8 bytes (numpy) or 16-32 bytes (the C hash set, at most half full) for the membership set, so at most
+~350 MB by default; least recently used sessions are dropped first).
 """
 
 from __future__ import annotations
@@ -56,7 +62,9 @@ class _State:
     # list in place), which may go on past the cut: sharing it saves a copy of the whole list every turn.
     selected: list[int]
     nsel: int
-    ordered: np.ndarray  # the same, sorted (membership tests)
+    # The same values as a set: a C hash set (native), extended in place by each continued turn, or a
+    # sorted numpy array (without the extension).
+    seen: Any
 
 
 class SessionPrints:
@@ -78,7 +86,7 @@ class SessionPrints:
         self._prints = 0
         self.reused_bytes = 0  # bytes not re-fingerprinted thanks to the state (a counter)
 
-    def _digests(self, data: memoryview, a: int, b: int) -> tuple[bytes, bytes]:
+    def _digests(self, data: str | bytes, a: int, b: int) -> tuple[bytes, bytes]:
         """Keyed digests of data[:a] and data[:b] (a <= b), in one pass. The key is read from the
         fingerprinter each time, so no copy of it (or of anything derived from it) ends up in a snapshot."""
         key = self.fp._key
@@ -86,21 +94,24 @@ class SessionPrints:
             point = hashlib.blake2b(b"ctk-session-point", key=key, digest_size=8).digest()
             ha, hb = _winnow.prefix_digests(data, int.from_bytes(point, "little") % (_P61 - 1) + 1, a, b)
             return _seal(key, ha, a), _seal(key, hb, b)
+        assert isinstance(data, bytes)  # str only with the extension
+        view = memoryview(data)
         h = hashlib.sha256(b"ctk-session\0" + key)
-        h.update(data[:a])
+        h.update(view[:a])
         first = h.digest()
-        h.update(data[a:b])
+        h.update(view[a:b])
         return first, h.digest()
 
     def fingerprint_text(self, session: str, text: str) -> TextFingerprint:
         """`Fingerprinter.fingerprint_text(text)`, reusing the previous text of `session` if `text` continues it."""
         fp = self.fp
-        data = memoryview(text.encode("utf-8", "surrogatepass"))
+        # An ASCII str is its own UTF-8 (the C digest reads it in place); anything else is encoded once.
+        data: str | bytes = text if _winnow is not None and text.isascii() else text.encode("utf-8", "surrogatepass")
         state = self._states.pop(session, None)
         if state is not None:
             self._prints -= state.nsel
             c = state.cut
-            if len(data) > c and data[c] in _SEPARATORS:
+            if len(data) > c and _is_separator(data, c):
                 cut = _last_separator(data)  # >= c: the state for the next turn is digested in the same pass
                 before, now = self._digests(data, c, cut)
                 if before == state.digest:
@@ -112,24 +123,34 @@ class SessionPrints:
         self._remember(session, data, wh, kg)
         return TextFingerprint.model_construct(hashes=selected, words=wh.shape[0])
 
-    def _continue(self, session: str, data: memoryview, state: _State, cut: int, digest: bytes) -> TextFingerprint:
+    def _continue(self, session: str, data: str | bytes, state: _State, cut: int, digest: bytes) -> TextFingerprint:
         fp = self.fp
         k, w = fp.k, fp.w
         new_units = fp.text_hashes(_text(data, state.cut))
         units = np.concatenate([state.unit_tail, new_units])
-        new_kg = fp.kgram_hashes(units)  # the k-grams that end past the cut
-        kg = np.concatenate([state.kgram_tail, new_kg])
+        kg = np.concatenate([state.kgram_tail, fp.kgram_hashes(units)])  # + the k-grams that end past the cut
         total_units = state.units + new_units.shape[0]
-        # The windows that reach past the cut, in order; consecutive windows mostly share their minimum.
-        mins = _window_minima(kg, w)
-        new, new_at, new_pos = _fresh(mins, _changes(mins), state.ordered)
-        hashes = state.selected[: state.nsel]  # the one copy of the list a turn makes
-        hashes += new.tolist()
-        self._remember_continued(session, data, state, new_units, kg, (new, new_at, new_pos), hashes, cut, digest)
         assert total_units - k + 1 >= w  # the state always holds a whole window
+        # What lies before the new cut (the text's last separator), counted within the continued arrays.
+        moved = cut > state.cut  # else nothing new before a separator: the old state stays
+        after = fp.text_hashes(_text(data, cut)).shape[0] if moved else 0  # units after the new cut
+        nkg = kg.shape[0] - after  # kg starts w - 1 k-grams before the old cut's k-grams end
+        nwin = max(nkg - w + 1, 0) if moved else 0  # the new windows that lie before the new cut
+        hashes = state.selected[: state.nsel]  # the one copy of the list a turn makes (the output's size)
+        if isinstance(state.seen, np.ndarray):
+            kept, seen = _extend_sorted(state.seen, kg, w, nwin, hashes)
+        else:  # the windows reaching past the cut, their minima deduplicated against the set, in C
+            kept, seen = state.seen.extend(kg, w, nwin, hashes), state.seen
+        if moved:
+            unit_tail = units[: units.shape[0] - after]
+            selection = (hashes, state.nsel + kept)
+            self._store(session, digest, cut, total_units - after, unit_tail, kg[:nkg], selection, seen)
+        else:
+            self._states[session] = state
+            self._prints += state.nsel
         return TextFingerprint.model_construct(hashes=hashes, words=total_units)
 
-    def _remember(self, session: str, data: memoryview, wh: np.ndarray, kg: np.ndarray) -> None:
+    def _remember(self, session: str, data: str | bytes, wh: np.ndarray, kg: np.ndarray) -> None:
         """State for the next turn after a full pass: everything before the text's last space or newline."""
         cut = _last_separator(data)
         if cut < self.min_cut:
@@ -139,50 +160,18 @@ class SessionPrints:
         nkg = max(units - fp.k + 1, 0)
         if nkg - fp.w + 1 < 1:
             return
-        mins = _window_minima(kg[:nkg], fp.w)
-        first = _first_seen(mins[_changes(mins)])
-        selected = first.tolist()
-        ordered = np.sort(first)
+        selected: list[int] = []
+        seen: Any
+        if _winnow is not None:
+            seen = _winnow.Selection()
+            seen.extend(kg[:nkg], fp.w, nkg - fp.w + 1, selected)
+        else:
+            mins = _window_minima(kg[:nkg], fp.w)
+            first = _first_seen(mins[_changes(mins)])
+            selected = first.tolist()
+            seen = np.sort(first)
         digest = self._digests(data, cut, cut)[1]
-        self._store(session, digest, cut, units, wh[:units], kg[:nkg], (selected, len(selected)), ordered)
-
-    def _remember_continued(
-        self,
-        session: str,
-        data: memoryview,
-        state: _State,
-        new_units: np.ndarray,
-        kg: np.ndarray,
-        fresh: tuple[np.ndarray, np.ndarray, np.ndarray],
-        hashes: list[int],
-        cut: int,
-        digest: bytes,
-    ) -> None:
-        """State for the next turn after a continued pass (kg: the previous tail and the new k-grams; fresh:
-        the values first selected in this turn with their first window and place in `state.ordered`; hashes: the
-        list handed out (the state's selection, then `fresh`'s values in the same order); cut: the
-        text's last separator, digest: of the text up to it), without touching the part before the previous cut."""
-        fp = self.fp
-        w = fp.w
-        if cut <= state.cut:
-            self._states[session] = state  # nothing new before a separator: keep the old state
-            self._prints += state.nsel
-            return
-        after = fp.text_hashes(_text(data, cut)).shape[0]  # units after the new cut
-        units = state.units + new_units.shape[0] - after
-        # Units, k-grams and windows before the new cut, counted within the continued arrays.
-        joined_units = np.concatenate([state.unit_tail, new_units])
-        unit_tail = joined_units[: joined_units.shape[0] - after]
-        nkg = kg.shape[0] - after  # kg starts w - 1 k-grams before the old cut's k-grams end
-        nwin = max(nkg - w + 1, 0)
-        new, new_at, new_pos = fresh
-        before = new_at < nwin  # first selected by a window that lies before the new cut
-        new, new_pos = new[before], new_pos[before]  # a prefix of the turn's new values (ordered by window)
-        nsel = state.nsel + new.shape[0]
-        # Their places in the sorted array are known (from the membership test): one insertion pass.
-        order = np.argsort(new)
-        ordered = np.insert(state.ordered, new_pos[order], new[order])
-        self._store(session, digest, cut, units, unit_tail, kg[:nkg], (hashes, nsel), ordered)
+        self._store(session, digest, cut, units, wh[:units], kg[:nkg], (selected, len(selected)), seen)
 
     def _store(
         self,
@@ -193,7 +182,7 @@ class SessionPrints:
         unit_tail: np.ndarray,
         kgrams: np.ndarray,
         selection: tuple[list[int], int],
-        ordered: np.ndarray,
+        seen: Any,
     ) -> None:
         fp = self.fp
         selected, nsel = selection
@@ -208,7 +197,7 @@ class SessionPrints:
             kgram_tail=kgrams[kgrams.shape[0] - (fp.w - 1) :].copy() if fp.w > 1 else kgrams[:0].copy(),
             selected=selected,
             nsel=nsel,
-            ordered=ordered,
+            seen=seen,
         )
         self._states[session] = st
         self._prints += nsel
@@ -229,11 +218,18 @@ class SessionPrints:
 
     def state_size(self) -> int:
         """Fingerprints held for all sessions (~56 bytes each: a Python int in the list that is handed out
-        again next turn, its list slot, and 8 bytes in the sorted array; plus a small part per session)."""
+        again next turn and its list slot; plus 16-32 bytes in the C hash set or 8 in the sorted array; plus a
+        small part per session)."""
         return self._prints
 
 
 _SEPARATORS = (0x20, 0x0A)  # a space or newline: no unit crosses it
+
+
+def _is_separator(data: str | bytes, i: int) -> bool:
+    if isinstance(data, str):
+        return data[i] in " \n"
+    return data[i] in _SEPARATORS
 
 
 def _seal(key: bytes, value: int, length: int) -> bytes:
@@ -243,15 +239,17 @@ def _seal(key: bytes, value: int, length: int) -> bytes:
     return hashlib.blake2b(msg, key=key, digest_size=16, person=b"ctk-session").digest()
 
 
-def _last_separator(data: memoryview) -> int:
-    b = data.obj
-    assert isinstance(b, bytes)
-    return max(b.rfind(b" "), b.rfind(b"\n"))
+def _last_separator(data: str | bytes) -> int:
+    if isinstance(data, str):
+        return max(data.rfind(" "), data.rfind("\n"))
+    return max(data.rfind(b" "), data.rfind(b"\n"))
 
 
-def _text(data: memoryview, start: int) -> str:
+def _text(data: str | bytes, start: int) -> str:
     """The text from byte `start` (a separator, so a character boundary) on."""
-    return bytes(data[start:]).decode("utf-8", "surrogatepass")
+    if isinstance(data, str):
+        return data[start:]
+    return data[start:].decode("utf-8", "surrogatepass")
 
 
 def _changes(mins: np.ndarray) -> np.ndarray:
@@ -287,6 +285,20 @@ def _fresh(mins: np.ndarray, at: np.ndarray, ordered: np.ndarray) -> tuple[np.nd
     found = ordered[np.minimum(pos, ordered.shape[0] - 1)] == values
     keep = ~found
     return values[keep], at[keep], pos[keep]
+
+
+def _extend_sorted(ordered: np.ndarray, kg: np.ndarray, w: int, commit: int, out: list[int]) -> tuple[int, np.ndarray]:
+    """`_winnow.Selection.extend` on a sorted array (the path without the extension): the window minima of
+    kg not in `ordered`, each once in order, appended to `out`; those first selected by one of the first
+    `commit` windows go into the returned sorted array too (how many: the count returned)."""
+    mins = _window_minima(kg, w)
+    new, new_at, new_pos = _fresh(mins, _changes(mins), ordered)
+    out += new.tolist()
+    before = new_at < commit  # a prefix of the new values (ordered by window)
+    new, new_pos = new[before], new_pos[before]
+    # Their places in the sorted array are known (from the membership test): one insertion pass.
+    order = np.argsort(new)
+    return new.shape[0], np.insert(ordered, new_pos[order], new[order])
 
 
 def _window_minima(kg: np.ndarray, w: int) -> np.ndarray:

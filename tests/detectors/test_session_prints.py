@@ -139,3 +139,33 @@ def test_native_prefix_digest_is_the_polynomial_it_claims() -> None:
         assert wn.prefix_digests(data, r, a, b) == (ref(data[:a], r), ref(data[:b], r))
     with pytest.raises(ValueError):
         wn.prefix_digests(b"abc", 5, 2, 1)
+    assert wn.prefix_digests("plain ascii text", 12345, 5, 16) == wn.prefix_digests(b"plain ascii text", 12345, 5, 16)
+    with pytest.raises(ValueError):  # a non-ASCII str has no UTF-8 of its own to read in place
+        wn.prefix_digests("café", 5, 1, 2)
+
+
+KGRAMS = st.lists(st.sampled_from([0, 1, 2, 3, 5, 8, 2**63, 2**64 - 1]) | st.integers(0, 2**64 - 1), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=st.lists(st.tuples(KGRAMS, st.integers(0, 70)), min_size=1, max_size=4), w=st.integers(1, 6))
+def test_native_selection_extends_like_the_sorted_array(turns: list[tuple[list[int], int]], w: int) -> None:
+    """The C hash set a session keeps (`_winnow.Selection`) appends and keeps exactly what the numpy path does,
+    turn after turn: new window minima once each in order, those of the first `commit` windows kept."""
+    import numpy as np
+
+    from detectors.session_prints import _extend_sorted
+
+    wn = pytest.importorskip("detectors._winnow")
+    sel = wn.Selection()
+    ordered = np.empty(0, dtype=np.uint64)
+    for values, commit in turns:
+        kg = np.array(values, dtype=np.uint64)
+        out_c: list[int] = [-1]  # appended to, never replaced
+        out_py: list[int] = [-1]
+        kept_c = sel.extend(kg, w, commit, out_c)
+        kept_py, ordered = _extend_sorted(ordered, kg, w, commit, out_py)
+        assert (out_c, kept_c) == (out_py, kept_py)
+        assert sel.count == ordered.shape[0] and sorted(set(ordered.tolist())) == ordered.tolist()
+    with pytest.raises(ValueError):
+        sel.extend(np.zeros(3, dtype=np.uint8), w, 0, [])  # not uint64
