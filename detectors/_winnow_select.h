@@ -119,8 +119,10 @@ static int u64set_init(U64Set *s, size_t cap) {
     return 0;
 }
 
+static inline size_t u64set_slot_start(size_t cap, uint64_t x) { return (size_t)((x * BASE) >> 32) & (cap - 1); }
+
 static inline size_t u64set_slot(const uint64_t *v, size_t cap, uint64_t x) {
-    size_t t = (size_t)((x * BASE) >> 32) & (cap - 1);
+    size_t t = u64set_slot_start(cap, x);
     while (v[t] && v[t] != x) t = (t + 1) & (cap - 1);
     return t;
 }
@@ -200,6 +202,9 @@ static PyObject *Selection_extend(Selection *self, PyObject *const *args, Py_ssi
     size_t n = (size_t)buf.len / 8, uw = (size_t)w, added = 0;
     PyObject *out = args[3];
     U64Set later = {NULL, 0, 0, 0}; /* first selected by a window past `commit`: not kept */
+    U64s cand;                      /* the window minima that differ from the previous window's */
+    u64s_init(&cand);
+    size_t split = (size_t)-1; /* candidates before it come from the first `commit` windows */
     size_t dq_local[64], *dq = dq_local;
     size_t rmask = 1;
     while (rmask < uw) rmask <<= 1;
@@ -210,8 +215,6 @@ static PyObject *Selection_extend(Selection *self, PyObject *const *args, Py_ssi
     rmask -= 1;
     if (u64set_init(&later, 16) < 0) goto fail;
     size_t head = 0, len = 0;
-    int have_prev = 0;
-    uint64_t prev = 0;
     for (size_t i = 0; i < n; i++) { /* the monotone deque of select_minima */
         uint64_t x = kg[i];
         if (len && dq[head] + uw <= i) {
@@ -223,23 +226,36 @@ static PyObject *Selection_extend(Selection *self, PyObject *const *args, Py_ssi
         len++;
         if (i + 1 < uw) continue;
         uint64_t mn = kg[dq[head]];
-        if (have_prev && mn == prev) continue;
-        have_prev = 1;
-        prev = mn;
+        if (i + 1 - uw == (size_t)commit) split = cand.n;
+        if (cand.n && cand.v[cand.n - 1] == mn) continue; /* consecutive windows mostly share their minimum */
+        if (u64s_push(&cand, mn) < 0) goto fail;
+    }
+    if (split == (size_t)-1) split = cand.n;
+    /* The set is larger than the caches for long sessions: its slots are prefetched a few candidates ahead
+     * (a hint only: after the table grows, a few prefetches go to the old one). */
+#define AHEAD 8
+    for (size_t c = 0; c < cand.n && c < AHEAD; c++)
+        __builtin_prefetch(&self->set.v[u64set_slot_start(self->set.cap, cand.v[c])]);
+    for (size_t c = 0; c < cand.n; c++) {
+        if (c + AHEAD < cand.n) __builtin_prefetch(&self->set.v[u64set_slot_start(self->set.cap, cand.v[c + AHEAD])]);
+        uint64_t mn = cand.v[c];
         if (u64set_has(&self->set, mn)) continue;
-        int fresh = u64set_add((i + 1 - uw) < (size_t)commit ? &self->set : &later, mn);
+        int fresh = u64set_add(c < split ? &self->set : &later, mn);
         if (fresh < 0) goto fail;
         if (!fresh) continue;
-        if ((i + 1 - uw) < (size_t)commit) added++;
+        if (c < split) added++;
         if (append_u64(out, mn) < 0) goto fail;
     }
+#undef AHEAD
     PyBuffer_Release(&buf);
     PyMem_Free(later.v);
+    u64s_free(&cand);
     if (dq != dq_local) PyMem_Free(dq);
     return PyLong_FromSize_t(added);
 fail:
     PyBuffer_Release(&buf);
     PyMem_Free(later.v);
+    u64s_free(&cand);
     if (dq != dq_local) PyMem_Free(dq);
     return NULL;
 }
