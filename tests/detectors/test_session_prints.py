@@ -148,10 +148,11 @@ KGRAMS = st.lists(st.sampled_from([0, 1, 2, 3, 5, 8, 2**63, 2**64 - 1]) | st.int
 
 
 @settings(max_examples=300, deadline=None)
-@given(turns=st.lists(st.tuples(KGRAMS, st.integers(0, 70)), min_size=1, max_size=4), w=st.integers(1, 6))
+@given(turns=st.lists(st.tuples(KGRAMS, st.integers(0, 70)), min_size=1, max_size=4), w=st.integers(1, 12))
 def test_native_selection_extends_like_the_sorted_array(turns: list[tuple[list[int], int]], w: int) -> None:
     """The C hash set a session keeps (`_winnow.Selection`) appends and keeps exactly what the numpy path does,
-    turn after turn: new window minima once each in order, those of the first `commit` windows kept."""
+    turn after turn: new window minima once each in order, those of the first `commit` windows kept (w <= 8:
+    the branchless small-window loop; larger w: the monotone deque)."""
     import numpy as np
 
     from detectors.session_prints import _extend_sorted
@@ -169,3 +170,15 @@ def test_native_selection_extends_like_the_sorted_array(turns: list[tuple[list[i
         assert sel.count == ordered.shape[0] and sorted(set(ordered.tolist())) == ordered.tolist()
     with pytest.raises(ValueError):
         sel.extend(np.zeros(3, dtype=np.uint8), w, 0, [])  # not uint64
+
+
+@pytest.mark.parametrize("w", [4, 12])  # the production window (C small-window loop) and the deque's
+@pytest.mark.parametrize("extra", ["", " café"])  # ASCII (digested in place) and UTF-8 encoded
+def test_a_long_session_at_production_parameters_equals_full_passes(w: int, extra: str) -> None:
+    fp = Fingerprinter("test-key", k=5, w=w)
+    sp = SessionPrints(fp, min_cut=0)
+    text = ""
+    for turn in range(12):
+        text += " ".join(f"t{turn % 3}w{i % 97}{extra}" for i in range(400)) + ("\n" if turn % 4 else "")
+        assert sp.fingerprint_text("s", text) == fp.fingerprint_text(text)
+    assert sp.reused_bytes > 0
