@@ -249,7 +249,9 @@ class OverlapDetector:
         # template, tools and text the producer cut). The prompt is taken to be in the answer's script.
         usage = ex.response.usage if ex.response is not None else None
         out = ex.output_print
-        tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
+        tpu = 1.0
+        if self.s.overlap_usage_tokens:
+            tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
         for tp in (ex.prompt_print, out if include_output else None):
             if tp is None or not tp.hashes:
                 continue

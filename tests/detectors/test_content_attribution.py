@@ -62,7 +62,7 @@ def test_a_mixed_output_names_the_source_of_most_leaked_tokens(key: str) -> None
     leaked = _text(own[:15] + page_a + own[15:30] + page_b + own[30:45])
 
     def run(tokens_per_word_a: float) -> Alert:
-        m = _monitor(key)
+        m = _monitor(key, overlap_usage_tokens=True)
         events = _source("A", "a1", 0, a, tokens_per_word_a) + _source("B", "b1", 10, b, 1.0)
         events += [request("v1", "V", 20, text="Tell me about my report."), response("v1", "V", 21, text=leaked)]
         (alert,) = _run(m, events)
