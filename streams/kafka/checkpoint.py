@@ -18,6 +18,13 @@ manifest and its versions are deleted.
 
 An input message is acked only after a checkpoint that covers it was written, and the producer is
 flushed before each checkpoint, so a checkpoint never covers an output that could still be lost (ADR 0001).
+The stage waits only for the cut: its pieces pickled at a consistent point, with the input offset and the
+held messages they cover. The flush, the piece writes, the manifest and then the acks run in a background
+task per partition while the stage goes on (at most one in flight per partition; the next cut waits for it),
+so a round of checkpoints no longer stalls the input (issue 16). A write that fails leaves the previous
+manifest in place and the covered messages held for the next checkpoint (whose pieces are then copied whole:
+the changes since the failed cut are not in the table); a partition revoked while its checkpoint flushes
+abandons it before anything is written (the next owner replays from the last ack).
 
 Settings, the fingerprinter and the worker's counters are not state: the settings hold the secret
 fingerprint key, the fingerprinter a word cache of millions of entries, and the counters belong to
@@ -27,6 +34,7 @@ so no changelog or RocksDB file holds the key.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import logging
@@ -108,6 +116,17 @@ class Written:
     deleted: int = 0  # piece versions no manifest names any more
 
 
+@dataclass(slots=True)
+class Cut:
+    """A checkpoint taken but not stored yet: every byte it writes, and the held messages it covers."""
+
+    key: tuple[str, int]
+    manifest: Manifest
+    writes: list[tuple[bytes, bytes]]
+    done: Written
+    events: list[Any] = field(default_factory=list)
+
+
 def store_url(setting: str) -> str:
     if setting != "auto":
         return setting
@@ -163,21 +182,39 @@ class Checkpointer:
         self.not_before: dict[tuple[str, int], float] = {}  # the snapshot-time budget (snapshot_max_share)
         self.manifests: dict[tuple[str, int], Manifest] = {}  # the last one written or restored
         self.seq: dict[tuple[str, int], int] = {}  # the last seq used (also by a checkpoint that failed)
+        self.spoiled: set[tuple[str, int]] = set()  # a store failed after its cut: next cut copies pieces whole
+        self.inflight: dict[tuple[str, int], asyncio.Task[bool]] = {}  # the partition's checkpoint being stored
+        self.epoch: dict[tuple[str, int], int] = {}  # bumped when a partition is revoked: its in-flight is stale
+        self.failed: dict[tuple[str, int], BaseException] = {}  # a flush that raised, re-raised in the stage
 
     def hold(self, stage: str, partition: int, event: Any) -> None:
         self.held.setdefault((stage, partition), []).append(event)
 
     def forget(self, stage: str, partition: int) -> None:
         """A revoked partition: its held events will be re-read by the next owner."""
-        self.held.pop((stage, partition), None)
-        self.manifests.pop((stage, partition), None)
-        self.seq.pop((stage, partition), None)
+        key = (stage, partition)
+        self.held.pop(key, None)
+        self.manifests.pop(key, None)
+        self.seq.pop(key, None)
+        self.spoiled.discard(key)
+        self.failed.pop(key, None)
+        # Not cancelled (that could cut a producer flush short): it sees the new epoch after its flush and
+        # writes and acks nothing; the partition's next owner replays from the last ack.
+        self.inflight.pop(key, None)
+        self.epoch[key] = self.epoch.get(key, 0) + 1
 
     def write(self, stage: str, partition: int, state: State, table: Table) -> Written:
-        """One checkpoint: changed pieces, then the manifest naming them, then the versions it dropped."""
+        """One checkpoint at once: its cut, then its store."""
+        return self.store(self.cut(stage, partition, state), table)
+
+    def cut(self, stage: str, partition: int, state: State) -> Cut:
+        """The checkpoint's bytes, taken now (synchronously: a consistent point of the state): changed pieces,
+        the manifest that will name them. The pieces' change tracking restarts here."""
         key = (stage, partition)
         prev = self.manifests.get(key)
         before = prev.chains if prev is not None else {}
+        # After a failed store the table lacks the changes since that cut: copy every piece whole once.
+        chainable = key not in self.spoiled
         seq = self.seq[key] = max(self.seq.get(key, 0), prev.seq if prev is not None else 0) + 1
         done = Written(seq)
         writes: list[tuple[bytes, bytes]] = []
@@ -186,7 +223,7 @@ class Checkpointer:
         for name, obj in pieces.parts(state):
             live.append((name, obj))
             old = before.get(name)
-            if old is not None and len(old.keys) <= CHAIN_MAX:
+            if chainable and old is not None and len(old.keys) <= CHAIN_MAX:
                 delta = pieces.changes(name, obj)
                 if delta == b"":
                     chains[name] = old
@@ -208,20 +245,31 @@ class Checkpointer:
             writes.append((k, blob))
             chains[name] = Chain([k], len(blob), 0, digest)
             done.whole += 1
-        for k, blob in writes:
-            table[k] = blob
-            done.bytes += len(blob)
-        manifest = Manifest(seq, state.offset, chains)
-        blob = manifest.dumps()
-        table[snapshot_key(stage, partition)] = blob  # last: it makes the new versions the partition's state
-        done.bytes += len(blob)
-        if prev is not None:
-            for k in prev.versions() - manifest.versions():
-                table.pop(k, None)
-                done.deleted += 1
-        self.manifests[key] = manifest
         for name, obj in live:
             pieces.mark(name, obj)
+        return Cut(key, Manifest(seq, state.offset, chains), writes, done)
+
+    def store(self, cut: Cut, table: Table) -> Written:
+        """A cut into the table: its pieces, then the manifest naming them, then the versions it dropped."""
+        stage, partition = cut.key
+        done = cut.done
+        prev = self.manifests.get(cut.key)
+        try:
+            for k, blob in cut.writes:
+                table[k] = blob
+                done.bytes += len(blob)
+            blob = cut.manifest.dumps()
+            table[snapshot_key(stage, partition)] = blob  # last: it makes the new versions the partition's state
+        except BaseException:
+            self.spoiled.add(cut.key)
+            raise
+        done.bytes += len(blob)
+        self.manifests[cut.key] = cut.manifest
+        self.spoiled.discard(cut.key)
+        if prev is not None:
+            for k in prev.versions() - cut.manifest.versions():
+                table.pop(k, None)
+                done.deleted += 1
         return done
 
     def restore(
@@ -268,6 +316,7 @@ class Checkpointer:
         key = (stage, partition)
         self.manifests[key] = manifest
         self.seq[key] = manifest.seq
+        self.spoiled.discard(key)
         for name, obj in pieces.parts(state):
             pieces.mark(name, obj)
         self._sweep(stage, partition, table, manifest.versions())
@@ -282,8 +331,13 @@ class Checkpointer:
         flush: Callable[[], Awaitable[Any]],
         force: bool = False,
     ) -> bool:
-        """Snapshot the partition if due (or forced): outputs first, then the snapshot, then the acks."""
+        """Cut a checkpoint of the partition if due (or forced) and store it in the background: outputs
+        flushed first, then the pieces and the manifest, then the acks. True if one was cut. A checkpoint
+        still in flight makes a due one wait for the next message (a forced one waits for it)."""
         key = (stage, partition)
+        failed = self.failed.pop(key, None)
+        if failed is not None:
+            raise failed  # as if the stage had flushed itself: its outputs may be lost, so it must not go on
         held = self.held.get(key)
         if not held:
             return False
@@ -294,9 +348,18 @@ class Checkpointer:
         )
         if not force and (not due or now < self.not_before.get(key, 0.0)):
             return False
-        await flush()
+        running = self.inflight.get(key)
+        if running is not None and not running.done():
+            if not force:
+                return False
+            epoch = self.epoch.get(key, 0)
+            await asyncio.wait([running])
+            held = self.held.get(key)
+            if self.epoch.get(key, 0) != epoch or not held:  # revoked meanwhile
+                return False
+            now = time.monotonic()
         try:
-            done = self.write(stage, partition, state, table)
+            cut = self.cut(stage, partition, state)
         except Exception:
             # Not fatal: the events stay unacked and are replayed from the last good checkpoint.
             log.exception("%s: snapshot of partition %s failed", stage, partition)
@@ -304,17 +367,54 @@ class Checkpointer:
             self.last_snapshot[key] = now
             return False
         took = time.monotonic() - now
+        cut.events = held
+        self.held[key] = []
+        self.counters[f"snapshot_ms.{stage}.last"] = round(took * 1000)
+        self.last_snapshot[key] = now
+        # A whole copy of a large partition (the first, or a piece's periodic rewrite) can take seconds:
+        # taken every interval regardless, it would leave the stage no time for its input.
+        self.not_before[key] = now + took / self.kafka.snapshot_max_share
+        # The task inherits the stage's context (Faust's current event: the table's changelog partition).
+        self.inflight[key] = asyncio.create_task(self._finish(cut, table, flush, self.epoch.get(key, 0)))
+        return True
+
+    async def _finish(self, cut: Cut, table: Table, flush: Callable[[], Awaitable[Any]], epoch: int) -> bool:
+        """The background half of a checkpoint: flush, store, ack — in that order, or nothing acked."""
+        key = cut.key
+        stage, partition = key
+        started = time.monotonic()
+        try:
+            await flush()
+        except Exception as exc:
+            # Outputs the cut covers may be lost: nothing is acked, and the stage fails on its next message as
+            # it did when it flushed itself (the worker replays from the last ack).
+            if self.epoch.get(key, 0) == epoch:
+                self.failed[key] = exc
+            return False
+        if self.epoch.get(key, 0) != epoch:
+            self.counters[f"snapshot_abandoned.{stage}"] += 1
+            return False
+        # From here on nothing awaits: the store and the acks happen together or (a crash) not at all.
+        try:
+            done = self.store(cut, table)
+        except Exception:
+            log.exception("%s: snapshot of partition %s failed", stage, partition)
+            self.counters[f"snapshot_errors.{stage}"] += 1
+            # Held again, ahead of those that came since: the next checkpoint covers and acks them.
+            self.held[key] = cut.events + self.held.get(key, [])
+            return False
         self.counters[f"snapshots.{stage}"] += 1
         self.counters[f"snapshot_bytes.{stage}.last"] = done.bytes
         self.counters[f"snapshot_bytes.{stage}"] += done.bytes
         self.counters[f"snapshot_pieces.{stage}.whole"] += done.whole
         self.counters[f"snapshot_pieces.{stage}.changes"] += done.changes
-        self.counters[f"snapshot_ms.{stage}.last"] = round(took * 1000)
-        for ev in held:
+        self.counters[f"snapshot_store_ms.{stage}.last"] = round((time.monotonic() - started) * 1000)
+        for ev in cut.events:
             ev.ack()
-        held.clear()
-        self.last_snapshot[key] = now
-        # A whole copy of a large partition (the first, or a piece's periodic rewrite) can take seconds:
-        # taken every interval regardless, it would leave the stage no time for its input.
-        self.not_before[key] = now + took / self.kafka.snapshot_max_share
         return True
+
+    async def settle(self) -> None:
+        """Wait for every checkpoint in flight (a clean stop; tests)."""
+        for task in list(self.inflight.values()):
+            if not task.done():
+                await asyncio.wait([task])

@@ -39,6 +39,7 @@ def test_acks_wait_for_a_snapshot_written_after_the_flush() -> None:
         assert not first.acked and not table and not order
         cp.hold("join", 0, second)
         assert await cp.maybe("join", 0, state, table, flush)
+        await cp.settle()  # the flush, the store and the acks run in the background
         assert order == ["flush"] and first.acked and second.acked
 
     asyncio.run(run())
