@@ -182,3 +182,15 @@ def test_a_long_session_at_production_parameters_equals_full_passes(w: int, extr
         text += " ".join(f"t{turn % 3}w{i % 97}{extra}" for i in range(400)) + ("\n" if turn % 4 else "")
         assert sp.fingerprint_text("s", text) == fp.fingerprint_text(text)
     assert sp.reused_bytes > 0
+
+
+def test_the_native_membership_set_stays_within_32_bytes_a_fingerprint() -> None:
+    pytest.importorskip("detectors._winnow")
+    sp = SessionPrints(FP, min_cut=0)
+    text = ""
+    for turn in range(30):
+        text += " ".join(f"s{turn}x{i}" for i in range(300)) + "\n"
+        sp.fingerprint_text("s", text)
+        st = sp._states["s"]
+        assert st.seen.count == st.nsel == sp.state_size()  # the set holds exactly the state's selection
+        assert st.seen.nbytes <= 32 * st.nsel + 1024  # at most half full after it grows (plus its header)
