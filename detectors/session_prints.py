@@ -302,7 +302,9 @@ def _extend_sorted(ordered: np.ndarray, kg: np.ndarray, w: int, commit: int, out
 
 
 def _window_minima(kg: np.ndarray, w: int) -> np.ndarray:
-    """min(kg[i : i + w]) for every full window, in order (kg.shape[0] >= w)."""
+    """min(kg[i : i + w]) for every full window, in order (none when kg is shorter than a window)."""
+    if kg.shape[0] < w:
+        return kg[:0]
     mins = kg
     span = 1
     while span * 2 <= w:
