@@ -14,7 +14,7 @@ from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
 from detectors.signals import registry
-from detectors.signals.base import Detector
+from detectors.signals.base import Detector, Stateless
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.overlap import OverlapDetector
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
@@ -35,6 +35,7 @@ class DomainMonitor:
         self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in registry.registered()}
         self.overlap = self._overlap()
         self.overlap.public = public
+        self._plan: _Plan | None = None
         self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
@@ -99,15 +100,18 @@ class DomainMonitor:
                 alerts.append(self._domain_alert(gap, ts, None))
         self.overlap.index.advance(ts)
         self.incidents.advance(ts)
+        plan = self._plan
+        if plan is None or plan.detectors is not self.detectors:
+            plan = self._plan = _Plan(self.detectors)
         signals: list[Signal] = []
-        for detector in self.detectors.values():
-            signals += detector.observe(ex, capacity)
+        for observe in plan.observers:
+            signals += observe(ex, capacity)
         alert = self._response_alert(ex, corroborate(signals)) if signals else None
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.
         include_output = alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]
-        for detector in self.detectors.values():
-            detector.learn(ex, include_output)
+        for learn in plan.learners:
+            learn(ex, include_output)
         if alert is not None:
             alerts.append(alert)
         return alerts
@@ -191,8 +195,16 @@ class DomainMonitor:
         for reg in registry.registered():
             if reg.name not in detectors:
                 detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
+        state.pop("_plan", None)
         self.__dict__.update(state)
         self.overlap = self._overlap()
+        self._plan = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The plan holds bound methods derived from `detectors`: rebuilt on first use, never pickled.
+        state = self.__dict__.copy()
+        state.pop("_plan", None)
+        return state
 
     def state_size(self) -> dict[str, int]:
         idx = self.overlap.index.state_size()
@@ -219,6 +231,24 @@ class DomainMonitor:
             obj.overlap.s = settings
         obj.overlap.public = public  # the process's corpus: never part of a snapshot
         return obj
+
+
+_NO_LEARN: object = Stateless.learn
+
+
+class _Plan:
+    """The per-exchange calls of one domain's detectors, bound once (the domain runs them per exchange).
+
+    Detectors that keep no state (Stateless.learn) are left out of `learners`: their learn does nothing.
+    Keyed by the identity of the domain's `detectors` dict, which is built from the registry and not
+    changed in place; a new dict (restore, a test) gets a new plan."""
+
+    __slots__ = ("detectors", "learners", "observers")
+
+    def __init__(self, detectors: dict[str, Detector]) -> None:
+        self.detectors = detectors
+        self.observers = tuple(d.observe for d in detectors.values())
+        self.learners = tuple(d.learn for d in detectors.values() if type(d).learn is not _NO_LEARN)
 
 
 def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:
