@@ -25,6 +25,7 @@ from schemas.exchange import Exchange
 
 Evaluated = list[tuple[Exchange, list[Alert]]]
 _ADVANCE_STEP_S = 1.0
+_NEG_INF = float("-inf")  # a constant: float("-inf") is a global lookup and a call, per routed exchange
 _EVENT_KEYS = {t: f"events.{t}" for t in ("request", "response", "cache_stats", "canary")}
 
 
@@ -112,7 +113,7 @@ class DomainTable:
                 self._drop(next(iter(self._activity)), "domains.evicted")
             dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
         activity = self._activity
-        if activity.get(name, float("-inf")) < ts:
+        if activity.get(name, _NEG_INF) < ts:
             activity[name] = ts
         activity.move_to_end(name)
         return dm
