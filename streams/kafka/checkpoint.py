@@ -46,12 +46,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from streams.kafka import pieces
-from streams.kafka.pieces import Name
+from streams.kafka.pieces import Name, process_id
 from streams.kafka.stages import DomainState, JoinState
 from streams.settings import KafkaSettings
 
@@ -138,20 +137,10 @@ def store_url(setting: str) -> str:
 
 
 def dumps(state: State, counters: Counter[str]) -> bytes:
-    def persistent_id(obj: object) -> str | None:
-        if isinstance(obj, Fingerprinter):
-            return "fingerprinter"
-        if isinstance(obj, DetectionSettings):
-            return "settings"
-        if isinstance(obj, PublicSet):  # the operator's corpus is the process's, loaded from its file
-            return "public"
-        if obj is counters:
-            return "counters"
-        return None
-
+    """The whole partition as one pickle (the layout before pieces; bench_checkpoint's baseline)."""
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.persistent_id = persistent_id  # type: ignore[method-assign]
+    pickler.persistent_id = lambda obj: process_id(obj, counters)  # type: ignore[method-assign]
     pickler.dump(state)
     return zlib.compress(buf.getvalue(), 1)
 

@@ -65,7 +65,8 @@ def _pickle(obj: Any, cut: Callable[[object], Any]) -> bytes:
     return zlib.compress(buf.getvalue(), 1)
 
 
-def _process_id(obj: object, counters: Counter[str]) -> str | None:
+def process_id(obj: object, counters: Counter[str]) -> str | None:
+    """What a state pickle names instead of storing: the process supplies it again on load."""
     if isinstance(obj, Fingerprinter):
         return "fingerprinter"
     if isinstance(obj, DetectionSettings):
@@ -82,7 +83,7 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     if name == PART:
 
         def cut(o: object) -> Any:
-            return ("dm", o.cache_domain) if isinstance(o, DomainMonitor) else _process_id(o, counters)
+            return ("dm", o.cache_domain) if isinstance(o, DomainMonitor) else process_id(o, counters)
 
     elif name[0] == "dm":
         index, spread = obj.overlap.index, obj.overlap.spread
@@ -92,7 +93,7 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
                 return ("ix", name[1])
             if o is spread:
                 return ("sp", name[1])
-            return _process_id(o, counters)
+            return process_id(o, counters)
 
     elif name[0] in INCREMENTAL:
         # Plain data (numbers, strings, arrays): no persistent ids needed, and without the per-object callback
@@ -102,7 +103,7 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     else:
 
         def cut(o: object) -> Any:
-            return _process_id(o, counters)
+            return process_id(o, counters)
 
     return _pickle(obj, cut)
 
