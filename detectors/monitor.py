@@ -183,28 +183,19 @@ class Monitor:
 
     def _observe(self, event: Event, evaluated: Evaluated | None = None) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
-        # admit() inlined (same checks, same order): the type dispatch then serves both it and the routing.
+        # admit() is the one place of these checks: the Kafka ingest stage calls it too.
+        admit(event, self.joiner, self.dedup, self.canary_policy)
         pending: Request | Response | None
         ts = event.ts
         if isinstance(event, Response):
-            if event.output_fingerprint is not None:
-                self.joiner.check(event)
             pending = event
             key = "events.response"
         elif isinstance(event, Request):
-            if event.prompt_fingerprint is not None:
-                self.joiner.check(event)
-            if event.canaries:
-                self.canary_policy.check(event)
             pending = event
             key = "events.request"
         else:
-            if isinstance(event, Canary):
-                self.canary_policy.check(event)
             pending = None
             key = _EVENT_KEYS[event.type]
-        if self.dedup.seen(event.event_id, ts):
-            raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
         self.counters[key] += 1
         if ts >= self._next_advance:
             # Expiry needs no finer clock than a second of event time; checking it on every
