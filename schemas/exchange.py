@@ -7,7 +7,8 @@ Schema. It never carries raw prompt or output text.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Set as AbstractSet
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -77,6 +78,7 @@ class Exchange(BaseModel):
         return None
 
 
+_M = TypeVar("_M", bound=BaseModel)
 _new = object.__new__
 # BaseModel's own slot descriptors: setting through them skips an attribute lookup per call.
 _set_dict = BaseModel.__dict__["__dict__"].__set__
@@ -88,6 +90,18 @@ _PAIR_SET = frozenset(_FIELDS[:-1])  # the fields a joined pair sets; `orphan` k
 if tuple(Exchange.model_fields) != _FIELDS:
     # joined() below fills __dict__ by hand: a new Exchange field must be added there too.
     raise RuntimeError("Exchange fields changed: update schemas.exchange.joined")
+
+
+def trusted(cls: type[_M], values: dict[str, Any], fields_set: AbstractSet[str] | None = None) -> _M:
+    """`cls(**values)` without validation, for values validated before or built by crosstalk itself (the
+    join's parts, the workers' own internal records). `values` becomes the model's __dict__ as given: the
+    caller passes every field, in field order. `fields_set` defaults to every key of `values`."""
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields_set(obj, set(values if fields_set is None else fields_set))
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
 
 
 def joined(
@@ -104,21 +118,14 @@ def joined(
     types, yet it was a fifth of a text-free event's cost. This skips it (the model stays frozen and
     serialises alike); `model_construct` would not help, it walks every field in Python.
     """
-    ex = _new(Exchange)
     # Same keys in the same (field) order, same fields_set, and a fresh list as validation makes.
-    _set_dict(
-        ex,
-        {
-            "ts": float(ts),
-            "request": request,
-            "response": response,
-            "prompt_print": prompt_print,
-            "output_print": output_print,
-            "canary_hits": list(canary_hits) if canary_hits else [],
-            "orphan": None,
-        },
-    )
-    _set_fields_set(ex, set(_PAIR_SET))
-    _set_extra(ex, None)
-    _set_private(ex, None)
-    return ex
+    values = {
+        "ts": float(ts),
+        "request": request,
+        "response": response,
+        "prompt_print": prompt_print,
+        "output_print": output_print,
+        "canary_hits": list(canary_hits) if canary_hits else [],
+        "orphan": None,
+    }
+    return trusted(Exchange, values, _PAIR_SET)

@@ -30,19 +30,12 @@ import orjson
 from pydantic import BaseModel
 
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
-from schemas.exchange import CanaryHit, Exchange, TextFingerprint
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint, trusted
 
 
 class RecordError(ValueError):
     """An internal record this version cannot read (a bug, or a foreign writer to an internal topic)."""
 
-
-_new = object.__new__
-# BaseModel's own slot descriptors, as schemas.exchange.joined uses them: a trusted build, no validation.
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 _FIELDS: dict[type[BaseModel], tuple[str, ...]] = {
     cls: tuple(cls.model_fields) for cls in (Request, Response, CacheStats, Canary, Usage, Fingerprint)
@@ -56,16 +49,6 @@ _NESTED: dict[type[BaseModel], tuple[tuple[int, type[BaseModel]], ...]] = {
     ),
 }
 _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response, "cache_stats": CacheStats}
-
-
-def _trusted(cls: type[BaseModel], values: dict[str, Any]) -> Any:
-    # fields_set = every field: nothing here dumps with exclude_unset, and computing it per model costs.
-    obj = _new(cls)
-    _set_dict(obj, values)
-    _set_fields_set(obj, set(values))
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
 
 
 def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
@@ -83,12 +66,7 @@ def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
         for i, sub in nested:
             if values[i] is not None:
                 values[i] = _BUILDERS[sub](values[i])
-        obj = _new(cls)
-        _set_dict(obj, dict(zip(fields, values, strict=False)))  # lengths checked above
-        _set_fields_set(obj, set(all_fields))
-        _set_extra(obj, None)
-        _set_private(obj, None)
-        return obj
+        return trusted(cls, dict(zip(fields, values, strict=False)), all_fields)  # lengths checked above
 
     return build
 
@@ -115,12 +93,7 @@ def _object_builder(cls: type[BaseModel]) -> Callable[[Any], Any]:
             v = values[field_name]
             if v is not None:
                 values[field_name] = _OBJECT_BUILDERS[sub](v)
-        obj = _new(cls)
-        _set_dict(obj, values)
-        _set_fields_set(obj, set(fields))
-        _set_extra(obj, None)
-        _set_private(obj, None)
-        return obj
+        return trusted(cls, values, fields)
 
     return build
 
@@ -192,7 +165,7 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if values is None:
         return None
     words, hashes = values
-    return _trusted(TextFingerprint, {"hashes": hashes, "words": words})
+    return trusted(TextFingerprint, {"hashes": hashes, "words": words})
 
 
 def exchange_record(ex: Exchange) -> bytes:
@@ -222,7 +195,7 @@ def exchange_from_record(raw: bytes) -> Exchange:
             "prompt_print": _print_of(pprint),
             "output_print": _print_of(oprint),
             "canary_hits": [
-                _trusted(CanaryHit, {"marker_id": m, "owner_tenant_id": t, "owner_session_id": s}) for m, t, s in hits
+                trusted(CanaryHit, {"marker_id": m, "owner_tenant_id": t, "owner_session_id": s}) for m, t, s in hits
             ],
             "orphan": orphan,
         }
@@ -230,7 +203,5 @@ def exchange_from_record(raw: bytes) -> Exchange:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RecordError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None
-    ex = _trusted(Exchange, values)
     # An Exchange sets every field but `orphan` when it is a pair (schemas.exchange.joined).
-    _set_fields_set(ex, set(values) - ({"orphan"} if orphan is None else set()))
-    return ex
+    return trusted(Exchange, values, values.keys() - {"orphan"} if orphan is None else None)
