@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from schemas.alert import Alert, IncidentResolved
 from schemas.exchange import Exchange
@@ -87,62 +87,37 @@ class SinkSet(Sink):
         elif _power_of_ten(n):  # a sink failing on every event must not flood the log
             log.warning("sink %s failed in %s %d times, the last with %r", name, hook, n, exc)
 
-    def on_event(self, type: str) -> None:
+    def _each(self, hook: str, *args: Any) -> None:
         for sink in self.sinks:
             try:
-                sink.on_event(type)
+                getattr(sink, hook)(*args)
             except Exception as exc:
-                self._failed(sink, "on_event", exc)
+                self._failed(sink, hook, exc)
+
+    def on_event(self, type: str) -> None:
+        self._each("on_event", type)
 
     def on_exchange(self, exchange: Exchange, alerts: list[Alert]) -> None:
-        for sink in self.sinks:
-            try:
-                sink.on_exchange(exchange, alerts)
-            except Exception as exc:
-                self._failed(sink, "on_exchange", exc)
+        self._each("on_exchange", exchange, alerts)
 
     def on_alert(self, alert: Alert) -> None:
-        for sink in self.sinks:
-            try:
-                sink.on_alert(alert)
-            except Exception as exc:
-                self._failed(sink, "on_alert", exc)
+        self._each("on_alert", alert)
 
     def on_resolved(self, resolution: IncidentResolved) -> None:
-        for sink in self.sinks:
-            try:
-                sink.on_resolved(resolution)
-            except Exception as exc:
-                self._failed(sink, "on_resolved", exc)
+        self._each("on_resolved", resolution)
 
     def on_reject(self, reason: str, detail: str) -> None:
-        for sink in self.sinks:
-            try:
-                sink.on_reject(reason, detail)
-            except Exception as exc:
-                self._failed(sink, "on_reject", exc)
+        self._each("on_reject", reason, detail)
 
     def set_state_size_source(self, fn: SizeSource) -> None:
-        for sink in self.sinks:
-            try:
-                sink.set_state_size_source(fn)
-            except Exception as exc:
-                self._failed(sink, "set_state_size_source", exc)
+        self._each("set_state_size_source", fn)
 
     def set_lag_source(self, fn: SizeSource) -> None:
-        for sink in self.sinks:
-            try:
-                sink.set_lag_source(fn)
-            except Exception as exc:
-                self._failed(sink, "set_lag_source", exc)
+        self._each("set_lag_source", fn)
 
     def close(self) -> None:
         """Closes every sink, even after one failed to close."""
-        for sink in self.sinks:
-            try:
-                sink.close()
-            except Exception as exc:
-                self._failed(sink, "close", exc)
+        self._each("close")
 
 
 def _power_of_ten(n: int) -> bool:
