@@ -247,10 +247,10 @@ class OverlapDetector:
         self._last = None
         # Tokens per unit from the answer: the engine counted exactly that text (a prompt's count also holds the
         # template, tools and text the producer cut). The prompt is taken to be in the answer's script.
-        usage = ex.response.usage if ex.response is not None else None
         out = ex.output_print
         tpu = 1.0
         if self.s.overlap_usage_tokens:
+            usage = ex.response.usage if ex.response is not None else None
             tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
         for tp in (ex.prompt_print, out if include_output else None):
             if tp is None or not tp.hashes:
