@@ -3,6 +3,10 @@
 Keys decide co-location: request/response by request_id, cache_stats by cache_domain, canary by
 tenant. The workers re-key anyway (a producer in another language may get this wrong), but keying
 right at the source saves the repartition hop its skew.
+
+With kafka.topology=direct the workers do not re-key: every event is keyed by its cache domain (a
+request without one by its response's), canary events go to every partition, and a batch holds the
+events of one partition only (streams/kafka/direct.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
 from streams.inputs.files import bounded_lines, open_binary
-from streams.kafka.routing import routing_key
+from streams.kafka.routing import domain_key, input_partition_of, routing_key
 from streams.settings import KafkaSettings, Settings, load_settings
 
 
@@ -188,6 +192,17 @@ def produce_file(
             pending.clear()
             pending_bytes = 0
 
+    direct = k.topology == "direct"
+    domains: dict[str, str] = _response_domains(path, max_bytes) if direct else {}
+    parts = len(prod.partitions_for(k.input_topic) or ()) or k.input_partitions if direct else 0
+    by_partition: dict[int, list[bytes]] = {}  # direct batching: one partition's lines per message
+
+    def send_partition(q: int) -> None:
+        lines_q = by_partition.pop(q, None)
+        if lines_q:
+            ndjson = [("content-type", NDJSON_CONTENT_TYPE)]
+            prod.send(k.input_topic, key=None, partition=q, value=b"\n".join(lines_q), headers=ndjson)
+
     try:
         lines = Lines(path, max_bytes)
         for line in lines:
@@ -196,9 +211,15 @@ def produce_file(
                 continue
             key: bytes | None
             headers: list[tuple[str, bytes]] = []
+            targets: list[int] | None = None  # direct: the partitions the line goes to
             try:
                 ev = parse_event(line, max_bytes=max_bytes)
-                key = routing_key(ev).encode()
+                if direct:
+                    dk = domain_key(ev, domains)
+                    key = (dk if dk is not None else routing_key(ev)).encode()
+                    targets = list(range(parts)) if ev.type == "canary" else [input_partition_of(key, parts)]
+                else:
+                    key = routing_key(ev).encode()
                 if ev.traceparent:
                     headers.append(("traceparent", ev.traceparent.encode()))
                 res.sent[ev.type] += 1
@@ -207,7 +228,16 @@ def produce_file(
                 if not send_bad:
                     continue
                 key = None
-            if batch > 1:
+            if direct and targets is not None and batch > 1:
+                for q in targets:
+                    group = by_partition.setdefault(q, [])
+                    group.append(line)
+                    if len(group) >= batch:
+                        send_partition(q)
+            elif direct and targets is not None:
+                for q in targets:
+                    prod.send(k.input_topic, key=key, partition=q, value=line, headers=headers)
+            elif batch > 1:
                 if pending and pending_bytes + len(line) + 1 > batch_bytes:
                     send_pending()
                 pending.append(line)
@@ -225,6 +255,8 @@ def produce_file(
                 if ahead > 0:
                     time.sleep(ahead)
         send_pending()
+        for q in list(by_partition):
+            send_partition(q)
         prod.flush()
         res.input_error = lines.error
     finally:
@@ -232,6 +264,22 @@ def produce_file(
             prod.close()
     res.seconds = time.monotonic() - start
     return res
+
+
+def _response_domains(path: str, max_bytes: int) -> dict[str, str]:
+    """request_id -> cache_domain of every response in the file: where a request that names no domain goes
+    in the direct topology (a first pass; a live gateway knows the domain when it publishes the pair)."""
+    out: dict[str, str] = {}
+    for line in iter_lines(path, max_bytes):
+        try:
+            d = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(d, dict) and d.get("type") == "response":
+            rid, dom = d.get("request_id"), d.get("cache_domain")
+            if isinstance(rid, str) and isinstance(dom, str):
+                out[rid] = dom
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ from faust.types import TP
 from schemas.events import NDJSON_CONTENT_TYPE
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
+from streams.kafka.direct import DirectResult, DirectStage, DirectState
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.stages import (
     DeadLetter,
@@ -65,9 +66,11 @@ class KafkaPipeline:
         self.ingest = IngestStage(settings, self.counters)
         self.join = JoinStage(settings, self.counters, started_mono)
         self.domain = DomainStage(settings, self.counters, started_mono)
+        self.direct = DirectStage(settings, self.counters)
         self.checkpoints = checkpoint.Checkpointer(settings.kafka, self.counters)
         self.join_states: dict[int, JoinState] = {}
         self.domain_states: dict[int, DomainState] = {}
+        self.direct_states: dict[int, DirectState] = {}
         self.assigned: set[TP] = set()
         self.send_lock = asyncio.Lock()  # the heartbeat must not send marks that cover items not yet sent
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode. A failing
@@ -113,12 +116,19 @@ class KafkaPipeline:
         self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
         self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
         parts = k.internal_partitions
-        self.join_table = app.Table(n.join_table, partitions=parts, key_type=bytes, value_type=bytes)
-        self.domain_table = app.Table(n.domain_table, partitions=parts, key_type=bytes, value_type=bytes)
-        app.agent(self.input_topic, name="ingest", concurrency=1)(self._ingest)
-        app.timer(interval=k.heartbeat_interval_s)(self._heartbeat)
-        app.agent(self.join_topic, name="join", concurrency=1)(self._join)
-        app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
+        if k.topology == "direct":
+            # One stage on the input topic; its table is co-partitioned with it (streams/kafka/direct.py).
+            self.direct_table = app.Table(
+                n.direct_table, partitions=k.input_partitions, key_type=bytes, value_type=bytes
+            )
+            app.agent(self.input_topic, name="direct", concurrency=1)(self._direct)
+        else:
+            self.join_table = app.Table(n.join_table, partitions=parts, key_type=bytes, value_type=bytes)
+            self.domain_table = app.Table(n.domain_table, partitions=parts, key_type=bytes, value_type=bytes)
+            app.agent(self.input_topic, name="ingest", concurrency=1)(self._ingest)
+            app.timer(interval=k.heartbeat_interval_s)(self._heartbeat)
+            app.agent(self.join_topic, name="join", concurrency=1)(self._join)
+            app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
 
         # Faust binds a page function as a View method: plain closures, not bound methods.
         async def health(web: Any, request: Any) -> Any:
@@ -147,7 +157,12 @@ class KafkaPipeline:
         return {
             "app_id": self.kafka.app_id,
             "uptime_s": round(time.time() - self.started, 1),
-            "partitions": {"join": sorted(self.join_states), "domain": sorted(self.domain_states)},
+            "topology": self.kafka.topology,
+            "partitions": {
+                "join": sorted(self.join_states),
+                "domain": sorted(self.domain_states),
+                "direct": sorted(self.direct_states),
+            },
             "assigned": sorted(f"{tp.topic}:{tp.partition}" for tp in self.assigned),
             "counters": dict(sorted(self.counters.items())),
             "deadletter": {k[len("deadletter.") :]: v for k, v in self.counters.items() if k.startswith("deadletter.")},
@@ -160,6 +175,14 @@ class KafkaPipeline:
         """Where event time stands: the newest event read per input partition, the watermark per join
         partition — what a poisoned event would move — and, live, how far the slowest of this worker's
         join watermarks is behind the wall clock (a worker that cannot keep up shows it growing)."""
+        if self.kafka.topology == "direct":
+            # No watermarks between stages: each partition's event time is the newest event it admitted.
+            newest = dict(self.direct.input_max)
+            return {
+                "input": {str(i): ts for i, ts in sorted(newest.items())},
+                "join_watermarks": {},
+                "behind_wall_clock_s": round(time.time() - min(newest.values()), 3) if newest else None,
+            }
         wms = {str(p): st.wm for p, st in sorted(self.join_states.items()) if st.wm != float("-inf")}
         return {
             "input": {str(i): ts for i, ts in sorted(self.ingest.input_max.items())},
@@ -170,7 +193,8 @@ class KafkaPipeline:
     def consumer_lag(self) -> dict[str, int]:
         """Messages of the input topic not yet ingested, per partition this worker has read."""
         out: dict[str, int] = {}
-        for partition, offset in list(self.ingest.positions.items()):
+        positions = self.direct.positions if self.kafka.topology == "direct" else self.ingest.positions
+        for partition, offset in list(positions.items()):
             try:
                 highwater = self.app.consumer.highwater(TP(self.names.input, partition))
             except Exception:  # not assigned any more, or no fetch yet: nothing to report
@@ -185,6 +209,9 @@ class KafkaPipeline:
             size["pending_joins"] += js.joiner.state_size()
             size["dedup_ids"] += js.dedup.state_size()
             size["canaries"] = max(size["canaries"], js.joiner.canaries.state_size())
+        for dst in self.direct_states.values():
+            assert dst.monitor is not None
+            size.update(dst.monitor.state_size())
         for ds in self.domain_states.values():
             size["domains"] += len(ds.table.domains)
             size["pending_ordered"] += len(ds.pending)
@@ -220,7 +247,11 @@ class KafkaPipeline:
         # held (unacked) events are stale from now on; the snapshot table is the truth.
         self.assigned -= set(revoked)
         for tp in revoked:
-            if tp.topic == self.names.input:
+            if tp.topic == self.names.input and self.kafka.topology == "direct":
+                self.direct.forget(tp.partition)
+                self.direct_states.pop(tp.partition, None)
+                self.checkpoints.forget("direct", tp.partition)
+            elif tp.topic == self.names.input:
                 self.ingest.forget(tp.partition)
             elif tp.topic == self.names.join:
                 self.join_states.pop(tp.partition, None)
@@ -289,15 +320,58 @@ class KafkaPipeline:
                     await self._send(self.join_topic, send, "ingest.batches")
             self.counters["ingest.heartbeats"] += 1
 
+    # -- the direct topology's one stage --
+    async def _direct(self, stream: Any) -> Any:
+        """Batches of input messages, each partition's to its Monitor; acked only via a snapshot.
+
+        take_events acks a batch once this body returns: an extra reference per message keeps the offset
+        uncommitted until the checkpoint that covers its effect acks it (Checkpointer, as the staged
+        stateful stages). The table writes go to the changelog partition of the current event, so each
+        partition's checkpoint is cut with one of its own events current."""
+        async for events in stream.take_events(self.kafka.batch_max, within=self.kafka.batch_wait_s):
+            by_partition: dict[int, list[Any]] = {}
+            for e in events:
+                e.message.incref()
+                by_partition.setdefault(e.message.partition, []).append(e)
+            for p, evs in by_partition.items():
+                st = self._state("direct", p)
+                msgs = []
+                for e in evs:
+                    m = e.message
+                    msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers)))
+                    self.checkpoints.hold("direct", p, e)
+                res = self.direct.read(st, p, msgs, time.time())
+                await self._direct_out(res)
+                stream._set_current_event(evs[-1])
+                await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
+
+    async def _direct_out(self, res: DirectResult) -> None:
+        for dl in res.dead:
+            await self._dead_letter(dl)
+        sinks = self.sinks
+        if sinks:
+            for event_type in res.event_types:
+                sinks.on_event(event_type)
+        for key, value in res.published:
+            await self.alerts_topic.send(key=key, value=value)
+        for ex, alerts in res.evaluated:
+            sinks.on_exchange(ex, alerts)
+        for a in res.alerts:
+            sinks.on_alert(a)
+        for r in res.resolved:
+            sinks.on_resolved(r)
+
     # -- stages 2 and 3 --
     def _state(self, stage: str, partition: int) -> Any:
-        states: dict[int, Any] = self.join_states if stage == "join" else self.domain_states
+        states: dict[int, Any] = getattr(self, f"{stage}_states")
         st = states.get(partition)
         if st is None:
-            table = self.join_table if stage == "join" else self.domain_table
+            table = getattr(self, f"{stage}_table")  # only the topology's tables exist
             st = self.checkpoints.restore(stage, partition, table, self.settings.detection, self.public)
             restored = st is not None
-            if st is None and stage == "join":
+            if st is None and stage == "direct":
+                st = DirectState.fresh_direct(self.settings.detection, self.counters, self.public)
+            elif st is None and stage == "join":
                 st = JoinState.fresh(self.settings.detection)
             elif st is None:
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)

@@ -6,6 +6,7 @@ Light on purpose: the gateway producer imports this without Faust, OpenTelemetry
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 
 from schemas.events import CacheStats, Event, Request, Response
 
@@ -17,6 +18,28 @@ def routing_key(event: Event) -> str:
     if isinstance(event, CacheStats):
         return event.cache_domain
     return event.tenant_id
+
+
+def domain_key(event: Event, domain_of_request: Mapping[str, str] | None = None) -> str | None:
+    """The key of the direct topology (kafka.topology=direct): every event of a cache domain, both halves
+    of a pair included, on one input partition: a request goes where its response's domain is (the caller
+    knows it: `domain_of_request`), else to the domain it names. None for a canary (written to every
+    partition) and for a request whose domain is unknown (keyed by its request_id instead: the pair will
+    not meet, and is counted as orphans)."""
+    if isinstance(event, (Response, CacheStats)):
+        return event.cache_domain
+    if isinstance(event, Request):
+        # The response's domain first: the pair is evaluated where it was decoded (Exchange.cache_domain).
+        known = None if domain_of_request is None else domain_of_request.get(event.request_id)
+        return known if known is not None else event.cache_domain
+    return None
+
+
+def input_partition_of(key: bytes, partitions: int) -> int:
+    """The input partition Kafka's default partitioner (murmur2, as the Java client) gives a keyed message."""
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def partition_of(key: str, partitions: int) -> int:
@@ -32,14 +55,12 @@ def covering_keys(prefix: str, input_partitions: int, internal_partitions: int) 
     """Keys that land at least once on every input partition (Kafka's default murmur2 partitioner of
     keyed producer messages) and on every internal partition: events under them reach every watermark,
     e.g. to move event time past the end of a replayed log."""
-    from kafka.partitioner.default import murmur2
-
     need_in, need_int = set(range(input_partitions)), set(range(internal_partitions))
     keys: list[str] = []
     i = 0
     while need_in or need_int:
         key = f"{prefix}-{i}"
-        a = (murmur2(key.encode()) & 0x7FFFFFFF) % input_partitions
+        a = input_partition_of(key.encode(), input_partitions)
         b = partition_of(key, internal_partitions)
         if a in need_in or b in need_int:
             keys.append(key)

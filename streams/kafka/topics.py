@@ -29,6 +29,8 @@ class TopicNames:
     domain_table: str
     join_changelog: str
     domain_changelog: str
+    direct_table: str
+    direct_changelog: str
     assignor_leader: str
 
 
@@ -44,6 +46,8 @@ def topic_names(k: KafkaSettings) -> TopicNames:
         domain_table="domainstate",
         join_changelog=f"{k.app_id}-joinstate-changelog",
         domain_changelog=f"{k.app_id}-domainstate-changelog",
+        direct_table="directstate",
+        direct_changelog=f"{k.app_id}-directstate-changelog",
         assignor_leader=f"{k.app_id}-__assignor-__leader",
     )
 
@@ -53,15 +57,21 @@ def topic_specs(k: KafkaSettings) -> dict[str, tuple[int, dict[str, str]]]:
     n = topic_names(k)
     big = {"max.message.bytes": str(k.max_message_bytes)}
     compacted = {**big, "cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
-    return {
+    common = {
         n.input: (k.input_partitions, big),
         n.alerts: (k.alerts_partitions, {}),
         n.deadletter: (1, big),
+        n.assignor_leader: (1, {}),
+    }
+    if k.topology == "direct":
+        # One stage: its state table is co-partitioned with the input (a changelog partition per input one).
+        return {**common, n.direct_changelog: (k.input_partitions, compacted)}
+    return {
+        **common,
         n.join: (k.internal_partitions, big),
         n.domain: (k.internal_partitions, big),
         n.join_changelog: (k.internal_partitions, compacted),
         n.domain_changelog: (k.internal_partitions, compacted),
-        n.assignor_leader: (1, {}),
     }
 
 

@@ -69,7 +69,10 @@ class KafkaNames:
         from streams.kafka.topics import delete_topics, topic_specs
 
         with contextlib.suppress(Exception):  # best effort: unique names keep leftovers harmless
-            delete_topics(self.bootstrap, list(topic_specs(self.settings().kafka)))
+            k = self.settings().kafka
+            # Either topology's topics: a test may have run its workers with kafka.topology=direct.
+            names = set(topic_specs(k)) | set(topic_specs(k.model_copy(update={"topology": "direct"})))
+            delete_topics(self.bootstrap, sorted(names))
 
     def __enter__(self) -> KafkaNames:
         try:

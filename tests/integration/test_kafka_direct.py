@@ -1,0 +1,165 @@
+"""The direct topology (kafka.topology=direct) against the real broker: input keyed by cache domain, one
+stage, a Monitor per input partition — the embedded core's alert ids, through a kill, on bad input too.
+
+Workers run as subprocesses. Waits are bounded; nothing asserts on wall-clock durations.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from conftest import wait_for
+from kafka import KafkaConsumer, KafkaProducer
+
+from streams.embedded.runner import EmbeddedRunner
+from streams.kafka.routing import input_partition_of
+from streams.producer import produce_file
+from streams.settings import Settings
+from streams.testing.rawevents import tick_events
+
+KafkaNames = Workers = Any  # fixtures of tests/conftest.py
+
+pytestmark = pytest.mark.kafka
+
+WAIT_S = 150.0
+DIRECT = {"CROSSTALK_KAFKA__TOPOLOGY": "direct"}
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The simulator's incident plus ticks, and the embedded Monitor's alert ids on the same file."""
+    from streams.sim.simulate import SimConfig, write_simulation
+
+    d = tmp_path_factory.mktemp("incident-direct")
+    summary = write_simulation(d, SimConfig(duration_s=240.0, fault_at_s=80.0))
+    lines = Path(summary["events_path"]).read_bytes().splitlines()
+    last_ts = max(orjson.loads(line)["ts"] for line in lines if line.strip())
+    path = d / "events-with-ticks.jsonl.gz"
+    ticks = [orjson.dumps(t) for t in tick_events(last_ts, Settings().kafka)]
+    with gzip.open(path, "wb") as f:
+        f.write(b"\n".join([*lines, *ticks]) + b"\n")
+    result = EmbeddedRunner(Settings()).run_files([str(path)])
+    alerts = {a.alert_id: a.kind for a in result.alerts}
+    assert alerts, "the incident must raise alerts, else the comparison proves nothing"
+    return {"path": str(path), "alerts": alerts, "events": sum(1 for _ in lines)}
+
+
+def _direct(names: KafkaNames) -> Any:
+    return names.settings().kafka.model_copy(update={"topology": "direct"})
+
+
+def _records(names: KafkaNames, topic: str) -> KafkaConsumer:
+    return KafkaConsumer(
+        topic, bootstrap_servers=names.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False, group_id=None
+    )
+
+
+def _alert_ids(consumer: KafkaConsumer, seen: dict[str, int]) -> dict[str, int]:
+    for records in consumer.poll(timeout_ms=500).values():
+        for r in records:
+            a = json.loads(r.value)
+            if a.get("record") != "incident_resolved":
+                assert r.key == a["alert_id"].encode()
+                seen[a["alert_id"]] = seen.get(a["alert_id"], 0) + 1
+    return seen
+
+
+def _same_alerts(names: KafkaNames, expected: dict[str, str], workers: list[Any]) -> dict[str, int]:
+    consumer = _records(names, names.alerts_topic)
+    seen: dict[str, int] = {}
+    try:
+        try:
+            wait_for(lambda: set(expected) <= set(_alert_ids(consumer, seen)), WAIT_S, 0.0, "the expected alerts")
+        except AssertionError:
+            pass
+        end = time.monotonic() + 3.0  # anything extra would show up now
+        while time.monotonic() < end:
+            _alert_ids(consumer, seen)
+    finally:
+        consumer.close()
+    logs = "\n---\n".join(f"{w.counters()}\n{w.log_tail(5)}" for w in workers if w.alive())
+    missing, extra = set(expected) - set(seen), set(seen) - set(expected)
+    assert not missing and not extra, f"missing={missing} extra={extra}\n{logs}"
+    return seen
+
+
+@pytest.mark.parametrize("batch", [1, 25])
+def test_direct_topology_gives_the_embedded_alert_ids(
+    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any], batch: int
+) -> None:
+    w = workers.start(kafka_names, **DIRECT)
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    assert w.alive(), w.log_tail()
+    res = produce_file(incident["path"], _direct(kafka_names), batch=batch)
+    assert not res.bad_lines
+    _same_alerts(kafka_names, incident["alerts"], [w])
+    c = w.counters()
+    assert c is not None and c["topology"] == "direct" and not c["deadletter"], c
+    assert sorted(c["partitions"]["direct"]) == [0, 1, 2, 3] and not c["partitions"]["join"]
+    assert c["counters"]["exchanges"] > 0 and not c["counters"].get("ingest.batches")  # no internal topics
+
+
+def test_direct_sigkill_mid_stream_loses_no_alert(
+    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
+) -> None:
+    env = {**DIRECT, "CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
+    w1 = workers.start(kafka_names, "before-kill", **env)
+    wait_for(lambda: w1.counters() is not None or not w1.alive(), 60, what="the worker's web server")
+    produce_file(incident["path"], _direct(kafka_names))
+    total = incident["events"]
+
+    def midway() -> bool:
+        c = w1.counters()
+        cs = c["counters"] if c else {}
+        return cs.get("snapshots.direct", 0) >= 2 and cs.get("direct.messages", 0) >= total // 3
+
+    wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+    w1.kill()
+    # A fresh data dir: the state must come back from the changelog, not from local disk.
+    w2 = workers.start(kafka_names, "after-kill", **env)
+    _same_alerts(kafka_names, incident["alerts"], [w1, w2])
+    c = w2.counters()
+    assert c is not None and c["counters"].get("restores.direct", 0) > 0, c
+
+
+def test_direct_bad_input_is_dead_lettered_and_the_worker_goes_on(kafka_names: KafkaNames, workers: Workers) -> None:
+    w = workers.start(kafka_names, **DIRECT)
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    k = kafka_names.settings().kafka
+    good = {
+        "type": "cache_stats", "event_id": "cs-1", "ts": time.time(), "cache_domain": "d1", "role": "unified",
+        "capacity_tokens": 1000, "used_tokens": 0,
+    }  # fmt: skip
+    future = {**good, "event_id": "cs-2", "ts": time.time() + 10 * 365 * 86400}
+    prod = KafkaProducer(bootstrap_servers=k.bootstrap)
+    key = b"d1"
+    part = input_partition_of(key, k.input_partitions)
+    for value in (b"{not json", None, orjson.dumps(future), orjson.dumps(good), orjson.dumps(good)):
+        prod.send(k.input_topic, key=key, value=value, partition=part)
+    prod.flush()
+    prod.close()
+
+    def counted() -> dict[str, int] | None:
+        c = w.counters()
+        dl = c["deadletter"] if c else {}
+        return dl if sum(dl.values()) >= 4 else None
+
+    dl = wait_for(counted, 60, what="four dead letters")
+    assert dl == {"invalid": 1, "not_json": 1, "future_ts": 1, "duplicate": 1}, dl
+    dlq = _records(kafka_names, kafka_names.deadletter_topic)
+    try:
+        got: list[Any] = []
+        wait_for(lambda: got.extend(r for rs in dlq.poll(timeout_ms=500).values() for r in rs) or len(got) >= 4, 30)
+    finally:
+        dlq.close()
+    reasons = sorted(dict(r.headers)["x-crosstalk-reason"].decode() for r in got)
+    assert reasons == ["duplicate", "future_ts", "invalid", "not_json"]
+    assert w.alive()
+    c = w.counters()
+    assert c is not None and c["counters"].get("ingest.cache_stats") == 1

@@ -1,0 +1,167 @@
+"""The direct topology's stage without a broker: the embedded core's alerts on input keyed by cache domain,
+replays skipped, bad input dead-lettered with its reason, and a checkpoint restored mid-stream that goes on
+to the same alerts."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from detectors.monitor import Monitor
+from schemas.events import parse_event
+from streams.kafka.checkpoint import Checkpointer
+from streams.kafka.direct import DirectStage, DirectState
+from streams.kafka.ingest import InputMessage
+from streams.kafka.routing import domain_key, input_partition_of, routing_key
+from streams.settings import Settings
+
+PARTS = 4
+
+
+@pytest.fixture(scope="module")
+def lines(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    from streams.sim.simulate import SimConfig, write_simulation
+
+    d = tmp_path_factory.mktemp("sim-direct")
+    summary = write_simulation(d, SimConfig(duration_s=240.0, fault_at_s=80.0))
+    return [line for line in Path(summary["events_path"]).read_bytes().splitlines() if line.strip()]
+
+
+def _partitioned(lines: list[bytes]) -> dict[int, list[bytes]]:
+    """Each line on the input partition the producer's direct keying gives it (canaries on every one)."""
+    events = [parse_event(line) for line in lines]
+    rdom = {e.request_id: e.cache_domain for e in events if e.type == "response"}
+    out: dict[int, list[bytes]] = {q: [] for q in range(PARTS)}
+    for line, ev in zip(lines, events, strict=True):
+        key = domain_key(ev, rdom)
+        targets = range(PARTS) if key is None else [input_partition_of(key.encode(), PARTS)]
+        for q in targets:
+            out[q].append(line)
+    return out
+
+
+def _feed(
+    stage: DirectStage, states: dict[int, DirectState], parts: dict[int, list[bytes]], start: int, end: int
+) -> Any:
+    alerts = []
+    dead = []
+    for q, qlines in parts.items():
+        msgs = [InputMessage(q, off, None, qlines[off], False) for off in range(start, min(end, len(qlines)))]
+        res = stage.read(states[q], q, msgs, time.time())
+        alerts += res.alerts
+        dead += res.dead
+    return alerts, dead
+
+
+def _embedded(lines: list[bytes], s: Settings) -> set[str]:
+    m = Monitor(s.detection)
+    ids = set()
+    for line in lines:
+        ids |= {a.alert_id for a in m.observe(parse_event(line))}
+    ids |= {a.alert_id for a in m.flush()}
+    return ids
+
+
+def _flush(states: dict[int, DirectState]) -> set[str]:
+    out = set()
+    for st in states.values():
+        assert st.monitor is not None
+        out |= {a.alert_id for a in st.monitor.flush()}
+    return out
+
+
+def test_domain_keys_put_both_halves_of_a_pair_and_a_domain_on_one_partition(lines: list[bytes]) -> None:
+    events = [parse_event(line) for line in lines]
+    rdom = {e.request_id: e.cache_domain for e in events if e.type == "response"}
+    assert any(e.type == "request" and e.cache_domain is None for e in events), "some requests name no domain"
+    where: dict[str, set[int]] = {}
+    for ev in events:
+        key = domain_key(ev, rdom)
+        if ev.type == "canary":
+            assert key is None
+            continue
+        assert key is not None
+        rid = getattr(ev, "request_id", None)
+        if rid is not None and rid in rdom:
+            where.setdefault(rid, set()).add(input_partition_of(key.encode(), PARTS))
+    assert where and all(len(ps) == 1 for ps in where.values())
+    # The staged keys would have split them: a request keyed by request_id, stats by domain.
+    assert {routing_key(e) for e in events if e.type == "request"} != {
+        domain_key(e, rdom) for e in events if e.type == "request"
+    }
+
+
+def test_the_direct_stage_gives_the_embedded_alert_ids(lines: list[bytes]) -> None:
+    s = Settings()
+    counters: Counter[str] = Counter()
+    stage = DirectStage(s, counters)
+    states = {q: DirectState.fresh_direct(s.detection, counters) for q in range(PARTS)}
+    parts = _partitioned(lines)
+    alerts, dead = _feed(stage, states, parts, 0, max(map(len, parts.values())))
+    expected = _embedded(lines, s)
+    assert expected, "the incident must raise alerts"
+    assert not dead
+    assert {a.alert_id for a in alerts} | _flush(states) == expected
+    assert counters["exchanges"] > 0 and counters["ingest.response"] > 0
+
+
+def test_a_checkpoint_restored_mid_stream_goes_on_to_the_same_alerts(lines: list[bytes]) -> None:
+    s = Settings()
+    parts = _partitioned(lines)
+    end = max(map(len, parts.values()))
+    half = end // 2
+    counters: Counter[str] = Counter()
+    stage = DirectStage(s, counters)
+    states = {q: DirectState.fresh_direct(s.detection, counters) for q in range(PARTS)}
+    first, _ = _feed(stage, states, parts, 0, half)
+    table: dict[bytes, bytes] = {}
+    cp = Checkpointer(s.kafka, counters)
+    for q, st in states.items():
+        cp.write("direct", q, st, table)
+    # A new process: the states come back from the table; the input is re-read from the beginning.
+    counters2: Counter[str] = Counter()
+    restored = {}
+    for q in range(PARTS):
+        st = Checkpointer(s.kafka, counters2).restore("direct", q, table, s.detection)
+        assert isinstance(st, DirectState) and st.monitor is not None
+        assert st.monitor.counters is counters2, "the process's counters, not a pickled copy"
+        restored[q] = st
+    stage2 = DirectStage(s, counters2)
+    second, dead = _feed(stage2, restored, parts, 0, end)
+    assert not dead
+    assert counters2["direct.replayed_skipped"] == sum(min(half, len(x)) for x in parts.values())
+    ids = [a.alert_id for a in first + second]
+    assert len(ids) == len(set(ids)), "no alert raised twice across the restart"
+    assert set(ids) | _flush(restored) == _embedded(lines, s)
+
+
+def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
+    s = Settings()
+    counters: Counter[str] = Counter()
+    stage = DirectStage(s, counters)
+    st = DirectState.fresh_direct(s.detection, counters)
+    now = time.time()
+    good = {"type": "cache_stats", "event_id": "c1", "ts": now, "cache_domain": "d", "role": "unified",
+            "capacity_tokens": 10, "used_tokens": 0}  # fmt: skip
+    future = {**good, "event_id": "c2", "ts": now + 10 * 365 * 86400.0}
+    batch = b"\n".join([orjson.dumps(good), b"{broken", orjson.dumps(future), orjson.dumps(good)])
+    msgs = [
+        InputMessage(0, 0, b"d", None, False),  # a tombstone
+        InputMessage(0, 1, b"d", batch, True),
+        InputMessage(0, 1, b"d", batch, True),  # the same offset again: a replay, skipped
+    ]
+    res = stage.read(st, 0, msgs, now)
+    assert [(d.reason, d.offset, d.line) for d in res.dead] == [
+        ("invalid", 0, None),
+        ("not_json", 1, 2),
+        ("future_ts", 1, 3),
+        ("duplicate", 1, 4),
+    ]
+    assert st.clock is not None and st.clock.high_water == now, "the far-future event moved no clock"
+    assert counters["ingest.cache_stats"] == 1 and counters["direct.replayed_skipped"] == 1
+    assert res.event_types == ["cache_stats"]
