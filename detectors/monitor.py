@@ -160,14 +160,18 @@ class Observed:
 
 
 class Monitor:
-    def __init__(self, settings: DetectionSettings, public: PublicSet | None = None) -> None:
+    def __init__(
+        self, settings: DetectionSettings, public: PublicSet | None = None, counters: Counter[str] | None = None
+    ) -> None:
+        """`counters`: where to count (a Kafka worker passes its own, so one monitor per partition shows on
+        its /counters and pickles the counters by name); by default the monitor's own."""
         self.settings = settings
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
         self.canary_policy = CanaryPolicy(settings.canary_tenants)
         self.joiner = Joiner(settings, self.canaries)
         self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
-        self.counters: Counter[str] = _Counts()
+        self.counters: Counter[str] = _Counts() if counters is None else counters
         self.table = DomainTable(settings, self.counters, public)
         self.domains = self.table.domains
         self.watermark = float("-inf")
