@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 import zlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +54,14 @@ class GatewayProducer:
         gp = GatewayProducer(settings)
         gp.publish({"type": "request", ...}, traceparent="00-...")   # dict or schemas Event
         gp.flush()
+
+    With kafka.topology=direct every event is keyed by its cache domain: a request that names none is
+    held (at most `max_held`, oldest first out) until its response names it, then both go to that
+    domain's partition; canary events go to every partition. A request given up on (the bound, or
+    `close()`) is sent keyed by its request_id and counted (`counts["unpaired"]`).
     """
+
+    max_held = 10_000
 
     def __init__(
         self,
@@ -71,6 +78,8 @@ class GatewayProducer:
         self.max_bytes = self.settings.ingest.max_event_bytes
         self._producer = producer or make_producer(self.settings.kafka)
         self.counts: Counter[str] = Counter()
+        self.direct = self.settings.kafka.topology == "direct"
+        self._held: OrderedDict[str, tuple[bytes, list[tuple[str, bytes]]]] = OrderedDict()  # direct: waiting requests
 
     def _fingerprint(self, text: str) -> Fingerprint:
         return self.fingerprinter.fingerprint(text)
@@ -94,16 +103,44 @@ class GatewayProducer:
         return ev, raw
 
     def publish(self, event: dict[str, Any] | Event, traceparent: str | None = None) -> Any:
+        """Send one event (None when a direct-topology request is held for its response's domain)."""
         ev, raw = self.prepare(event)
         tp = traceparent or ev.traceparent
         headers = [("traceparent", tp.encode())] if tp else []
         self.counts[ev.type] += 1
-        return self._producer.send(self.topic, key=routing_key(ev).encode(), value=raw, headers=headers)
+        if not self.direct:
+            return self._producer.send(self.topic, key=routing_key(ev).encode(), value=raw, headers=headers)
+        if ev.type == "canary":
+            futures = [
+                self._producer.send(self.topic, value=raw, headers=headers, partition=q)
+                for q in sorted(self._producer.partitions_for(self.topic) or {0})
+            ]
+            return futures[-1]
+        key = domain_key(ev)
+        if isinstance(ev, Request) and key is None:
+            self._held[ev.request_id] = (raw, headers)
+            while len(self._held) > self.max_held:
+                rid, (held_raw, held_headers) = self._held.popitem(last=False)
+                self._give_up(rid, held_raw, held_headers)
+            return None
+        assert key is not None
+        if isinstance(ev, Response):
+            held = self._held.pop(ev.request_id, None)
+            if held is not None:
+                self._producer.send(self.topic, key=key.encode(), value=held[0], headers=held[1])
+        return self._producer.send(self.topic, key=key.encode(), value=raw, headers=headers)
+
+    def _give_up(self, request_id: str, raw: bytes, headers: list[tuple[str, bytes]]) -> None:
+        self.counts["unpaired"] += 1
+        self._producer.send(self.topic, key=request_id.encode(), value=raw, headers=headers)
 
     def flush(self, timeout_s: float | None = None) -> None:
         self._producer.flush(timeout=timeout_s)
 
     def close(self) -> None:
+        while self._held:
+            rid, (raw, headers) = self._held.popitem(last=False)
+            self._give_up(rid, raw, headers)
         self._producer.flush()
         self._producer.close()
 
