@@ -322,28 +322,20 @@ class KafkaPipeline:
 
     # -- the direct topology's one stage --
     async def _direct(self, stream: Any) -> Any:
-        """Batches of input messages, each partition's to its Monitor; acked only via a snapshot.
-
-        take_events acks a batch once this body returns: an extra reference per message keeps the offset
-        uncommitted until the checkpoint that covers its effect acks it (Checkpointer, as the staged
-        stateful stages). The table writes go to the changelog partition of the current event, so each
-        partition's checkpoint is cut with one of its own events current."""
-        async for events in stream.take_events(self.kafka.batch_max, within=self.kafka.batch_wait_s):
-            by_partition: dict[int, list[Any]] = {}
-            for e in events:
-                e.message.incref()
-                by_partition.setdefault(e.message.partition, []).append(e)
-            for p, evs in by_partition.items():
-                st = self._state("direct", p)
-                msgs = []
-                for e in evs:
-                    m = e.message
-                    msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers)))
-                    self.checkpoints.hold("direct", p, e)
-                res = self.direct.read(st, p, msgs, time.time())
+        """Each input message to its partition's Monitor; acked only via a snapshot (as the staged
+        stateful stages). Per message, not Faust's take_events: under load that yielded one event twice
+        and dropped its neighbour (the event is read from the stream's current one, not the buffered
+        value), which the staged ingest survives (dedup) but a Monitor would not."""
+        wall = time.time
+        async for ev in stream.noack().events():
+            m = ev.message
+            p = m.partition
+            st = self._state("direct", p)
+            self.checkpoints.hold("direct", p, ev)
+            res = self.direct.read(st, p, [InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers))], wall())
+            if res.dead or res.published or res.event_types:
                 await self._direct_out(res)
-                stream._set_current_event(evs[-1])
-                await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
+            await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
         for dl in res.dead:

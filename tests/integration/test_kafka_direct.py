@@ -83,7 +83,7 @@ def _same_alerts(names: KafkaNames, expected: dict[str, str], workers: list[Any]
             _alert_ids(consumer, seen)
     finally:
         consumer.close()
-    logs = "\n---\n".join(f"{w.counters()}\n{w.log_tail(5)}" for w in workers if w.alive())
+    logs = "\n---\n".join(f"{w.counters()}\n{w.log_tail(60)}" for w in workers if w.alive())
     missing, extra = set(expected) - set(seen), set(seen) - set(expected)
     assert not missing and not extra, f"missing={missing} extra={extra}\n{logs}"
     return seen
