@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from streams.kafka.routing import partition_of
+from streams.kafka.routing import input_partition_of, partition_of
 from streams.settings import Settings
 from streams.testing.rawevents import key_of, tick_events
 
@@ -103,5 +103,76 @@ def batched(msgs: list[tuple[bytes, bytes]], n_events: int, per_message: int) ->
     out: list[tuple[bytes | None, bytes]] = []
     for i in range(0, n_events, per_message):
         out.append((None, b"\n".join(v for _, v in msgs[i : min(i + per_message, n_events)])))
+    out.extend(msgs[n_events:])
+    return out
+
+
+# --- the direct topology (kafka.topology=direct): input keyed by cache domain ---------------------------
+
+Direct = list[tuple[bytes | None, bytes, int]]  # (key, value, input partition)
+
+
+def domain_key_of(ev: dict[str, Any], domain_of_request: dict[str, str]) -> bytes | None:
+    """streams.kafka.routing.domain_key on a raw event (None: a canary, written to every partition)."""
+    t = ev["type"]
+    if t == "canary":
+        return None
+    if t == "request":
+        dom = domain_of_request.get(ev["request_id"]) or ev.get("cache_domain")
+        return str(dom if dom is not None else ev["request_id"]).encode()
+    return str(ev["cache_domain"]).encode()
+
+
+def one_per_input_partition(prefix: str, partitions: int) -> list[str]:
+    """Domain names whose key Kafka's partitioner puts on each input partition once."""
+    out: dict[int, str] = {}
+    i = 0
+    while len(out) < partitions:
+        name = f"{prefix}-{i}"
+        out.setdefault(input_partition_of(name.encode(), partitions), name)
+        i += 1
+    return [out[p] for p in range(partitions)]
+
+
+def direct_input(lines: list[bytes], input_partitions: int) -> tuple[Direct, list[str], int]:
+    """The same events keyed by cache domain, canaries on every partition, then one end marker per input
+    partition and the ticks. Returns the messages, the marker domains and the count of real events."""
+    evs = [orjson.loads(raw) for raw in lines]
+    rdom = {e["request_id"]: e["cache_domain"] for e in evs if e["type"] == "response" and e.get("cache_domain")}
+    msgs: Direct = []
+    last_ts = 0.0
+    for raw, ev in zip(lines, evs, strict=True):
+        last_ts = max(last_ts, float(ev["ts"]))
+        key = domain_key_of(ev, rdom)
+        if key is None:
+            msgs.extend((None, raw, q) for q in range(input_partitions))
+        else:
+            msgs.append((key, raw, input_partition_of(key, input_partitions)))
+    n_events = len(msgs)
+    domains = one_per_input_partition("zz-bench-end", input_partitions)
+    extra: list[dict[str, Any]] = []
+    for d in domains:
+        extra.append(prefill_stats(d, last_ts + 0.5))
+        extra.extend(overlong_pair(f"{d}-marker", d, last_ts + 1.0))
+    extra.extend(tick_events(last_ts, Settings().kafka))
+    for ev in extra:
+        key = domain_key_of(ev, {})
+        assert key is not None
+        msgs.append((key, orjson.dumps(ev), input_partition_of(key, input_partitions)))
+    return msgs, domains, n_events
+
+
+def direct_batched(msgs: Direct, n_events: int, per_message: int) -> Direct:
+    """The events `per_message` to a message, each message one partition's (in their order); the end
+    markers and ticks after them stay one message each."""
+    by_partition: dict[int, list[bytes]] = {}
+    out: Direct = []
+    for _, value, q in msgs[:n_events]:
+        group = by_partition.setdefault(q, [])
+        group.append(value)
+        if len(group) >= per_message:
+            out.append((None, b"\n".join(group), q))
+            by_partition[q] = []
+    out.extend((None, b"\n".join(g), q) for q, g in by_partition.items() if g)
     out.extend(msgs[n_events:])
     return out

@@ -11,7 +11,7 @@ from typing import Any
 
 import _common as c
 import orjson
-from _kafka_input import overlong_pair, prefill_stats
+from _kafka_input import domain_key_of, overlong_pair, prefill_stats
 from _kafka_throughput import start_worker
 
 from streams.testing.kafkanames import KafkaNames
@@ -31,11 +31,19 @@ async def live_latency(
     warmup_s: float,
     tail_s: float,
     inject_every_s: float,
+    direct: bool = False,
 ) -> dict[str, Any]:
     """Produce live at `rate` with ts = now; inject over-long pairs; time alert arrival per response."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     domain = "zz-bench-overlong"
+    # Direct topology: keyed by cache domain (a request by its response's), canaries to every partition.
+    rdom = {e["request_id"]: e["cache_domain"] for e in background if e["type"] == "response" and e.get("cache_domain")}
+    partitions = names.settings().kafka.input_partitions
+
+    def key_for(ev: dict[str, Any]) -> bytes | None:
+        return domain_key_of(ev, rdom) if direct else key_of(ev)
+
     sent_at: dict[str, float] = {}
     got: dict[str, float] = {}
     stop = asyncio.Event()
@@ -89,18 +97,24 @@ async def live_latency(
                     for f in ("request_id", "session_id"):
                         if ev.get(f):
                             ev[f] = f"{ev[f]}~L{cycle}"
-                await prod.send(names.input_topic, value=orjson.dumps(ev), key=key_of(ev))
+                key = key_for(ev)
+                if key is None:  # a canary, direct topology
+                    for part in range(partitions):
+                        await prod.send(names.input_topic, value=orjson.dumps(ev), partition=part)
+                else:
+                    await prod.send(names.input_topic, value=orjson.dumps(ev), key=key)
                 sent += 1
             if next_inject <= now < stop_inject:
                 next_inject += inject_every_s
                 rid = f"ovl-{injected}"
                 injected += 1
                 req, resp = overlong_pair(rid, domain, time.time())
-                await prod.send(names.input_topic, value=orjson.dumps(req), key=rid.encode())
+                pair_key = domain.encode() if direct else rid.encode()
+                await prod.send(names.input_topic, value=orjson.dumps(req), key=pair_key)
                 t = time.time()
                 resp["ts"] = t
                 sent_at[rid] = t
-                await prod.send(names.input_topic, value=orjson.dumps(resp), key=rid.encode())
+                await prod.send(names.input_topic, value=orjson.dumps(resp), key=pair_key)
             await asyncio.sleep(0.002)
         produced_s = time.monotonic() - start
         # Background stops here: alerts not out yet would need event time to move on.
@@ -156,6 +170,7 @@ def latency_run(
             live_latency(
                 args, names, background, rate, duration_s, warmup_s=2.0, tail_s=tail_s,
                 inject_every_s=c.pick(args, full=0.2, quick=0.2, tiny=0.5),
+                direct=env.get("CROSSTALK_KAFKA__TOPOLOGY") == "direct",
             )
         )  # fmt: skip
         x = w.counters() or {}

@@ -37,6 +37,8 @@ class Measured:
     lat: dict[str, dict[str, Any]]  # settings label -> latency run
     half: float  # the latency runs' rate: half of one worker's end-to-end rate
     r1_ready: dict[str, Any] | None = None  # one worker timed as r2 is (the scaling's denominator)
+    d1: dict[str, Any] | None = None  # one worker, direct topology, one event per message
+    db: dict[str, Any] | None = None  # one worker, direct topology, PER_MESSAGE events per message
 
     @property
     def ratio(self) -> float:
@@ -84,6 +86,11 @@ def throughput_rows(m: Measured) -> list[dict[str, Any]]:
          "vs baseline": rb["ingest_events_per_s"] / base_b["events_per_s"]},
         {"run": f"1 worker, {PER_MESSAGE} events per message: end to end", "events/s": rb["end_to_end_events_per_s"],
          "vs baseline": ratio_b},
+        *([{"run": "1 worker, direct topology: end to end", "events/s": m.d1["end_to_end_events_per_s"],
+            "vs baseline": m.d1["end_to_end_events_per_s"] / base["events_per_s"]}] if m.d1 else []),
+        *([{"run": f"1 worker, direct topology, {PER_MESSAGE} events per message: end to end",
+            "events/s": m.db["end_to_end_events_per_s"],
+            "vs baseline": m.db["end_to_end_events_per_s"] / base_b["events_per_s"]}] if m.db else []),
     ]  # fmt: skip
 
 
@@ -132,7 +139,13 @@ def tables_of(m: Measured, rows: list[dict[str, Any]], defaults: Settings) -> di
         "throughput (pre-filled topic, first to last message)": c.table(rows)
         + f"\n\nend to end / raw consumer = {ratio:.1%} (one event per message), {ratio_b:.1%} ({PER_MESSAGE} per "
         f"message); end to end / detection core alone = {of_core(r1):.1%}, {of_core(rb):.1%}; stages in one "
-        f"process / core = {ceiling['stages_events_per_s'] / ceiling['core_events_per_s']:.1%}",
+        f"process / core = {ceiling['stages_events_per_s'] / ceiling['core_events_per_s']:.1%}"
+        + (
+            f"; direct topology end to end / core = {of_core(m.d1):.1%} (one event per message), "
+            f"{of_core(m.db):.1%} ({PER_MESSAGE} per message)"
+            if m.d1 and m.db
+            else ""
+        ),
         "latency event -> alert at half the sustained end-to-end rate": c.table(latency_rows(m, defaults)),
         "one vs two workers (same app id; each joined and ready before the input is published)": c.table(scale_rows(m))
         + f"\n\nscaling 2 vs 1 = {scaling:.2f}x ({os.cpu_count()} cores shared with the broker and this"
@@ -144,7 +157,24 @@ def targets_of(m: Measured) -> dict[str, Any]:
     of_core, r1, rb, ratio, ratio_b = m.of_core, m.r1, m.rb, m.ratio, m.ratio_b
     low = m.lat["low-latency"]
     dflt = m.lat.get("defaults", {}).get("p99_ms")
+    direct_p99 = m.lat.get("direct", {}).get("p99_ms")
+    direct = (
+        {
+            f"direct topology: worker end to end >= 50% of the core alone, {PER_MESSAGE} events per message": c.target(
+                of_core(m.db), 0.5
+            ),
+            "direct topology: worker end to end >= 25% of the core alone, one event per message": c.target(
+                of_core(m.d1), 0.25
+            ),
+            "direct topology: p99 event->alert <= 250 ms at half its rate, default settings": c.target(
+                direct_p99 if direct_p99 is not None else float("inf"), TARGET_P99_MS, at_least=False, unit=" ms"
+            ),
+        }
+        if m.d1 and m.db
+        else {}
+    )
     return {
+        **direct,
         # Issue 16: against the in-process core on the same events (same run).
         f"worker end to end >= 50% of the core alone, {PER_MESSAGE} events per message": c.target(of_core(rb), 0.5),
         "worker end to end >= 25% of the core alone, one event per message": c.target(of_core(r1), 0.25),
@@ -226,6 +256,8 @@ def write(args: Any, m: Measured, defaults: Settings) -> None:
             "worker_end_to_end_events_per_s": r1["end_to_end_events_per_s"],
             "worker_batched_input_end_to_end_events_per_s": rb["end_to_end_events_per_s"],
             "two_workers_end_to_end_events_per_s": r2["end_to_end_events_per_s"],
+            "direct_worker_end_to_end_events_per_s": m.d1["end_to_end_events_per_s"] if m.d1 else None,
+            "direct_worker_batched_input_end_to_end_events_per_s": m.db["end_to_end_events_per_s"] if m.db else None,
             "scaling_two_over_one": scaling,
             **{f"latency_{k}_p50_ms": v["p50_ms"] for k, v in lat.items()},
             **{f"latency_{k}_p99_ms": v["p99_ms"] for k, v in lat.items()},
@@ -246,6 +278,8 @@ def write(args: Any, m: Measured, defaults: Settings) -> None:
             "stages_in_process_over_core_alone": ceiling["stages_events_per_s"] / ceiling["core_events_per_s"],
             "worker_ingest_over_raw_consumer": ratio_ingest,
             "two_workers_over_one": scaling,
+            "direct_worker_end_to_end_over_core_alone": of_core(m.d1) if m.d1 else None,
+            "direct_worker_batched_input_end_to_end_over_core_alone": of_core(m.db) if m.db else None,
         },
         targets=targets,
         tables=tables,
@@ -255,6 +289,8 @@ def write(args: Any, m: Measured, defaults: Settings) -> None:
                 "one_worker_batched_input": rb,
                 "one_worker_ready_first": m.one,
                 "two_workers": r2,
+                "direct_one_worker": m.d1,
+                "direct_one_worker_batched_input": m.db,
             },
             "latency": {k: {kk: vv for kk, vv in v.items() if kk != "latencies_ms"} for k, v in lat.items()},
         },

@@ -30,7 +30,8 @@ def start_worker(
     return WorkerProcess(env, workdir / f"{label}-data", workdir / f"{label}.log", loglevel="warning")
 
 
-async def publish(bootstrap: str, topic: str, msgs: list[tuple[bytes | None, bytes]]) -> float:
+async def publish(bootstrap: str, topic: str, msgs: Sequence[tuple[Any, ...]]) -> float:
+    """(key, value) messages, or (key, value, partition) for the direct topology's explicit partitions."""
     from aiokafka import AIOKafkaProducer
 
     prod = AIOKafkaProducer(
@@ -41,9 +42,12 @@ async def publish(bootstrap: str, topic: str, msgs: list[tuple[bytes | None, byt
     try:
         futs = []
         ndjson = [("content-type", NDJSON_CONTENT_TYPE)]
-        for key, value in msgs:
+        for msg in msgs:
+            key, value = msg[0], msg[1]
+            partition = msg[2] if len(msg) > 2 else None
             # Keyless messages are the batched ones (see batched()).
-            futs.append(await prod.send(topic, value=value, key=key, headers=ndjson if key is None else None))
+            headers = ndjson if key is None else None
+            futs.append(await prod.send(topic, value=value, key=key, partition=partition, headers=headers))
             if len(futs) >= 5000:
                 await asyncio.gather(*futs)
                 futs.clear()
@@ -162,7 +166,8 @@ def run_workers(
     marker_domains: list[str],
     n_workers: int,
     workdir: Path,
-    publish_when_ready: Sequence[tuple[bytes | None, bytes]] | None = None,
+    publish_when_ready: Sequence[tuple[Any, ...]] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Start n workers on the pre-filled topic; sample /counters and the alerts topic until done.
 
@@ -191,7 +196,7 @@ def run_workers(
     try:
         alerts.poll(timeout_ms=200)  # join the topic before anything is produced to it
         t_launch = time.perf_counter()
-        workers = [start_worker(names, workdir, f"{names.app_id}-w{i}") for i in range(n_workers)]
+        workers = [start_worker(names, workdir, f"{names.app_id}-w{i}", extra_env) for i in range(n_workers)]
         if publish_when_ready is not None:
             _wait_all_ready(workers, timeout_s=120.0)
             t_launch = time.perf_counter()

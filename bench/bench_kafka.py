@@ -19,6 +19,9 @@ In one run, on text-free simulator traffic:
 5. One and two workers (same app id), each joined and ready before the input is published (on a
    pre-filled topic the first worker to join reads most of it before the second gets a partition):
    combined rate and scaling vs one worker.
+6. The direct topology (kafka.topology=direct, streams/kafka/direct.py): the same events keyed by
+   cache domain (canaries to every partition), one event and 100 events per message, and its latency
+   at half its own end-to-end rate with the default settings otherwise.
 
 This file is the command line and the order of the runs; the parts: bench/_kafka_input.py (messages, end
 markers), bench/_kafka_throughput.py (baseline, ceilings, worker runs), bench/_kafka_latency.py (live
@@ -41,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 import orjson
-from _kafka_input import PER_MESSAGE, batched, build_input
+from _kafka_input import PER_MESSAGE, batched, build_input, direct_batched, direct_input
 from _kafka_latency import LOW_LATENCY_ENV, latency_run
 from _kafka_report import Measured, write
 from _kafka_throughput import core_ceiling, publish, raw_consume, run_workers
@@ -50,6 +53,7 @@ from streams.settings import Settings
 from streams.testing.kafkanames import KafkaNames
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
+DIRECT_ENV = {"CROSSTALK_KAFKA__TOPOLOGY": "direct"}
 
 
 def names(bootstrap: str, tag: str) -> KafkaNames:
@@ -107,6 +111,16 @@ def main(argv: list[str] | None = None) -> int:
         with names(args.bootstrap, "two") as two:
             r2 = run_workers(args, two, total, marker_domains, 2, workdir, publish_when_ready=msgs)
             c.log(args, f"2 workers, ready first: end-to-end {r2['end_to_end_events_per_s']:,.0f} ev/s")
+        # 6: the direct topology on the same events, keyed by cache domain.
+        dmsgs, ddomains, d_events = direct_input(lines, defaults.kafka.input_partitions)
+        with names(args.bootstrap, "direct") as dn:
+            asyncio.run(publish(args.bootstrap, dn.input_topic, dmsgs))
+            d1 = run_workers(args, dn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+            c.log(args, f"1 worker, direct topology: end-to-end {d1['end_to_end_events_per_s']:,.0f} ev/s")
+        with names(args.bootstrap, "direct-batched") as dbn:
+            asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
+            db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+            c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
         # 4: latency at half the sustained (end-to-end) rate of one worker.
         half = 0.5 * r1["end_to_end_events_per_s"]
         background = [orjson.loads(raw) for raw in lines]
@@ -121,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             lat["defaults"] = latency_run(
                 args, args.bootstrap, background, half, {}, "latdef", d_duration, 8.0, workdir
             )
+            # The direct topology at half its own end-to-end rate, default settings otherwise.
+            lat["direct"] = latency_run(
+                args, args.bootstrap, background, 0.5 * d1["end_to_end_events_per_s"], DIRECT_ENV, "latdir",
+                d_duration, 8.0, workdir,
+            )  # fmt: skip
     except Exception:
         keep_logs = True
         print(f"worker logs kept in {workdir}", file=sys.stderr)
@@ -133,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         args,
         Measured(
             events=n_events, messages=total, nbytes=nbytes, publish_s=t_pub, base=base, base_b=base_b,
-            ceiling=ceiling, r1=r1, rb=rb, r2=r2, lat=lat, half=half, r1_ready=r1r,
+            ceiling=ceiling, r1=r1, rb=rb, r2=r2, lat=lat, half=half, r1_ready=r1r, d1=d1, db=db,
         ),
         defaults,
     )  # fmt: skip
