@@ -165,3 +165,21 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
     assert st.clock is not None and st.clock.high_water == now, "the far-future event moved no clock"
     assert counters["ingest.cache_stats"] == 1 and counters["direct.replayed_skipped"] == 1
     assert res.event_types == ["cache_stats"]
+
+
+def test_input_keyed_by_something_else_than_its_domain_is_counted() -> None:
+    s = Settings()
+    counters: Counter[str] = Counter()
+    stage = DirectStage(s, counters)
+    st = DirectState.fresh_direct(s.detection, counters)
+    now = time.time()
+    resp = {"type": "response", "event_id": "r1", "ts": now, "request_id": "q1", "tenant_id": "t", "model": "m",
+            "cache_domain": "dom", "status_code": 200}  # fmt: skip
+    msgs = [
+        InputMessage(0, 0, b"q1", orjson.dumps(resp), False),  # the staged key: its request_id
+        InputMessage(0, 1, b"dom", orjson.dumps({**resp, "event_id": "r2", "request_id": "q2"}), False),
+        InputMessage(0, 2, None, orjson.dumps({**resp, "event_id": "r3", "request_id": "q3"}), False),
+    ]
+    res = stage.read(st, 0, msgs, now)
+    assert not res.dead and counters["ingest.response"] == 3
+    assert counters["direct.misrouted"] == 1
