@@ -46,12 +46,11 @@ class DomainMonitor:
         return self._push(ev)
 
     def observe_exchange(self, ex: Exchange) -> list[Alert]:
-        if not self._buffer and self.s.domain_lateness_s == 0:
-            # _push's immediate case, without its type dispatch: every exchange goes through here.
-            ts = ex.ts
-            if ts > self.watermark:  # max() without the call
-                self.watermark = ts
-            return self._evaluate(ex)
+        # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange
+        # comes through here.
+        if not self._buffer._heap and self.s.domain_lateness_s == 0:
+            # _push's immediate case, without its type dispatch (the watermark is moved in _evaluate).
+            return self._evaluate(ex, True)
         return self._push(ex)
 
     def advance(self, ts: float) -> list[Alert]:
@@ -87,13 +86,20 @@ class DomainMonitor:
             return [self._domain_alert(gap, item.ts, item.traceparent)] if gap else []
         return self._evaluate(item)
 
-    def _evaluate(self, ex: Exchange) -> list[Alert]:
+    def _evaluate(self, ex: Exchange, live: bool = False) -> list[Alert]:
+        """Judge one exchange, then let the detectors learn it. `live`: it did not wait in the buffer, so it
+        moves the watermark (the buffer's release moved it already)."""
+        # Fields read from the model's __dict__ (pydantic keeps them there): a model's attribute read is
+        # several times slower than a dict read, as BaseModel.__getattr__ defeats CPython's attribute cache,
+        # and this runs per exchange.
+        d = ex.__dict__
+        ts = d["ts"]
+        if live and ts > self.watermark:  # max() without the call
+            self.watermark = ts
         self.exchanges += 1
-        alerts: list[Alert] = []
-        # Fields read once into locals: a model's attribute reads are slow lookups, and this runs per exchange.
-        ts = ex.ts
-        request = ex.request
+        request = d["request"]
         capacity = self.capacity
+        gap_alert = None
         # Both calls below are skipped when they cannot change anything (the window seen before; no open
         # incident): their cheap preconditions, tested here, spare a call per exchange.
         if request is not None:
@@ -101,7 +107,7 @@ class DomainMonitor:
             if window != capacity.context_window and capacity.observe_window(window):
                 gap = capacity.gap()
                 if gap:
-                    alerts.append(self._domain_alert(gap, ts, None))
+                    gap_alert = self._domain_alert(gap, ts, None)
         self.overlap.index.advance(ts)
         incidents = self.incidents
         if incidents.open:
@@ -109,15 +115,24 @@ class DomainMonitor:
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
             plan = self._plan = _Plan(self.detectors)
+        if d["output_print"] is None and d["prompt_print"] is None and not d["canary_hits"]:
+            observers, learners = plan.bare_observers, plan.bare_learners  # no content: content_only ones skipped
+        else:
+            observers, learners = plan.observers, plan.learners
         signals: list[Signal] = []
-        for observe in plan.observers:
+        for observe in observers:
             signals += observe(ex, capacity)
-        alert = self._response_alert(ex, corroborate(signals)) if signals else None
+        if not signals:
+            for learn in learners:
+                learn(ex, True)
+            return [gap_alert] if gap_alert is not None else []
+        alert = self._response_alert(ex, corroborate(signals))
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.
         include_output = alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]
-        for learn in plan.learners:
+        for learn in learners:
             learn(ex, include_output)
+        alerts = [gap_alert] if gap_alert is not None else []
         if alert is not None:
             alerts.append(alert)
         return alerts
@@ -246,15 +261,22 @@ class _Plan:
     """The per-exchange calls of one domain's detectors, bound once (the domain runs them per exchange).
 
     Detectors that keep no state (Stateless.learn) are left out of `learners`: their learn does nothing.
+    The `bare_` calls are those for an exchange without content (no text fingerprints, no canary hits):
+    the detectors registered `content_only` are left out, as they say nothing and learn nothing there.
     Keyed by the identity of the domain's `detectors` dict, which is built from the registry and not
     changed in place; a new dict (restore, a test) gets a new plan."""
 
-    __slots__ = ("detectors", "learners", "observers")
+    __slots__ = ("bare_learners", "bare_observers", "detectors", "learners", "observers")
 
     def __init__(self, detectors: dict[str, Detector]) -> None:
         self.detectors = detectors
+        # A detector no longer registered (restored from an older snapshot) is taken to read everything.
+        content_only = {reg.name for reg in registry.registered() if reg.content_only}
+        learning = [(name, d) for name, d in detectors.items() if type(d).learn is not _NO_LEARN]
         self.observers = tuple(d.observe for d in detectors.values())
-        self.learners = tuple(d.learn for d in detectors.values() if type(d).learn is not _NO_LEARN)
+        self.learners = tuple(d.learn for _, d in learning)
+        self.bare_observers = tuple(d.observe for name, d in detectors.items() if name not in content_only)
+        self.bare_learners = tuple(d.learn for name, d in learning if name not in content_only)
 
 
 def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:

@@ -6,6 +6,7 @@ Text is fingerprinted here and dropped here: nothing downstream of the join sees
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from detectors.canaries import CanaryRegistry
@@ -21,7 +22,10 @@ class _Half:
     event: Request | Response
     deadline: float
     text_print: TextFingerprint | None
-    canary_hits: list[CanaryHit]
+    canary_hits: Sequence[CanaryHit]  # _NO_HITS (shared, never changed) or a list; snapshots hold lists
+
+
+_NO_HITS: tuple[CanaryHit, ...] = ()  # one empty value for every half without hits, instead of a list each
 
 
 class Joiner:
@@ -54,9 +58,13 @@ class Joiner:
 
     def observe_request(self, req: Request) -> list[Exchange]:
         """observe() for a caller that already ran check() and knows the half is a request."""
+        # Fields read from the model's __dict__ (pydantic keeps them there): an attribute read of a model
+        # is several times slower than a dict read, as BaseModel.__getattr__ defeats CPython's attribute
+        # cache, and this runs for every request.
+        d = req.__dict__
         tp: TextFingerprint | None = None
         stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
-        if req.prompt_fingerprint is not None or req.prompt_text is not None:
+        if d["prompt_fingerprint"] is not None or d["prompt_text"] is not None:
             fpr = self.fingerprinter
             if req.prompt_fingerprint is not None:
                 tp = fpr.from_wire(req.prompt_fingerprint)
@@ -68,11 +76,11 @@ class Joiner:
                 else:
                     tp = fpr.fingerprint_text(text)
             stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
-        if req.canaries:
+        if d["canaries"]:
             for marker in req.canaries:
                 self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
-        rid = req.request_id
-        ts = req.ts
+        rid = d["request_id"]
+        ts = d["ts"]
         resp = self._responses.pop(rid, None)
         if resp is not None:
             rts = resp.event.ts
@@ -80,18 +88,19 @@ class Joiner:
         requests = self._requests
         if rid in requests:
             return []  # a second request with the same id: keep the first (event ids differ, ids clash)
-        requests[rid] = _Half(stripped, ts + self.settings.request_wait_s, tp, [])
+        requests[rid] = _Half(stripped, ts + self.settings.request_wait_s, tp, _NO_HITS)
         if len(requests) + len(self._responses) > self.settings.max_pending_joins:
             return self._enforce_bound()
         return []
 
     def observe_response(self, resp: Response) -> list[Exchange]:
         """observe() for a caller that already ran check() and knows the half is a response."""
-        hits: list[CanaryHit] = []
+        d = resp.__dict__  # dict reads, not model attribute reads: see observe_request
+        hits: Sequence[CanaryHit] = _NO_HITS
         tp: TextFingerprint | None = None
         stripped = resp
-        ts = resp.ts
-        if resp.output_fingerprint is not None or resp.output_text is not None:
+        ts = d["ts"]
+        if d["output_fingerprint"] is not None or d["output_text"] is not None:
             fpr = self.fingerprinter
             if resp.output_fingerprint is not None:
                 tp = fpr.from_wire(resp.output_fingerprint)
@@ -103,7 +112,7 @@ class Joiner:
                 if self.canaries.state_size():
                     hits = self.canaries.scan(words_of(resp.output_text))
             stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
-        rid = resp.request_id
+        rid = d["request_id"]
         req = self._requests.pop(rid, None)
         if req is not None:
             # The pair completes now: build it straight from the parts, no _Half for the response.
@@ -131,7 +140,7 @@ class Joiner:
             request=None,
             response=half.event,
             output_print=half.text_print,
-            canary_hits=half.canary_hits,
+            canary_hits=list(half.canary_hits),
             orphan="no_request",
         )
 

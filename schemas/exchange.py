@@ -7,6 +7,7 @@ Schema. It never carries raw prompt or output text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Literal, TypeVar
 
@@ -110,7 +111,7 @@ def joined(
     response: Response,
     prompt_print: TextFingerprint | None,
     output_print: TextFingerprint | None,
-    canary_hits: list[CanaryHit],
+    canary_hits: Sequence[CanaryHit],
 ) -> Exchange:
     """What `Exchange(ts=, request=, response=, prompt_print=, output_print=, canary_hits=)` builds.
 

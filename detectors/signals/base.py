@@ -75,13 +75,18 @@ class Raises:
 
 @dataclass(frozen=True)
 class Registration:
-    """One detector: its name in a domain's state, the signals it may raise, how to make it, and the most
-    state it may hold."""
+    """One detector: its name in a domain's state, the signals it may raise, how to make it, the most
+    state it may hold, and whether it reads only content (`content_only`)."""
 
     name: str
     raises: tuple[Raises, ...]
     make: Callable[[DetectionSettings], Detector]
     max_state: Callable[[DetectionSettings], int] = lambda _: 0
+    # True for a detector that reads only an exchange's content: its text fingerprints (prompt_print,
+    # output_print) and canary hits. On an exchange with none of them its observe returns no signal and
+    # its learn changes nothing, so domains skip both calls there (most traffic carries no text). The
+    # contract test checks the promise (tests/detectors/test_detector_contract.py).
+    content_only: bool = False
 
     @property
     def signals(self) -> tuple[str, ...]:

@@ -1,7 +1,9 @@
 """Signals of the placeholder mechanism itself, read off one exchange's figures.
 
 They run for every exchange: each reads the halves it needs once into locals and tests the cheapest,
-most selective figure first.
+most selective figure first. Fields are read from the models' __dict__ (pydantic keeps them there) where
+several are read: a model's attribute read is several times slower than a dict read, as
+BaseModel.__getattr__ defeats CPython's attribute cache.
 
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
 - token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent
@@ -58,7 +60,8 @@ class AccountingDetector(Stateless):
         self.s = settings
 
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
-        request, response = ex.request, ex.response
+        d = ex.__dict__
+        request, response = d["request"], d["response"]
         if request is None or response is None:
             return []
         usage = response.usage
@@ -91,15 +94,21 @@ class PrefillDetector(Stateless):
         self.s = settings
 
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
-        request, response = ex.request, ex.response
-        if request is None or response is None or response.ttft_ms is None:
+        d = ex.__dict__
+        request, response = d["request"], d["response"]
+        if request is None or response is None:
+            return []
+        r = response.__dict__
+        ttft_ms = r["ttft_ms"]
+        if ttft_ms is None:
             return []
         tokens = request.prompt_tokens
-        # Short prompts (most) are not judged: test that before the status.
-        if tokens < self.s.prefill_min_tokens or not _accepted(response, self.s):
+        s = self.s
+        # Short prompts (most) are not judged: test that before the status (_accepted, inlined: per exchange).
+        if tokens < s.prefill_min_tokens or not s.overlong_min_status <= r["status_code"] <= s.overlong_max_status:
             return []
-        ttft_s = response.ttft_ms / 1000.0
-        bound = self.s.prefill_max_tokens_per_s
+        ttft_s = ttft_ms / 1000.0
+        bound = s.prefill_max_tokens_per_s
         if ttft_s > 0 and tokens / ttft_s <= bound:
             return []
         rate = tokens / ttft_s if ttft_s > 0 else float("inf")

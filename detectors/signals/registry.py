@@ -44,7 +44,7 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
         (Raises("impossible_prefill", kind="impossible_prefill", precedence=10, mechanism=True),),
         PrefillDetector,
     ),
-    Registration("canary", (Raises("canary_leak", kind="canary_leak", precedence=60),), _canary),
+    Registration("canary", (Raises("canary_leak", kind="canary_leak", precedence=60),), _canary, content_only=True),
     Registration(
         "overlap",
         (
@@ -53,6 +53,7 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
         ),
         OverlapDetector,
         _overlap_bound,
+        content_only=True,
     ),
 )
 
