@@ -24,13 +24,15 @@ from typing import NamedTuple
 class _Run(NamedTuple):
     """The open run of consecutive matches of one source (tenant or session)."""
 
-    length: int
+    length: int  # matches (bridged fingerprints not counted)
     weight: float  # summed evidence weight
     tokens: float  # summed evidence weight x the source text's tokens per unit; -1 for a cross-session run
     start: int  # position of its first fingerprint in the output
+    last: int  # position of its last match
+    bridged: int = 0  # fingerprints bridged since the last match (`ContentIndex.query`, `bridge`)
 
 
-_SESSION_RUN = _Run(0, 0.0, -1.0, 0)
+_SESSION_RUN = _Run(0, 0.0, -1.0, 0, 0)
 _Runs = dict[str, _Run]
 
 
@@ -92,12 +94,42 @@ class Overlap:
     free_run: Counter[str] = field(default_factory=Counter)
     attached: Counter[str] = field(default_factory=Counter)
     matched: dict[str, list[int]] = field(default_factory=dict)
+    # Matches inside long runs, per tenant and per other session of the receiver (`prefers_tenant`).
+    long_matches: Counter[str] = field(default_factory=Counter)
+    session_long: Counter[str] = field(default_factory=Counter)
+    # Output positions (first, last) of every tenant run, long or short (`foreign_free`).
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    # Short runs that are the junction of two innocent texts, not a page (`ContentIndex._junction`).
+    junctions: Counter[str] = field(default_factory=Counter)
+    # Short runs whose fingerprints are not one passage of any one text of the source (`ContentIndex._in_order`).
+    out_of_order: Counter[str] = field(default_factory=Counter)
 
     def leaked_tokens(self, tenant: str) -> float:
         """Estimated tokens of `tenant`'s text in the output: its long passages, and once one proves it a source,
         its shorter runs too (pieces of its pages split where a fingerprint was explained away)."""
         long = self.tokens.get(tenant, 0.0)
         return long + self.short_tokens.get(tenant, 0.0) if long else 0.0
+
+    def prefers_tenant(self, tenant: str, session: str) -> bool:
+        """Whether the output's origin is the other tenant rather than the receiver's own other session, when both
+        match. The longer passages decide (matches inside long runs): a session of the receiver's that shares much
+        scattered vocabulary with the output (Japanese or Chinese stock phrases of its own entities) must not hide
+        a page of another tenant. Without a long run on either side, the most matches decide, as before."""
+        t_long, s_long = self.long_matches[tenant], self.session_long[session]
+        if t_long or s_long:
+            return t_long >= s_long
+        return self.by_tenant[tenant] >= self.by_session[session]
+
+    def foreign_free(self, hashes: list[int]) -> list[int]:
+        """The output's fingerprints that no other tenant's text explains: outside every tenant run, its seams
+        (one fingerprint on each side) included. What a flagged output still holds of the receiver's own text
+        (the model's answer around the leaked pages): learned as the receiver's, so that a later page of it,
+        leaked to someone else, is attributed."""
+        out = [True] * len(hashes)
+        for first, last in self.spans:
+            out[max(0, first - 1) : last + 2] = [False] * (min(len(hashes), last + 2) - max(0, first - 1))
+        foreign = {h for hs in self.matched.values() for h in hs}
+        return [h for h, keep in zip(hashes, out, strict=True) if keep and h not in foreign]
 
     def best_tenant(self) -> tuple[str, int] | None:
         ranked = self.ranked_tenants()
@@ -247,12 +279,23 @@ class ContentIndex:
         gap: float = 2.5,
         edge: float = 4.0,
         attach: int = 2,
+        bridge: int = 3,
+        junction: tuple[int, int] = (0, 0),
+        in_order: int = 0,
     ) -> Overlap:
         """What the output `hashes` share with the window. `explained[i]` (0 none, 1 own history, 2 public
         corpus, 3 common over the long horizon) and `rarity[i]` (the evidence weight of a match) come from
         the long-horizon record; without them every match weighs 1. `gap` = (w + 1) / 2 and `edge` = k - 1
         turn runs of matches into passage lengths (`Overlap.tokens`); `attach` fingerprints (0: never) tell a run
-        that continues the receiver's own text (`_attached`)."""
+        that continues the receiver's own text (`_attached`).
+
+        A source's run goes on through up to `bridge` consecutive fingerprints that are explained as common (public
+        corpus, long-horizon or window commonness) but that the source's own text holds too: they are its text in
+        the output, only not evidence. Without this a page of Japanese or Chinese, whose 5-character k-grams are
+        often stock phrases, falls apart into short runs that look like shared vocabulary. Bridged fingerprints
+        add no length (runs count matches) and no evidence; they widen the passage's span (`Overlap.tokens`).
+        The receiver's own text (prompt, context, history) and other tenants' text are never bridged: they are
+        the seams of a page."""
         ov = Overlap(total=len(hashes), long_run=long_run, gap=gap, edge=edge)
         single_get = self._single.get
         multi_get = self._multi.get
@@ -279,6 +322,8 @@ class ContentIndex:
                     ov.public += 1
                 else:
                     ov.common += 1
+                if prev and bridge:
+                    self._bridge(h, prev, runs, bridge)
                 continue
             weight = rarity[i] if rarity is not None else 1.0
             only = single_get(h)
@@ -300,6 +345,8 @@ class ContentIndex:
                 continue
             if len(owners) >= common_min:
                 ov.common += 1
+                if prev and bridge:
+                    self._bridge(h, prev, runs, bridge, owners)
                 continue
             own_doc = owners.get(tenant_id)
             if own_doc is not None:
@@ -316,8 +363,29 @@ class ContentIndex:
         ended += runs.items()
         for src, r in ended:
             if r.tokens >= 0:  # a cross-session run is counted as it grows
-                self._close(ov, src, r, attach > 0 and self._attached(src, r, own, attach))
+                attached = attach > 0 and self._attached(src, r, own, attach)
+                if not attached and r.length >= long_run and self._junction(src, r, hashes, own, explained, junction):
+                    ov.junctions[src] += 1
+                    attached = True
+                elif (
+                    not attached
+                    and long_run <= r.length < in_order
+                    and not self._in_order(src, r, hashes, own, explained)
+                ):
+                    ov.out_of_order[src] += 1
+                    attached = True
+                self._close(ov, src, r, attached)
+            elif r.length >= long_run:
+                ov.session_long[src] += r.length
         return ov
+
+    def _bridge(self, h: int, prev: _Runs, runs: _Runs, bridge: int, owners: dict[str, int] | None = None) -> None:
+        """Carry the open tenant runs whose source holds the explained fingerprint `h` over it (see `query`)."""
+        for src, r in prev.items():
+            if r.tokens < 0 or r.bridged >= bridge:  # a cross-session run, or the gap is too wide
+                continue
+            if src in owners if owners is not None else self._holds(src, h):
+                runs[src] = r._replace(bridged=r.bridged + 1)
 
     @staticmethod
     def _own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: _Runs, runs: _Runs, i: int) -> None:
@@ -328,7 +396,7 @@ class ContentIndex:
             return
         ov.by_session[sess] += 1
         run = prev.get(sess, _SESSION_RUN).length + 1
-        runs[sess] = _Run(run, 0.0, -1.0, i)
+        runs[sess] = _Run(run, 0.0, -1.0, i, i)
         ov.run_by_session[sess] = max(ov.run_by_session[sess], run)
         ov.source_requests.setdefault(tenant_id, Counter())[doc.request_id] += 1
 
@@ -340,9 +408,9 @@ class ContentIndex:
         r = prev.get(other)
         if r is None:
             ov.passages[other] += 1
-            r = _Run(1, weight, weight * doc.tpu, i)
+            r = _Run(1, weight, weight * doc.tpu, i, i)
         else:
-            r = _Run(r.length + 1, r.weight + weight, r.tokens + weight * doc.tpu, r.start)
+            r = _Run(r.length + 1, r.weight + weight, r.tokens + weight * doc.tpu, r.start, i)
         runs[other] = r
         ov.evidence[other] = ov.evidence.get(other, 0.0) + weight
         ov.matched.setdefault(other, []).append(h)
@@ -367,24 +435,106 @@ class ContentIndex:
         """
         holds = self._holds
         before = own[max(0, r.start - n) : r.start]
-        after = own[r.start + r.length : r.start + r.length + n]
+        after = own[r.last + 1 : r.last + 1 + n]
         return any(len(side) == n and all(h is not None and holds(src, h) for h in side) for side in (before, after))
+
+    def _junction(
+        self,
+        src: str,
+        r: _Run,
+        hashes: list[int],
+        own: list[int | None],
+        explained: list[int] | None,
+        limits: tuple[int, int],
+    ) -> bool:
+        """Whether a short run is the junction of two innocent texts rather than a page (docs/adr/0004, 2026-11-30
+        "junctions"): its neighbour on one side (`limits[0]`: longest such run) or on both sides (`limits[1]`) is
+        innocent (the receiver's own text, the public corpus, common) AND held by the source.
+
+        A page of P private units inserted into other text has a seam on each side whose k - 1 straddling k-grams
+        are a whole window (k - 1 >= w): one is selected and, mixing both texts, held by nobody, so it is the
+        run's neighbour. A neighbour the source holds therefore means the source's text goes on there as the
+        output's does, and then every k-gram holding a page unit, straddling ones included, is the source's:
+        P consecutive k-grams (one side) or P + k - 1 (both), so the run has at least P // w or (P + k - 1) // w
+        matches. A shorter run with such neighbours is the k - 1 k-grams where two innocent texts meet (a
+        disclaimer after a greeting, a closing after a famous quote), which any tenant that wrote the same two
+        texts one after the other holds too."""
+        one, both = limits
+        if r.length > both:
+            return False
+        sides = 0
+        for i in (r.start - 1, r.last + 1):
+            if 0 <= i < len(hashes) and self._innocent(i, hashes[i], own, explained) and self._holds(src, hashes[i]):
+                sides += 1
+        return r.length <= (both if sides == 2 else one if sides == 1 else 0)
+
+    def _in_order(
+        self, src: str, r: _Run, hashes: list[int], own: list[int | None], explained: list[int] | None
+    ) -> bool:
+        """Whether the run's fingerprints lie in one text of the source with the same spacing as in the output.
+
+        A stale page is a contiguous piece of one text: inside a shared passage winnowing selects the very same
+        k-grams in both texts, so the source's fingerprints of the passage follow each other exactly as the
+        output's do. A run whose matches are scattered over the source's text (or over several of its texts) is
+        short k-grams the two texts share by chance, which a long text of a small vocabulary (word salad, tables,
+        CJK stock phrases) offers many of. (Fingerprints are stored once per text, at their first occurrence: a
+        passage that repeats k-grams met earlier in its text can fail this; see docs/adr/0004. Fingerprints bridged
+        as common are left out: a stock phrase is the likeliest to have occurred earlier in the text.)"""
+        single, multi, docs = self._single, self._multi, self._docs
+        matched: list[tuple[int, int]] = []  # (output position, the source's doc holding it)
+        for i in range(r.start, r.last + 1):
+            h = hashes[i]
+            if self._innocent(i, h, own, explained):
+                continue
+            d = single.get(h)
+            if d is None:
+                d = multi.get(h, {}).get(src)
+            elif docs[d].tenant_id != src:
+                d = None
+            if d is not None:
+                matched.append((i, d))
+        for doc_id in dict.fromkeys(d for _, d in matched):
+            doc_hashes = docs[doc_id].hashes
+            where: dict[int, int] = {}
+            for p, h in enumerate(doc_hashes):
+                where.setdefault(h, p)
+            at = [where.get(hashes[i], -1) - i for i, _ in matched]  # the text's offset each match implies
+            if min(at) + len(hashes) < 0:  # a match the text does not hold
+                continue
+            # A fingerprint met earlier in the text implies an earlier offset (stored once, at its first occurrence),
+            # never a later one: the page's offset is the latest implied, and two matches must agree on it.
+            if at.count(max(at)) >= min(2, len(at)):
+                return True
+        return False
+
+    def _innocent(self, i: int, h: int, own: list[int | None], explained: list[int] | None) -> bool:
+        """Whether output fingerprint `i` is explained without any other tenant: the receiver's own text (prompt,
+        recent context, older history), the public corpus, or common (long horizon or window)."""
+        if own[i] is not None or (explained is not None and explained[i] >= 1):
+            return True
+        if self.common_min_tenants <= 1:
+            return h in self._single or h in self._multi
+        owners = self._multi.get(h)
+        return owners is not None and len(owners) >= self.common_min_tenants
 
     def _close(self, ov: Overlap, src: str, r: _Run, attached: bool) -> None:
         """A tenant's run of matches, ended. A long one is a passage of the source's text: it counts towards the
         source's evidence and tokens either way, and towards the verdict only if it is not one text with the
         receiver's own (`_attached`)."""
+        ov.spans.append((r.start, r.last))
         if attached:
             ov.attached[src] += 1
         else:
             ov.free_run[src] = max(ov.free_run[src], r.length)
-        # A run of r matches spans about r * gap + edge units; their tokens at each source text's own rate.
-        tokens = r.tokens * (ov.gap + ov.edge / r.length)
+        # A run over p fingerprints (matches and bridged ones) spans about p * gap + edge units; their tokens at the
+        # source text's own rate, weighted by the matches' mean evidence.
+        tokens = r.tokens / r.length * ((r.last - r.start + 1) * ov.gap + ov.edge)
         if r.length < ov.long_run:
             ov.short_tokens[src] = ov.short_tokens.get(src, 0.0) + tokens
             return
         if not attached:
             ov.long_passages[src] += 1
+        ov.long_matches[src] += r.length
         ov.long_evidence[src] = ov.long_evidence.get(src, 0.0) + r.weight
         ov.tokens[src] = ov.tokens.get(src, 0.0) + tokens
 

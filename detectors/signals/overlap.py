@@ -65,7 +65,9 @@ class OverlapDetector:
         )
         self.public = public
         self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
-        self._last: tuple[str, list[int]] | None = None  # (source, matched) of the exchange just judged
+        # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
+        # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
+        self._last: tuple[dict[int, str], list[int]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
@@ -130,7 +132,7 @@ class OverlapDetector:
         if cross_tenant and cross_session:
             # The conclusion is the origin that explains more of the output.
             assert best is not None and session is not None
-            cross_tenant = best[1] >= session[1]
+            cross_tenant = ov.prefers_tenant(best[0], session[0])
         warm = self.warm(ex.ts)
         if cross_tenant:
             # The most severe verdict any source with a long passage proves; among equally severe ones, the source
@@ -143,7 +145,10 @@ class OverlapDetector:
                 if signal is None or SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
                     signal = candidate
             assert signal is not None and signal.source_tenant_id is not None
-            self._last = (signal.source_tenant_id, ov.matched.get(signal.source_tenant_id, []))
+            named = signal.source_tenant_id
+            leaked = {h: t for t in ov.tokens if t != named for h in ov.matched.get(t, [])}
+            leaked.update(dict.fromkeys(ov.matched.get(named, []), named))
+            self._last = (leaked, ov.foreign_free(hashes))
             return [signal]
         if cross_session:
             assert session is not None
@@ -235,13 +240,13 @@ class OverlapDetector:
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
         """Add the exchange's own texts to the index and the long-horizon record, after it was judged.
 
-        `include_output=False` marks the output as a flagged leak: it is not the receiver's context, and its
-        matched fingerprints are tainted with their source."""
+        `include_output=False` marks the output as a flagged leak: its matched fingerprints are tainted with their
+        sources, and only the rest of it (what no other tenant's text explains) is learned as the receiver's."""
+        own_output: list[int] = []
         if not include_output and self._last is not None:
-            source, matched = self._last
+            leaked, own_output = self._last
             tainted = self.tainted
-            for h in matched:
-                tainted[h] = source
+            tainted.update(leaked)
             while len(tainted) > self.s.max_tainted:
                 del tainted[next(iter(tainted))]
         self._last = None
@@ -252,10 +257,14 @@ class OverlapDetector:
         if self.s.overlap_usage_tokens:
             usage = ex.response.usage if ex.response is not None else None
             tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
-        for tp in (ex.prompt_print, out if include_output else None):
-            if tp is None or not tp.hashes:
+        # A flagged output is learned without what other tenants' text explains (the leaked pages and their
+        # seams): the rest is the receiver's own answer, which may be on the next freed page.
+        for tp, hashes in (
+            (ex.prompt_print, ex.prompt_print.hashes if ex.prompt_print is not None else []),
+            (out, out.hashes if include_output and out is not None else own_output),
+        ):
+            if tp is None or not hashes:
                 continue
-            hashes = tp.hashes
             if self.tainted:
                 # Leaked passages a victim re-sends stay the source's: never the victim's context, never common.
                 tenant = ex.tenant_id
