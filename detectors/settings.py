@@ -154,6 +154,16 @@ class DetectionSettings(BaseModel):
         description="fingerprints next to a run, the receiver's own and the source's, that make it one text with "
         "the receiver's (no high alone); 0 = off (docs/adr/0004)",
     )
+    overlap_junction: bool = Field(
+        default=True,
+        description="a short run whose neighbouring fingerprints are innocent text (own, public, common) the source "
+        "holds too is where two innocent texts meet, not a page: no high alone (docs/adr/0004); off when k - 1 < w",
+    )
+    overlap_in_order: bool = Field(
+        default=True,
+        description="a run shorter than overlap_strong_matches counts as a page only if its fingerprints follow each "
+        "other in one text of the source as in the output (a stale page is one contiguous piece; docs/adr/0004)",
+    )
     overlap_warmup_s: float = Field(
         default=120.0,
         ge=0,

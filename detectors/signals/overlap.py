@@ -14,6 +14,11 @@ A long run of consecutive matches (`overlap_strong_matches`) is critical whateve
 does not produce eight consecutive shared k-grams. Next to the placeholder mechanism any overlap is no
 coincidence: the verdict makes it critical. The reasoning and its measurements: docs/adr/0003.
 
+Two kinds of short run are no page and never make a high alert alone (docs/adr/0004, "junctions"): one whose
+neighbouring fingerprints are innocent text the source holds too (where a greeting meets a disclaimer, a quote
+meets a closing: a page's seams are k-grams nobody holds), and one whose matches do not follow each other in any
+one text of the source (k-grams a long text shares with the output by chance; a stale page is one piece).
+
 The source is the tenant whose recent context explains most unexplained passages (rarity-weighted).
 Fingerprints of a flagged leak are remembered (tainted) with their source: when the victim re-sends them
 in later turns they are not learned as the victim's, so the passage stays rare and attributable.
@@ -68,6 +73,15 @@ class OverlapDetector:
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
+        # Longest run whose neighbour on one / both sides is innocent text the source holds that is still no page
+        # (`ContentIndex._junction`): a page of P units (the shortest that guarantees a run of overlap_high_run) whose
+        # source's text goes on past one / both seams gives P // w / (P + k - 1) // w matches. Off when k - 1 < w.
+        page = settings.overlap_high_run * settings.w + settings.k - 1
+        self._junction_limits = (
+            (page // settings.w - 1, (page + settings.k - 1) // settings.w - 1)
+            if settings.overlap_junction and settings.k - 1 >= settings.w
+            else (0, 0)
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
@@ -115,6 +129,8 @@ class OverlapDetector:
             s.k - 1,
             # The seam argument (docs/adr/0004) needs k - 1 >= w: off otherwise.
             s.overlap_attach if s.k - 1 >= s.w else 0,
+            junction=self._junction_limits,
+            in_order=s.overlap_strong_matches if s.overlap_in_order else 0,
         )
         base = {
             "output_fingerprints": ov.total,
@@ -194,6 +210,8 @@ class OverlapDetector:
             passages=ov.passages[tenant],
             long_passages=long,
             attached_runs=ov.attached[tenant],
+            junction_runs=ov.junctions[tenant],
+            out_of_order_runs=ov.out_of_order[tenant],
             leaked_tokens_estimate=round(ov.leaked_tokens(tenant), 1),
             # A mixed output has several origins: the others with a long passage, most estimated tokens first.
             other_sources=sorted((t for t in ov.tokens if t != tenant), key=lambda t: (-ov.leaked_tokens(t), t))[
