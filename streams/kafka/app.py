@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import faust
+from faust.streams import _current_event  # the task-local current event Faust's tables read
 from faust.types import TP
 
 from schemas.events import NDJSON_CONTENT_TYPE
@@ -322,20 +324,32 @@ class KafkaPipeline:
 
     # -- the direct topology's one stage --
     async def _direct(self, stream: Any) -> Any:
-        """Each input message to its partition's Monitor; acked only via a snapshot (as the staged
-        stateful stages). Per message, not Faust's take_events: under load that yielded one event twice
-        and dropped its neighbour (the event is read from the stream's current one, not the buffered
-        value), which the staged ingest survives (dedup) but a Monitor would not."""
+        """Batches of input messages, each partition's to its Monitor; acked only via a checkpoint.
+
+        take_events acks a batch when this body returns: an extra reference per message keeps its offset
+        uncommitted until the checkpoint covering it acks it (Checkpointer). Table writes (a checkpoint, the
+        sweep of a restore) go to the changelog partition of the task's current event, so it is set
+        (task-local, the contextvar only) to one of the partition's own events first. Never the stream's own
+        `current_event`: take_events pairs each buffered value with it after an await, and setting it
+        here re-paired a value with an old event (one event read twice, its neighbour never)."""
         wall = time.time
-        async for ev in stream.noack().events():
-            m = ev.message
-            p = m.partition
-            st = self._state("direct", p)
-            self.checkpoints.hold("direct", p, ev)
-            res = self.direct.read(st, p, [InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers))], wall())
-            if res.dead or res.published or res.event_types:
-                await self._direct_out(res)
-            await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
+        async for events in stream.take_events(self.kafka.batch_max, within=self.kafka.batch_wait_s):
+            by_partition: dict[int, list[Any]] = {}
+            for e in events:
+                e.message.incref()
+                by_partition.setdefault(e.message.partition, []).append(e)
+            for p, evs in by_partition.items():
+                _current_event.set(weakref.ref(evs[-1]))  # a restore may delete stale pieces: table writes
+                st = self._state("direct", p)
+                msgs = []
+                for e in evs:
+                    m = e.message
+                    msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers)))
+                    self.checkpoints.hold("direct", p, e)
+                res = self.direct.read(st, p, msgs, wall())
+                if res.dead or res.published or res.event_types:
+                    await self._direct_out(res)
+                await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
         for dl in res.dead:

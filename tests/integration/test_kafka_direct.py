@@ -126,6 +126,7 @@ def test_direct_sigkill_mid_stream_loses_no_alert(
     _same_alerts(kafka_names, incident["alerts"], [w1, w2])
     c = w2.counters()
     assert c is not None and c["counters"].get("restores.direct", 0) > 0, c
+    assert not c["counters"].get("restore_errors.direct"), c  # restored, not started afresh after a failure
 
 
 def test_direct_bad_input_is_dead_lettered_and_the_worker_goes_on(kafka_names: KafkaNames, workers: Workers) -> None:
