@@ -339,6 +339,10 @@ class KafkaPipeline:
                 e.message.incref()
                 by_partition.setdefault(e.message.partition, []).append(e)
             for p, evs in by_partition.items():
+                if TP(self.names.input, p) not in self.assigned:
+                    # Revoked while buffered: its next owner reads these again from the last ack.
+                    self.counters["direct.revoked_skipped"] += len(evs)
+                    continue
                 _current_event.set(weakref.ref(evs[-1]))  # a restore may delete stale pieces: table writes
                 st = self._state("direct", p)
                 msgs = []
