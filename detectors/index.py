@@ -32,6 +32,19 @@ class _Run(NamedTuple):
     bridged: int = 0  # fingerprints bridged since the last match (`ContentIndex.query`, `bridge`)
 
 
+# Model tokens per unit by unit class (docs/adr/0004, tokens table, and "2026-11-30 (attribution)"): a text whose
+# engine count is below `CHAR_CLASS_MAX` tokens per unit is mostly character units (Han, Kana, Hangul, Thai...), about
+# one token each; above, words, taken at the English ratio. Only the class is used: within one class the per-text
+# ratio is measurement noise (code's whitespace and symbols, a template), which would decide near-ties at random.
+CHAR_CLASS_MAX = 1.15
+WORD_TOKENS = 1.3
+
+
+def unit_tokens(tpu: float) -> float:
+    """What one matched unit of a text with `tpu` engine tokens per unit weighs in `Overlap.tokens`."""
+    return 1.0 if tpu < CHAR_CLASS_MAX else WORD_TOKENS
+
+
 _SESSION_RUN = _Run(0, 0.0, -1.0, 0, 0)
 _Runs = dict[str, _Run]
 
@@ -408,9 +421,9 @@ class ContentIndex:
         r = prev.get(other)
         if r is None:
             ov.passages[other] += 1
-            r = _Run(1, weight, weight * doc.tpu, i, i)
+            r = _Run(1, weight, weight * unit_tokens(doc.tpu), i, i)
         else:
-            r = _Run(r.length + 1, r.weight + weight, r.tokens + weight * doc.tpu, r.start, i)
+            r = _Run(r.length + 1, r.weight + weight, r.tokens + weight * unit_tokens(doc.tpu), r.start, i)
         runs[other] = r
         ov.evidence[other] = ov.evidence.get(other, 0.0) + weight
         ov.matched.setdefault(other, []).append(h)

@@ -144,9 +144,10 @@ class DetectionSettings(BaseModel):
         default=6.0, gt=0, description="rarity-weighted matched fingerprints of one source that make it critical"
     )
     overlap_usage_tokens: bool = Field(
-        default=False,
-        description="weigh a source's matched units by its text's tokens per unit from the engine's usage when "
-        "naming the dominant source of a mixed output; off: every unit weighs 1 (docs/adr/0004)",
+        default=True,
+        description="weigh a source's matched units by its text's unit class (characters ~1 token, words ~1.3), told "
+        "by the engine's usage tokens per unit, when naming the dominant source of a mixed output; off: every unit "
+        "weighs 1 (docs/adr/0004)",
     )
     overlap_attach: int = Field(
         default=2,

@@ -14,7 +14,7 @@ import random
 import pytest
 from factories import request, response
 
-from detectors.index import ContentIndex
+from detectors.index import ContentIndex, unit_tokens
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
@@ -60,6 +60,23 @@ def test_only_common_kgrams_the_source_holds_are_bridged_and_only_a_few_in_a_row
     # The receiver's own prompt is never bridged: a page ends where the receiver's text begins.
     ov = idx.query("V", "sv", [1, 2, 3, 4, 5, 6], {4}, bridge=3)
     assert ov.passages["A"] == 2
+
+
+# --- unit classes ---------------------------------------------------------------------------------------
+def test_units_weigh_by_class_not_by_each_texts_own_ratio() -> None:
+    # Character units (Han, Kana...) ~1 token; word units at the word ratio, whatever each text's own noisy count.
+    assert unit_tokens(0.7) == unit_tokens(1.0) == 1.0
+    assert unit_tokens(1.3) == unit_tokens(1.9) == unit_tokens(3.0) == 1.3
+    idx = _index()
+    idx.add("Z", "sz", "z0", 0, list(range(1, 41)), tokens_per_unit=1.0)  # a Chinese text: 40 matched units
+    idx.add("E", "se", "e0", 0, list(range(100, 134)), tokens_per_unit=1.4)  # an English one: 34
+    ov = idx.query("V", "sv", [*range(1, 41), 999, *range(100, 134)], set())
+    assert ov.ranked_tenants()[0] == "E"  # 34 words are more tokens than 40 characters
+    # Two texts of one class: their own ratios (1.4 against 2.2) do not decide, the passages' lengths do.
+    idx.add("C", "sc", "c0", 0, list(range(200, 241)), tokens_per_unit=1.4)
+    idx.add("D", "sd", "d0", 0, list(range(300, 334)), tokens_per_unit=2.2)
+    ov = idx.query("V", "sv", [*range(200, 241), 999, *range(300, 334)], set())
+    assert ov.ranked_tenants()[0] == "C"
 
 
 # --- the receiver's other session does not hide another tenant's page ---------------------------------------

@@ -55,13 +55,14 @@ def _usage(tokens: int) -> dict[str, object]:
 # --- a mixed output names its dominant source --------------------------------------------------------------
 @pytest.mark.parametrize("key", KEYS)
 def test_a_mixed_output_names_the_source_of_most_leaked_tokens(key: str) -> None:
-    # A's language costs the engine two tokens per word, B's one: 30 words of A are 60 tokens, 40 of B are 40,
-    # although B's passage gives more fingerprints than A's (fingerprints count units, not tokens).
+    # A's text costs the engine two tokens per unit (a word-unit text: weighed at the word ratio, 1.3), B's one (a
+    # character-unit text): 70 units of A are ~91 tokens, 80 of B are 80, although B's passage gives more
+    # fingerprints than A's (fingerprints count units, not tokens).
     a, b, own = _words(1, 120), _words(2, 120), _words(3, 60)
-    page_a, page_b = a[50:80], b[30:70]
-    leaked = _text(own[:15] + page_a + own[15:30] + page_b + own[30:45])
+    page_a, page_b = a[20:90], b[20:100]
 
-    def run(tokens_per_word_a: float) -> Alert:
+    def run(tokens_per_word_a: float, page_a: list[str] = page_a) -> Alert:
+        leaked = _text(own[:15] + page_a + own[15:30] + page_b + own[30:45])
         m = _monitor(key, overlap_usage_tokens=True)
         events = _source("A", "a1", 0, a, tokens_per_word_a) + _source("B", "b1", 10, b, 1.0)
         events += [request("v1", "V", 20, text="Tell me about my report."), response("v1", "V", 21, text=leaked)]
@@ -74,8 +75,9 @@ def test_a_mixed_output_names_the_source_of_most_leaked_tokens(key: str) -> None
     # The other origin is named beside it.
     (signal,) = [s for s in alert.evidence if s.name == "cross_tenant_contamination"]
     assert signal.figures["other_sources"] == ["B"]
-    # Control: when A's words cost what B's do, B put more tokens into the output and is named.
-    assert run(1.0).source_tenant_id == "B"
+    # Control: when A's units are of B's class, B put more tokens into the output and is named. (A shorter page of A:
+    # lengths are estimated from fingerprints, whose density varies by text and key by ~10 %.)
+    assert run(1.0, a[20:75]).source_tenant_id == "B"
 
 
 # --- a run that continues the receiver's own text ------------------------------------------------------------
