@@ -82,6 +82,7 @@ class KafkaPipeline:
         self.batch_bytes = settings.kafka.max_message_bytes // 2
         self.sinks.set_state_size_source(self.state_size)
         self.sinks.set_lag_source(self.consumer_lag)
+        self.sinks.set_behind_source(lambda: self.event_time()["behind_wall_clock_s"])
         self.app = self._build()
 
     def _build(self) -> faust.App:

@@ -56,6 +56,10 @@ class Sink:
     def set_lag_source(self, fn: SizeSource) -> None:
         """Input messages not yet read, per partition (Kafka only), for sinks that export it as a gauge."""
 
+    def set_behind_source(self, fn: Callable[[], float | None]) -> None:
+        """Seconds the worker's event time trails the wall clock (Kafka only; None: no event yet), for sinks
+        that export it as a gauge: a live worker that cannot keep up shows it growing."""
+
     def close(self) -> None:
         """Flush and release; must not lose anything already accepted."""
 
@@ -114,6 +118,9 @@ class SinkSet(Sink):
 
     def set_lag_source(self, fn: SizeSource) -> None:
         self._each("set_lag_source", fn)
+
+    def set_behind_source(self, fn: Callable[[], float | None]) -> None:
+        self._each("set_behind_source", fn)
 
     def close(self) -> None:
         """Closes every sink, even after one failed to close."""

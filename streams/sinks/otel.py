@@ -173,6 +173,7 @@ class OtelSink(Sink):
         )
         self._state_source: SizeSource | None = None
         self._lag_source: SizeSource | None = None
+        self._behind_source: Callable[[], float | None] | None = None
         meter.create_observable_counter(
             "crosstalk.telemetry.dropped",
             callbacks=[self._observe_dropped],
@@ -190,6 +191,12 @@ class OtelSink(Sink):
             callbacks=[self._observe_lag],
             unit="{message}",
             description="input messages not yet consumed",
+        )
+        meter.create_observable_gauge(
+            "crosstalk.event_time.behind",
+            callbacks=[self._observe_behind],
+            unit="s",
+            description="how far the worker's event time trails the wall clock (growing: it cannot keep up)",
         )
 
         # The runner thread calls on_*; the webhook threads call the metrics hooks (counters are
@@ -210,6 +217,19 @@ class OtelSink(Sink):
     def set_lag_source(self, fn: SizeSource) -> None:
         """`fn()` → total lag, or {partition: lag}; read at each metrics export."""
         self._lag_source = fn
+
+    def set_behind_source(self, fn: Callable[[], float | None]) -> None:
+        """`fn()` → seconds behind the wall clock, or None before any event; read at each metrics export."""
+        self._behind_source = fn
+
+    def _observe_behind(self, options: CallbackOptions) -> list[Observation]:
+        fn = self._behind_source
+        try:
+            value = fn() if fn is not None else None
+        except Exception:  # a failing callback must not break the whole export
+            log.exception("otel gauge source event_time.behind failed")
+            return []
+        return [] if value is None else [Observation(value)]
 
     @staticmethod
     def _observe(fn: SizeSource | None, attr: str) -> list[Observation]:

@@ -150,6 +150,9 @@ def test_incident_through_kafka_gives_the_embedded_alert_ids(
         assert set(wait_for(drained, 30, what="consumer lag 0")) <= {str(p) for p in range(4)}
         lag_points = wait_for(lambda: otlp.metric_points().get("crosstalk.consumer.lag"), 30, what="lag metric")
         assert all(p.as_int == 0 for p in lag_points)
+        # How far event time trails the wall clock: the simulated incident happened months ago.
+        behind = wait_for(lambda: otlp.metric_points().get("crosstalk.event_time.behind"), 30, what="behind metric")
+        assert behind[-1].as_double > 30 * 86400
     finally:
         reader.close()
         otlp.stop()

@@ -98,6 +98,7 @@ def test_spans_and_metrics_over_otlp_http(otlp: OtlpReceiver) -> None:
     )
     sink.set_state_size_source(lambda: {"index": 42, "joins": 3})
     sink.set_lag_source(lambda: 7)
+    sink.set_behind_source(lambda: 2.5)
     for t in ("request", "response", "response", "cache_stats"):
         sink.on_event(t)
     sink.on_reject("invalid", "ts: bad")
@@ -172,6 +173,7 @@ def test_spans_and_metrics_over_otlp_http(otlp: OtlpReceiver) -> None:
         "joins": 3,
     }
     assert [p.as_int for p in points["crosstalk.consumer.lag"]] == [7]
+    assert [p.as_double for p in points["crosstalk.event_time.behind"]] == [2.5]
 
 
 def test_webhook_metrics_and_hold_zero(otlp: OtlpReceiver) -> None:

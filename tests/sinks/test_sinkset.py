@@ -20,6 +20,7 @@ HOOKS = (
     "on_reject",
     "set_state_size_source",
     "set_lag_source",
+    "set_behind_source",
     "close",
 )
 
@@ -58,6 +59,9 @@ class Calls(Sink):
     def set_lag_source(self, fn):  # type: ignore[no-untyped-def]
         self.calls.append(f"lag:{fn()}")
 
+    def set_behind_source(self, fn):  # type: ignore[no-untyped-def]
+        self.calls.append(f"behind:{fn()}")
+
     def close(self) -> None:
         self.calls.append("close")
 
@@ -85,11 +89,12 @@ def _every_hook(target: Sink) -> None:
     target.on_reject("not_json", "line 3")
     target.set_state_size_source(lambda: 7)
     target.set_lag_source(lambda: {"0": 2})
+    target.set_behind_source(lambda: 1.5)
     target.close()
 
 
 EXPECTED = ["on_event:request", "on_exchange:r1:1", "on_alert:a1", "on_resolved:i", "on_reject:not_json", "state:7",
-            "lag:{'0': 2}", "close"]  # fmt: skip
+            "lag:{'0': 2}", "behind:1.5", "close"]  # fmt: skip
 
 
 def test_the_base_has_every_hook_as_a_no_op() -> None:
