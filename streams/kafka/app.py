@@ -35,6 +35,7 @@ from streams.kafka.direct import DirectResult, DirectStage, DirectState
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.stages import (
     DeadLetter,
+    DomainResult,
     DomainStage,
     DomainState,
     JoinStage,
@@ -357,14 +358,18 @@ class KafkaPipeline:
                 await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
+        if self.sinks:
+            for event_type in res.event_types:
+                self.sinks.on_event(event_type)
+        await self._emit(res)
+
+    async def _emit(self, res: DirectResult | DomainResult) -> None:
+        """A stage's outputs: dead letters, the alerts topic, then the sinks (exchanges before alerts)."""
         for dl in res.dead:
             await self._dead_letter(dl)
-        sinks = self.sinks
-        if sinks:
-            for event_type in res.event_types:
-                sinks.on_event(event_type)
         for key, value in res.published:
             await self.alerts_topic.send(key=key, value=value)
+        sinks = self.sinks
         for ex, alerts in res.evaluated:
             sinks.on_exchange(ex, alerts)
         for a in res.alerts:
@@ -427,18 +432,7 @@ class KafkaPipeline:
             await self._send(self.domain_topic, send, "join.batches")
 
     async def _domain_batch(self, st: DomainState, p: int, offset: int, batch: frames.Batch) -> None:
-        res = self.domain.handle(st, p, batch, time.monotonic())
-        for dl in res.dead:
-            await self._dead_letter(dl)
-        for key, value in res.published:
-            await self.alerts_topic.send(key=key, value=value)
-        sinks = self.sinks
-        for ex, alerts in res.evaluated:
-            sinks.on_exchange(ex, alerts)
-        for a in res.alerts:
-            sinks.on_alert(a)
-        for r in res.resolved:
-            sinks.on_resolved(r)
+        await self._emit(self.domain.handle(st, p, batch, time.monotonic()))
 
 
 def _is_ndjson(headers: Any) -> bool:

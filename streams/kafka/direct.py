@@ -29,15 +29,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from detectors.monitor import Monitor
-from detectors.ordering import FUTURE_TS, EventClock
+from detectors.ordering import EventClock
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
-from schemas.events import CacheStats, EventError, Response, parse_event
+from schemas.events import CacheStats, EventError, Response
 from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
-from streams.kafka.ingest import InputMessage
-from streams.kafka.stages import NEG_INF, DeadLetter, DomainState
+from streams.kafka.ingest import InputMessage, message_lines, parse_bounded, reason_of
+from streams.kafka.stages import NEG_INF, DeadLetter, DomainState, publish
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.direct")
@@ -100,27 +100,16 @@ class DirectStage:
                 tomb = DeadLetter(b"", "invalid", "empty message (tombstone)", source, msg.offset, key=msg.key)
                 res.dead.append(tomb)
                 continue
-            lines = msg.value.split(b"\n") if msg.ndjson else (msg.value,)
-            for line_no, line in enumerate(lines, start=1):
-                if msg.ndjson and not line.strip():
-                    continue
+            for line_no, line in message_lines(msg):
                 try:
-                    event = parse_event(line, max_bytes=self.max_bytes)
-                    # Far-future event time would expire every join and window at once: rejected first.
-                    future = clock.check(event.ts, wall)
-                    if future is not None:
-                        raise EventError(FUTURE_TS, future)
+                    event = parse_bounded(line, self.max_bytes, clock, wall)
                     observed = observe(event)
                     clock.admit(event.ts, wall)
                 except Exception as exc:  # EventError has its reason; anything else must not stop the worker
-                    if isinstance(exc, EventError):
-                        reason, detail = exc.reason, exc.detail
-                    else:
-                        if not isinstance(exc, ValueError):
-                            log.exception("direct: partition %s offset %s failed", partition, msg.offset)
-                        reason, detail = "internal_error", f"{type(exc).__name__}: {exc}"
-                    line_of = line_no if msg.ndjson else None
-                    res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_of, msg.key))
+                    if not isinstance(exc, (EventError, ValueError)):
+                        log.exception("direct: partition %s offset %s failed", partition, msg.offset)
+                    reason, detail = reason_of(exc, "internal_error")
+                    res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
                     continue
                 counters[f"ingest.{event.type}"] += 1
                 res.event_types.append(event.type)
@@ -144,21 +133,8 @@ class DirectStage:
                     res.resolved += monitor.drain_resolved(ts)
         if res.newest > self.input_max.get(partition, NEG_INF):
             self.input_max[partition] = res.newest
-        self._publish(res)
+        publish(res.alerts, res.resolved, res.published, res.dead, counters, Source(INPUT, partition))
         return res
-
-    def _publish(self, res: DirectResult) -> None:
-        """Serialise here, where a failure is one dead letter, not a crashed agent (as DomainStage)."""
-        for a in res.alerts:
-            try:
-                res.published.append((a.alert_id.encode(), a.model_dump_json().encode()))
-            except Exception as exc:
-                log.exception("direct: alert %s could not be serialised", a.alert_id)
-                detail = f"alert {a.alert_id} ({a.kind}): {type(exc).__name__}: {exc}"
-                res.dead.append(DeadLetter(a.alert_id.encode(), "internal_error", detail, Source(INPUT, -1), -1))
-        for r in res.resolved:
-            self.counters["incidents.resolved"] += 1
-            res.published.append((r.incident_id.encode(), r.model_dump_json().encode()))
 
     def forget(self, partition: int) -> None:
         self.positions.pop(partition, None)

@@ -9,6 +9,7 @@ but for the event-time marks it publishes per input partition. Wall-clock time i
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
@@ -30,6 +31,37 @@ class InputMessage:
     key: bytes | None
     value: bytes | None
     ndjson: bool  # content-type application/x-ndjson: one event per line
+
+
+def message_lines(msg: InputMessage) -> Iterator[tuple[int | None, bytes]]:
+    """The events of one (non-empty) input message: (line number, line) of each non-blank NDJSON line, or
+    (None, value) for a message of one event. Shared with the direct stage."""
+    assert msg.value is not None
+    if not msg.ndjson:
+        yield None, msg.value
+        return
+    for line_no, line in enumerate(msg.value.split(b"\n"), start=1):
+        if line.strip():
+            yield line_no, line
+
+
+def parse_bounded(line: bytes, max_bytes: int, clock: EventClock, wall: float) -> Event:
+    """Validate one event and bound its time by the wall clock: an event far ahead of it would drag every
+    watermark (and, in the direct stage, every join and window expiry) with it, so it is rejected
+    (EventError `future_ts`) before it can move anything (detectors/ordering.py). Admitting the time to
+    `clock` is the caller's, once the event was used."""
+    event = parse_event(line, max_bytes=max_bytes)
+    future = clock.check(event.ts, wall)
+    if future is not None:
+        raise EventError(FUTURE_TS, future)
+    return event
+
+
+def reason_of(exc: Exception, otherwise: str = "invalid") -> tuple[str, str]:
+    """The dead-letter reason and detail of an exception: an EventError's own, else `otherwise`."""
+    if isinstance(exc, EventError):
+        return exc.reason, exc.detail
+    return otherwise, f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(slots=True)
@@ -75,27 +107,14 @@ class IngestStage:
                 )
                 continue
             seq = 0  # position of each item within its message: stable, since it depends on content only
-            lines = msg.value.split(b"\n") if msg.ndjson else [msg.value]
-            for line_no, line in enumerate(lines, start=1):
-                if msg.ndjson and not line.strip():
-                    continue
+            for line_no, line in message_lines(msg):
                 try:
-                    event = parse_event(line, max_bytes=self.max_bytes)
-                    # An event far ahead of the wall clock would drag every watermark with it: rejected
-                    # before it can move anything (detectors/ordering.py).
-                    future = clock.check(event.ts, wall)
-                    if future is not None:
-                        raise EventError(FUTURE_TS, future)
+                    event = parse_bounded(line, self.max_bytes, clock, wall)
                     routed = self._records(event)
                     clock.admit(event.ts, wall)
                 except Exception as exc:  # EventError has its reason; anything else must not stop the worker
-                    reason, detail = (
-                        (exc.reason, exc.detail)
-                        if isinstance(exc, EventError)
-                        else ("invalid", f"{type(exc).__name__}: {exc}")
-                    )
-                    line_of = line_no if msg.ndjson else None
-                    res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_of, msg.key))
+                    reason, detail = reason_of(exc)
+                    res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
                     continue
                 self.counters[f"ingest.{event.type}"] += 1
                 if event.ts > res.newest.get(msg.partition, NEG_INF):

@@ -70,6 +70,28 @@ def _failed(stage: str, it: Item, exc: Exception) -> DeadLetter:
     return DeadLetter(it.payload, "internal_error", f"{type(exc).__name__}: {exc}", it.source, it.offset)
 
 
+def publish(
+    alerts: list[Alert],
+    resolved: list[IncidentResolved],
+    published: list[tuple[bytes, bytes]],
+    dead: list[DeadLetter],
+    counters: Counter[str],
+    source: Source,
+) -> None:
+    """What goes to the alerts topic, serialised here, where a failure is one dead letter, not a crashed
+    agent and a lost partition: alerts keyed by alert_id, resolutions by incident_id."""
+    for a in alerts:
+        try:
+            published.append((a.alert_id.encode(), a.model_dump_json().encode()))
+        except Exception as exc:
+            log.exception("alert %s could not be serialised", a.alert_id)
+            detail = f"alert {a.alert_id} ({a.kind}): {type(exc).__name__}: {exc}"
+            dead.append(DeadLetter(a.alert_id.encode(), "internal_error", detail, source, -1))
+    for r in resolved:
+        counters["incidents.resolved"] += 1
+        published.append((r.incident_id.encode(), r.model_dump_json().encode()))
+
+
 # --- join ---------------------------------------------------------------------------------------------
 
 
@@ -301,17 +323,7 @@ class DomainStage:
         return res
 
     def _publish(self, res: DomainResult, partition: int) -> None:
-        """Serialise here, where a failure is one dead letter, not a crashed agent and a lost partition."""
-        for a in res.alerts:
-            try:
-                res.published.append((a.alert_id.encode(), a.model_dump_json().encode()))
-            except Exception as exc:
-                log.exception("domain: alert %s could not be serialised", a.alert_id)
-                detail = f"alert {a.alert_id} ({a.kind}): {type(exc).__name__}: {exc}"
-                res.dead.append(DeadLetter(a.alert_id.encode(), "internal_error", detail, Source(JOIN, partition), -1))
-        for r in res.resolved:
-            self.counters["incidents.resolved"] += 1
-            res.published.append((r.incident_id.encode(), r.model_dump_json().encode()))
+        publish(res.alerts, res.resolved, res.published, res.dead, self.counters, Source(JOIN, partition))
 
     def _item(self, st: DomainState, it: Item, res: DomainResult) -> None:
         if it.kind not in ("stats", "exchange"):

@@ -6,10 +6,8 @@ Workers run as subprocesses. Waits are bounded; nothing asserts on wall-clock du
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,10 +15,9 @@ import pytest
 from conftest import wait_for  # one bounded-wait helper for all Kafka tests
 from kafka import KafkaConsumer, KafkaProducer
 
-from streams.embedded.runner import EmbeddedRunner
 from streams.producer import produce_file
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
+from streams.testing.incident import incident_with_ticks
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 
@@ -31,23 +28,8 @@ WAIT_S = 150.0
 
 @pytest.fixture(scope="module")
 def incident(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The simulator's incident plus ticks, and the embedded Monitor's alert ids on the same file."""
-    from streams.sim.simulate import SimConfig, write_simulation
-
-    d = tmp_path_factory.mktemp("incident")
-    summary = write_simulation(d, SimConfig(duration_s=240.0, fault_at_s=80.0))
-    lines = Path(summary["events_path"]).read_bytes().splitlines()
-    last_ts = max(orjson.loads(line)["ts"] for line in lines if line.strip())
-    path = d / "events-with-ticks.jsonl.gz"
-    # Ticks move every partition's event time past all pending joins and reorder buffers, as flush() does
-    # for the embedded core (which gets the same lines).
-    ticks = [orjson.dumps(t) for t in tick_events(last_ts, Settings().kafka)]
-    with gzip.open(path, "wb") as f:
-        f.write(b"\n".join([*lines, *ticks]) + b"\n")
-    result = EmbeddedRunner(Settings()).run_files([str(path)])
-    alerts = {a.alert_id: a.kind for a in result.alerts}
-    assert alerts, "the incident must raise alerts, else the comparison proves nothing"
-    return {"path": str(path), "alerts": alerts, "events": sum(1 for _ in lines)}
+    """The simulator's incident plus ticks, and the embedded runner's alert ids on the same file."""
+    return incident_with_ticks(tmp_path_factory.mktemp("incident"))
 
 
 class AlertReader:
