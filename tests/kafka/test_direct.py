@@ -140,11 +140,14 @@ def test_a_checkpoint_restored_mid_stream_goes_on_to_the_same_alerts(lines: list
     assert set(ids) | _flush(restored) == _embedded(lines, s)
 
 
-def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
+def _one_partition() -> tuple[Counter[str], DirectStage, DirectState]:
     s = Settings()
     counters: Counter[str] = Counter()
-    stage = DirectStage(s, counters)
-    st = DirectState.fresh_direct(s.detection, counters)
+    return counters, DirectStage(s, counters), DirectState.fresh_direct(s.detection, counters)
+
+
+def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
+    counters, stage, st = _one_partition()
     now = time.time()
     good = {"type": "cache_stats", "event_id": "c1", "ts": now, "cache_domain": "d", "role": "unified",
             "capacity_tokens": 10, "used_tokens": 0}  # fmt: skip
@@ -168,10 +171,7 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
 
 
 def test_input_keyed_by_something_else_than_its_domain_is_counted() -> None:
-    s = Settings()
-    counters: Counter[str] = Counter()
-    stage = DirectStage(s, counters)
-    st = DirectState.fresh_direct(s.detection, counters)
+    counters, stage, st = _one_partition()
     now = time.time()
     resp = {"type": "response", "event_id": "r1", "ts": now, "request_id": "q1", "tenant_id": "t", "model": "m",
             "cache_domain": "dom", "status_code": 200}  # fmt: skip
