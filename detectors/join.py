@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from detectors.canaries import CanaryRegistry
 from detectors.fingerprint import Fingerprinter, words_of
@@ -26,6 +27,12 @@ class _Half:
 
 
 _NO_HITS: tuple[CanaryHit, ...] = ()  # one empty value for every half without hits, instead of a list each
+# _Half(...) without the call of its __init__ (a Python-level call from C costs as much again as filling the
+# slots): for the request's half, one per exchange.
+_new = object.__new__
+
+
+_COPIES = frozenset({"_request_wait_s", "_response_wait_s", "_max_pending"})  # of the settings, never pickled
 
 
 class Joiner:
@@ -39,6 +46,29 @@ class Joiner:
         self._requests: OrderedDict[str, _Half] = OrderedDict()
         self._responses: OrderedDict[str, _Half] = OrderedDict()
         self.orphans = {"no_request": 0, "no_response": 0}
+
+    # The settings, with the figures read per half copied to plain attributes (a settings model's attribute
+    # read is slow). Setting them refreshes the copies; a snapshot holds `settings` only, as before the
+    # copies existed, and restoring one makes them.
+    @property
+    def settings(self) -> DetectionSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: DetectionSettings) -> None:
+        self._settings = settings
+        self._request_wait_s = settings.request_wait_s
+        self._response_wait_s = settings.response_wait_s
+        self._max_pending = settings.max_pending_joins
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Keys as (and in the order) the plain attribute pickled them.
+        return {("settings" if k == "_settings" else k): v for k, v in self.__dict__.items() if k not in _COPIES}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        self.settings = state.pop("settings")  # first, as __init__ does: the attributes keep their order
+        self.__dict__.update(state)
 
     def check(self, event: Request | Response) -> None:
         """Reject (EventError) what the join could not use, before any state changes."""
@@ -88,8 +118,13 @@ class Joiner:
         requests = self._requests
         if rid in requests:
             return []  # a second request with the same id: keep the first (event ids differ, ids clash)
-        requests[rid] = _Half(stripped, ts + self.settings.request_wait_s, tp, _NO_HITS)
-        if len(requests) + len(self._responses) > self.settings.max_pending_joins:
+        half: _Half = _new(_Half)
+        half.event = stripped
+        half.deadline = ts + self._request_wait_s
+        half.text_print = tp
+        half.canary_hits = _NO_HITS
+        requests[rid] = half
+        if len(requests) + len(self._responses) > self._max_pending:
             return self._enforce_bound()
         return []
 
@@ -123,8 +158,8 @@ class Joiner:
         responses = self._responses
         if rid in responses:
             return []
-        responses[rid] = _Half(stripped, ts + self.settings.response_wait_s, tp, hits)
-        if len(self._requests) + len(responses) > self.settings.max_pending_joins:
+        responses[rid] = _Half(stripped, ts + self._response_wait_s, tp, hits)
+        if len(self._requests) + len(responses) > self._max_pending:
             return self._enforce_bound()
         return []
 
@@ -164,7 +199,7 @@ class Joiner:
 
     def _enforce_bound(self) -> list[Exchange]:
         out = []
-        while len(self._requests) + len(self._responses) > self.settings.max_pending_joins:
+        while len(self._requests) + len(self._responses) > self._max_pending:
             pending = self._requests if len(self._requests) >= len(self._responses) else self._responses
             _, half = pending.popitem(last=False)
             out.append(self._orphan(half, half.event.ts))

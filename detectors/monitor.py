@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
@@ -48,9 +49,12 @@ def make_fingerprinter(settings: DetectionSettings) -> Fingerprinter:
 # which compose the same stages across partitions: one implementation, not copies kept in step by tests.
 
 
-def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | None = None) -> None:
+def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | None = None) -> dict[str, Any]:
     """Raise EventError (fingerprint_params, canary_tenant, duplicate) for what the core must not take,
-    before any state change. `policy`: who may plant canaries (None: anyone; only for tests)."""
+    before any state change. `policy`: who may plant canaries (None: anyone; only for tests).
+
+    Returns the event's fields (its __dict__, read-only), which the caller may dispatch on without
+    reading them again."""
     # Fields read from the model's __dict__: a model's attribute reads are slow (Joiner.observe_request).
     # The dispatch is on the wire's type tag: isinstance() with a pydantic class that is not the event's
     # own goes through the metaclass's __instancecheck__, a call of its own (every request paid one).
@@ -68,12 +72,17 @@ def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | N
         policy.check(event)  # type: ignore[arg-type]
     if dedup.seen(d["event_id"], d["ts"]):
         raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
+    return d
 
 
 def route_exchange(ex: Exchange, counters: Counter[str]) -> str | None:
     """The cache domain an exchange goes to (counted), or None: a request that never got a response and
     named no domain cannot be placed in any index."""
-    d = ex.__dict__  # dict reads, not model attribute reads: per exchange
+    return _route_fields(ex.__dict__, counters)
+
+
+def _route_fields(d: dict[str, Any], counters: Counter[str]) -> str | None:
+    """route_exchange on the exchange's fields (its __dict__: dict reads, not model attribute reads)."""
     # Exchange.cache_domain, inlined.
     half: Request | Response | None = d["response"] or d["request"]
     domain = half.cache_domain if half is not None else None
@@ -197,9 +206,9 @@ class Monitor:
     def _observe(self, event: Event, evaluated: Evaluated | None = None) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
         # admit() is the one place of these checks: the Kafka ingest stage calls it too.
-        admit(event, self.joiner, self.dedup, self.canary_policy)
-        ts = event.ts
-        kind = event.type  # the dispatch on the type tag, as in admit()
+        fields = admit(event, self.joiner, self.dedup, self.canary_policy)
+        ts = fields["ts"]
+        kind = fields["type"]  # the dispatch on the type tag, as in admit()
         # One branch per type, most frequent first; each counts, steps event time, then does its work.
         if kind == "response":
             self.counters["events.response"] += 1
@@ -231,10 +240,11 @@ class Monitor:
         return alerts
 
     def _route(self, ex: Exchange, evaluated: Evaluated | None) -> list[Alert]:
-        domain = route_exchange(ex, self.counters)
+        d = ex.__dict__  # route_exchange's own reads, and the time, from one read of the model's fields
+        domain = _route_fields(d, self.counters)
         if domain is None:
             return []
-        alerts = self.table.get(domain, ex.ts).observe_exchange(ex)
+        alerts = self.table.get(domain, d["ts"]).observe_exchange(ex)
         if evaluated is not None:
             evaluated.append((ex, alerts))
         return alerts

@@ -13,6 +13,8 @@ BaseModel.__getattr__ defeats CPython's attribute cache.
 
 from __future__ import annotations
 
+from typing import Any
+
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
@@ -24,10 +26,35 @@ def _accepted(response: Response, s: DetectionSettings) -> bool:
     return s.overlong_min_status <= response.status_code <= s.overlong_max_status
 
 
-class OverlongDetector(Stateless):
+class _Mechanism(Stateless):
+    """A detector with its settings `s`, and the thresholds it reads per exchange copied to plain attributes
+    (a settings model's attribute read is slow too). Setting `s` refreshes the copies; a snapshot holds `s`
+    only, as before the copies existed, and restoring one makes them."""
+
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
 
+    @property
+    def s(self) -> DetectionSettings:
+        return self._s
+
+    @s.setter
+    def s(self, settings: DetectionSettings) -> None:
+        self._s = settings
+        self._min_status = settings.overlong_min_status
+        self._max_status = settings.overlong_max_status
+        self._min_ratio = settings.accounting_min_ratio
+        self._prefill_min_tokens = settings.prefill_min_tokens
+        self._prefill_bound = settings.prefill_max_tokens_per_s
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"s": self._s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.s = state["s"]
+
+
+class OverlongDetector(_Mechanism):
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
         # The cheapest, most selective test first: almost every prompt fits.
         request = ex.request
@@ -55,10 +82,7 @@ class OverlongDetector(Stateless):
         ]
 
 
-class AccountingDetector(Stateless):
-    def __init__(self, settings: DetectionSettings) -> None:
-        self.s = settings
-
+class AccountingDetector(_Mechanism):
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
         d = ex.__dict__
         request, response = d["request"], d["response"]
@@ -67,15 +91,15 @@ class AccountingDetector(Stateless):
         usage = response.usage
         if usage is None:
             return []
-        s = self.s
         engine = usage.input_tokens
         gateway = request.prompt_tokens
         if engine is None:
             return []
         # The ratio decides for almost every exchange, so it is tested first; a zero gateway count
         # is left to the division below, after the other tests, as it always was.
-        if gateway and engine / gateway >= s.accounting_min_ratio:
+        if gateway and engine / gateway >= self._min_ratio:
             return []
+        s = self.s
         if gateway < s.accounting_min_gateway_tokens or not _accepted(response, s):
             return []
         ratio = engine / gateway
@@ -89,10 +113,7 @@ class AccountingDetector(Stateless):
         ]
 
 
-class PrefillDetector(Stateless):
-    def __init__(self, settings: DetectionSettings) -> None:
-        self.s = settings
-
+class PrefillDetector(_Mechanism):
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
         d = ex.__dict__
         request, response = d["request"], d["response"]
@@ -103,12 +124,11 @@ class PrefillDetector(Stateless):
         if ttft_ms is None:
             return []
         tokens = request.prompt_tokens
-        s = self.s
         # Short prompts (most) are not judged: test that before the status (_accepted, inlined: per exchange).
-        if tokens < s.prefill_min_tokens or not s.overlong_min_status <= r["status_code"] <= s.overlong_max_status:
+        if tokens < self._prefill_min_tokens or not self._min_status <= r["status_code"] <= self._max_status:
             return []
         ttft_s = ttft_ms / 1000.0
-        bound = s.prefill_max_tokens_per_s
+        bound = self._prefill_bound
         if ttft_s > 0 and tokens / ttft_s <= bound:
             return []
         rate = tokens / ttft_s if ttft_s > 0 else float("inf")
