@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Any
+
+DedupChanges = tuple[int, list[tuple[str, float]]]  # (marked ids that left the front, ids that came, in order)
 
 
 class Deduper:
@@ -11,7 +14,15 @@ class Deduper:
 
     Producers retry within seconds or minutes; an id older than the window is not a retry any more.
     Bounding by time keeps the memory flat at steady state; the count cap guards against bursts.
+
+    Checkpoints copy it incrementally (streams/kafka/pieces.py): ids arrive only at the back and leave only
+    from the front, so what changed since `mark()` is how many ids left the front and the ids that came
+    and are still held — a checkpoint costs the new events, not the whole window of ids.
     """
+
+    # Class defaults: instances pickled before change tracking restore with them.
+    _popped = 0  # ids that ever left the front
+    _mark: tuple[int, int] | None = None  # (_popped, length) at the last mark; None: only a whole copy will do
 
     def __init__(self, capacity: int, window_s: float = float("inf")) -> None:
         self.capacity = capacity
@@ -42,7 +53,37 @@ class Deduper:
             while len(seen) > self.capacity or seen[order[0]] < horizon:
                 del seen[order.popleft()]
             self._front_ts = seen[order[0]]
+            self._popped += size - len(seen)
         return False
+
+    def mark(self) -> None:
+        """A checkpoint copied this state: changes count from here."""
+        self._mark = (self._popped, len(self._order))
+
+    def changes(self) -> DedupChanges | None:
+        """What `replay` needs to bring a copy taken at the last mark up to now; None before any mark."""
+        if self._mark is None:
+            return None
+        popped0, len0 = self._mark
+        order = self._order
+        removed = self._popped - popped0
+        came = len(order) - len0 + removed  # the length moves by what came minus what left
+        keep = min(came, len(order))
+        seen = self._seen
+        tail = list(islice(reversed(order), keep))
+        tail.reverse()
+        return min(removed, len0), [(i, seen[i]) for i in tail]
+
+    def replay(self, changes: DedupChanges) -> None:
+        """Apply `changes()` of the instance this one is a marked copy of."""
+        left, came = changes
+        seen, order = self._seen, self._order
+        for _ in range(left):
+            del seen[order.popleft()]
+        for event_id, ts in came:
+            seen[event_id] = ts
+            order.append(event_id)
+        self._front_ts = seen[order[0]] if order else float("-inf")
 
     def state_size(self) -> int:
         return len(self._seen)

@@ -168,7 +168,9 @@ class Checkpointer:
         self.counters = counters
         self.held: dict[tuple[str, int], list[Any]] = {}  # (stage, partition) -> events not yet acked
         self.last_snapshot: dict[tuple[str, int], float] = {}
-        self.not_before: dict[tuple[str, int], float] = {}  # the snapshot-time budget (snapshot_max_share)
+        # The snapshot-time budget (snapshot_max_share), per stage: its partitions share one agent's time, so a
+        # budget per partition let a worker with several busy partitions spend a multiple of the share.
+        self.not_before: dict[str, float] = {}
         self.manifests: dict[tuple[str, int], Manifest] = {}  # the last one written or restored
         self.seq: dict[tuple[str, int], int] = {}  # the last seq used (also by a checkpoint that failed)
         self.spoiled: set[tuple[str, int]] = set()  # a store failed after its cut: next cut copies pieces whole
@@ -335,7 +337,7 @@ class Checkpointer:
             len(held) >= self.kafka.snapshot_every
             or now - self.last_snapshot.get(key, 0.0) >= self.kafka.snapshot_interval_s
         )
-        if not force and (not due or now < self.not_before.get(key, 0.0)):
+        if not force and (not due or now < self.not_before.get(stage, 0.0)):
             return False
         running = self.inflight.get(key)
         if running is not None and not running.done():
@@ -362,7 +364,7 @@ class Checkpointer:
         self.last_snapshot[key] = now
         # A whole copy of a large partition (the first, or a piece's periodic rewrite) can take seconds:
         # taken every interval regardless, it would leave the stage no time for its input.
-        self.not_before[key] = now + took / self.kafka.snapshot_max_share
+        self.not_before[stage] = now + took / self.kafka.snapshot_max_share
         # The task inherits the stage's context (Faust's current event: the table's changelog partition).
         self.inflight[key] = asyncio.create_task(self._finish(cut, table, flush, self.epoch.get(key, 0)))
         return True

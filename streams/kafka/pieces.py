@@ -5,8 +5,12 @@ A domain partition is cut into
     ("dm", name)     one DomainMonitor without its content index and long-horizon record
     ("ix", name)     its ContentIndex: whole, or the texts inserted and dropped since the last copy
     ("sp", name)     its TenantSpread: whole, or the bytes set since the last copy
-and a join partition is one piece, ("join",). Pickle persistent ids make the cuts: where the partition
-pickles a DomainMonitor it writes the monitor's name, where a monitor pickles its index it writes
+    ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
+and a join partition is ("dd",) and ("join",), the rest of it. A direct partition (streams/kafka/direct.py)
+is a domain partition whose ("part",) holds the Monitor, its deduper cut out as ("dd",): the deduper holds
+every event id of its window, which grows with the window, not with what changed. Pickle persistent ids
+make the cuts: where the partition pickles a DomainMonitor it writes the monitor's name, where a monitor
+pickles its index it writes
 ("ix", name), and so on; `assemble` puts the same objects back in those places. The persistent ids also
 keep out what is not state (settings with the fingerprint key, the fingerprinter, the public corpus, the
 worker's counters): the process supplies them again on load.
@@ -28,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from detectors.commonness import SpreadChanges, TenantSpread
+from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter
 from detectors.index import ContentIndex, Doc
@@ -40,13 +45,25 @@ State = JoinState | DomainState
 Name = tuple[str, ...]
 PART: Name = ("part",)
 JOIN: Name = ("join",)
+DEDUP: Name = ("dd",)
 # Pieces that can be copied as their changes since the last copy; the others are always copied whole.
-INCREMENTAL = ("ix", "sp")
+INCREMENTAL = ("ix", "sp", "dd")
+
+
+def _dedup_of(state: Any) -> Deduper | None:
+    """The partition's event-id deduper: it grows with the dedup window, not with what changed."""
+    if isinstance(state, JoinState):
+        return state.dedup
+    monitor = getattr(state, "monitor", None)  # a DirectState
+    return None if monitor is None else monitor.dedup
 
 
 def parts(state: State) -> Iterator[tuple[Name, Any]]:
     """Every piece of the state with the live object it copies; children before their parent (the order
     `assemble` needs)."""
+    dedup = _dedup_of(state)
+    if dedup is not None:
+        yield DEDUP, dedup
     if isinstance(state, JoinState):
         yield JOIN, state
         return
@@ -80,10 +97,15 @@ def process_id(obj: object, counters: Counter[str]) -> str | None:
 
 def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     """A whole copy of one piece, with its child pieces and the process's objects left out by name."""
-    if name == PART:
+    if name in (PART, JOIN):
+        dedup = _dedup_of(obj)
 
         def cut(o: object) -> Any:
-            return ("dm", o.cache_domain) if isinstance(o, DomainMonitor) else process_id(o, counters)
+            if isinstance(o, DomainMonitor):
+                return ("dm", o.cache_domain)
+            if o is dedup and dedup is not None:
+                return DEDUP
+            return process_id(o, counters)
 
     elif name[0] == "dm":
         index, spread = obj.overlap.index, obj.overlap.spread
@@ -98,7 +120,7 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     elif name[0] in INCREMENTAL:
         # Plain data (numbers, strings, arrays): no persistent ids needed, and without the per-object callback
         # pickling runs at C speed (an index holds millions of ints).
-        assert isinstance(obj, (ContentIndex, TenantSpread))
+        assert isinstance(obj, (ContentIndex, TenantSpread, Deduper))
         return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
     else:
 
@@ -147,6 +169,11 @@ def changes(name: Name, obj: Any) -> bytes | None:
     """The piece's changes since its last `mark`, b"" if there are none, None if only a whole copy will do."""
     if name[0] not in INCREMENTAL:
         return None
+    if isinstance(obj, Deduper):
+        ids = obj.changes()
+        if ids is None:
+            return None
+        return zlib.compress(pickle.dumps(ids, protocol=pickle.HIGHEST_PROTOCOL), 1) if ids[0] or ids[1] else b""
     assert isinstance(obj, (ContentIndex, TenantSpread))
     delta = obj.changes()
     if delta is None:
@@ -186,7 +213,7 @@ def assemble(
         unpickler.persistent_load = known.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
 
-    for kind in ("ix", "sp"):
+    for kind in ("ix", "sp", "dd"):
         for name, blobs in pieces.items():
             if name[0] != kind:
                 continue
@@ -196,6 +223,8 @@ def assemble(
                     obj.replay(_unpack_docs(load(blob)))
                 elif isinstance(obj, TenantSpread):
                     obj.apply(_unpack_spread(load(blob)))
+                elif isinstance(obj, Deduper):
+                    obj.replay(load(blob))
             known[name] = obj
     for name, blobs in pieces.items():
         if name[0] == "dm":

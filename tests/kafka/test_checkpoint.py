@@ -88,3 +88,23 @@ def test_a_restored_domain_partition_gets_the_workers_public_corpus_back() -> No
     assert isinstance(again, DomainState)
     assert again.table.public is public and again.table.domains["d1"].overlap.public is public
     assert checkpoint.loads(blob, s.detection, counters, None).table.domains["d1"].overlap.public is None
+
+
+def test_the_snapshot_budget_is_the_stages_not_each_partitions() -> None:
+    s = Settings(detection={"fingerprint_key": "k"}, kafka={"snapshot_every": 1, "snapshot_max_share": 0.0001})
+    cp = checkpoint.Checkpointer(s.kafka, Counter())
+    states = {p: JoinState.fresh(s.detection) for p in (0, 1)}
+    table: dict[bytes, bytes] = {}
+
+    async def flush() -> None:
+        return None
+
+    async def run() -> list[bool]:
+        done = []
+        for p in (0, 1, 0, 1):
+            cp.hold("join", p, _Event())
+            done.append(await cp.maybe("join", p, states[p], table, flush))
+        return done
+
+    # Partition 0's snapshot spent the stage's budget: partition 1 waits too (one agent runs both).
+    assert asyncio.run(run()) == [True, False, False, False]

@@ -183,3 +183,28 @@ def test_input_keyed_by_something_else_than_its_domain_is_counted() -> None:
     res = stage.read(st, 0, msgs, now)
     assert not res.dead and counters["ingest.response"] == 3
     assert counters["direct.misrouted"] == 1
+
+
+def test_a_checkpoint_copies_the_new_event_ids_not_the_dedup_window(lines: list[bytes]) -> None:
+    s = Settings()
+    parts = _partitioned(lines)
+    q = max(parts, key=lambda p: len(parts[p]))
+    counters: Counter[str] = Counter()
+    stage = DirectStage(s, counters)
+    st = DirectState.fresh_direct(s.detection, counters)
+    n = len(parts[q])
+    _feed(stage, {q: st}, {q: parts[q]}, 0, n - 20)
+    table: dict[bytes, bytes] = {}
+    cp = Checkpointer(s.kafka, counters)
+    first = cp.write("direct", q, st, table)
+    _feed(stage, {q: st}, {q: parts[q]}, n - 20, n)
+    second = cp.write("direct", q, st, table)
+    assert st.monitor is not None and st.monitor.dedup.state_size() > 500
+    assert first.whole >= 1 and second.changes >= 1
+    chain = cp.manifests[("direct", q)].chains[("dd",)]
+    # The window's ids were copied once; the second checkpoint added the 20 events' ids as a change.
+    assert len(chain.keys) == 2 and 0 < chain.change_bytes < chain.whole_bytes / 10, chain
+    restored = Checkpointer(s.kafka, Counter()).restore("direct", q, table, s.detection)
+    assert isinstance(restored, DirectState) and restored.monitor is not None
+    assert restored.monitor.dedup._seen == st.monitor.dedup._seen
+    assert list(restored.monitor.dedup._order) == list(st.monitor.dedup._order)
