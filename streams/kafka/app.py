@@ -214,7 +214,6 @@ class KafkaPipeline:
             size["dedup_ids"] += js.dedup.state_size()
             size["canaries"] = max(size["canaries"], js.joiner.canaries.state_size())
         for dst in self.direct_states.values():
-            assert dst.monitor is not None
             size.update(dst.monitor.state_size())
         for ds in self.domain_states.values():
             size["domains"] += len(ds.table.domains)
@@ -363,7 +362,7 @@ class KafkaPipeline:
                 self.sinks.on_event(event_type)
         await self._emit(res)
 
-    async def _emit(self, res: DirectResult | DomainResult) -> None:
+    async def _emit(self, res: DomainResult) -> None:
         """A stage's outputs: dead letters, the alerts topic, then the sinks (exchanges before alerts)."""
         for dl in res.dead:
             await self._dead_letter(dl)

@@ -32,12 +32,10 @@ from detectors.monitor import Monitor
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, EventError, Response
-from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
 from streams.kafka.ingest import InputMessage, message_lines, parse_bounded, reason_of
-from streams.kafka.stages import NEG_INF, DeadLetter, DomainState, publish
+from streams.kafka.stages import NEG_INF, DeadLetter, DomainResult, DomainState, publish
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.direct")
@@ -48,11 +46,13 @@ _RESOLVE_STEP_S = 1.0  # as the embedded runner: incidents resolve in event time
 @dataclass
 class DirectState(DomainState):
     """One input partition's whole pipeline: a Monitor. A DomainState whose table is the monitor's, so the
-    checkpoints cut it into the same pieces (each domain, its index incrementally; streams/kafka/pieces.py)
-    and the rest — joins waiting, dedup ids, markers, the clock — rides in the partition piece."""
+    checkpoints cut it into the same pieces (each domain, its index incrementally, the dedup ids as their
+    changes; streams/kafka/pieces.py) and the rest — joins waiting, markers, the clock — rides in the
+    partition piece."""
 
-    monitor: Monitor | None = None
-    clock: EventClock | None = None
+    # Keyword-only: required, though DomainState's fields before them have defaults.
+    monitor: Monitor = field(kw_only=True)
+    clock: EventClock = field(kw_only=True)
     next_resolved: float = NEG_INF
 
     @classmethod
@@ -62,12 +62,9 @@ class DirectState(DomainState):
 
 
 @dataclass(slots=True)
-class DirectResult:
-    alerts: list[Alert] = field(default_factory=list)
-    evaluated: list[tuple[Exchange, list[Alert]]] = field(default_factory=list)  # for the sinks
-    resolved: list[IncidentResolved] = field(default_factory=list)
-    published: list[tuple[bytes, bytes]] = field(default_factory=list)  # alerts topic: (key, value)
-    dead: list[DeadLetter] = field(default_factory=list)
+class DirectResult(DomainResult):
+    """A domain stage's outputs, plus what the ingest stage reports in the staged topology."""
+
     event_types: list[str] = field(default_factory=list)
     newest: float = NEG_INF  # newest event time admitted
 
@@ -84,7 +81,6 @@ class DirectStage:
     def read(self, st: DirectState, partition: int, messages: list[InputMessage], wall: float) -> DirectResult:
         """`messages` of one partition, in offset order; those the state already covers (a replay after a
         restart from an older ack) are skipped. `wall`: the wall clock (UNIX s), the bound of event time."""
-        assert st.monitor is not None and st.clock is not None
         res = DirectResult()
         monitor, clock, counters = st.monitor, st.clock, self.counters
         observe = monitor.observe_evaluated

@@ -39,6 +39,7 @@ from detectors.index import ContentIndex, Doc
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
+from streams.kafka.direct import DirectState
 from streams.kafka.stages import DomainState, JoinState
 
 State = JoinState | DomainState
@@ -54,8 +55,7 @@ def _dedup_of(state: Any) -> Deduper | None:
     """The partition's event-id deduper: it grows with the dedup window, not with what changed."""
     if isinstance(state, JoinState):
         return state.dedup
-    monitor = getattr(state, "monitor", None)  # a DirectState
-    return None if monitor is None else monitor.dedup
+    return state.monitor.dedup if isinstance(state, DirectState) else None
 
 
 def parts(state: State) -> Iterator[tuple[Name, Any]]:
