@@ -116,6 +116,11 @@ class Overlap:
     junctions: Counter[str] = field(default_factory=Counter)
     # Short runs whose fingerprints are not one passage of any one text of the source (`ContentIndex._in_order`).
     out_of_order: Counter[str] = field(default_factory=Counter)
+    # Per source with a long free run: (output fingerprints outside its long runs that its window text holds, output
+    # fingerprints outside its long runs that could be): how often the source's text meets this output by chance
+    # (`ContentIndex._chance`; docs/adr/0004, "information").
+    chance: dict[str, tuple[int, int]] = field(default_factory=dict)
+    long_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     def leaked_tokens(self, tenant: str) -> float:
         """Estimated tokens of `tenant`'s text in the output: its long passages, and once one proves it a source,
@@ -390,7 +395,44 @@ class ContentIndex:
                 self._close(ov, src, r, attached)
             elif r.length >= long_run:
                 ov.session_long[src] += r.length
+        for src in ov.free_run:
+            if ov.free_run[src] >= long_run:
+                ov.chance[src] = self._chance(src, hashes, own_prompt, explained, ov.long_spans[src])
         return ov
+
+    def _chance(
+        self,
+        src: str,
+        hashes: list[int],
+        own_prompt: set[int],
+        explained: list[int] | None,
+        spans: list[tuple[int, int]],
+    ) -> tuple[int, int]:
+        """(held, n): of the output's n fingerprints outside the source's long runs that could be chance matches
+        (not the receiver's prompt, not public, not common over the long horizon or in the window), how many the
+        source's window text holds, whoever else holds them too (the receiver included). Text of little information
+        per unit (kana, a small vocabulary, tables) shares many short k-grams with text in the same language; a page
+        of another script or of private content shares none besides itself."""
+        inside = [False] * len(hashes)
+        for first, last in spans:
+            inside[first : last + 1] = [True] * (last + 1 - first)
+        held = n = 0
+        single, multi, docs = self._single, self._multi, self._docs
+        common_min = self.common_min_tenants
+        for i, h in enumerate(hashes):
+            if inside[i] or h in own_prompt or (explained is not None and explained[i] >= 2):
+                continue
+            only = single.get(h)
+            if only is not None:
+                held += docs[only].tenant_id == src
+            else:
+                owners = multi.get(h)
+                if owners is not None:
+                    if len(owners) >= common_min:  # boilerplate of the window: everybody's, not this source's
+                        continue
+                    held += src in owners
+            n += 1
+        return held, n
 
     def _bridge(self, h: int, prev: _Runs, runs: _Runs, bridge: int, owners: dict[str, int] | None = None) -> None:
         """Carry the open tenant runs whose source holds the explained fingerprint `h` over it (see `query`)."""
@@ -545,6 +587,7 @@ class ContentIndex:
         if r.length < ov.long_run:
             ov.short_tokens[src] = ov.short_tokens.get(src, 0.0) + tokens
             return
+        ov.long_spans.setdefault(src, []).append((r.start, r.last))
         if not attached:
             ov.long_passages[src] += 1
         ov.long_matches[src] += r.length

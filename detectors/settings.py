@@ -165,6 +165,13 @@ class DetectionSettings(BaseModel):
         description="a run shorter than overlap_strong_matches counts as a page only if its fingerprints follow each "
         "other in one text of the source as in the output (a stale page is one contiguous piece; docs/adr/0004)",
     )
+    overlap_chance_alpha: float = Field(
+        default=0.05,
+        ge=0,
+        description="a free run is a page only if fewer than this many runs as long are expected by chance, at the "
+        "rate the source's text meets the rest of the output; kana-heavy text needs a longer run; 0 = off "
+        "(docs/adr/0004, information)",
+    )
     overlap_warmup_s: float = Field(
         default=120.0,
         ge=0,

@@ -18,6 +18,8 @@ Two kinds of short run are no page and never make a high alert alone (docs/adr/0
 neighbouring fingerprints are innocent text the source holds too (where a greeting meets a disclaimer, a quote
 meets a closing: a page's seams are k-grams nobody holds), and one whose matches do not follow each other in any
 one text of the source (k-grams a long text shares with the output by chance; a stale page is one piece).
+And a run must carry more information than chance gives (docs/adr/0004, "information"; `required_run`): where the
+source's text meets the rest of the output often (kana-heavy text of the same language), a longer run is needed.
 
 The source is the tenant whose recent context explains most unexplained passages (rarity-weighted).
 Fingerprints of a flagged leak are remembered (tainted) with their source: when the victim re-sends them
@@ -185,16 +187,40 @@ class OverlapDetector:
         # finding, but next to the placeholder mechanism they attribute the leak.
         return "warning" if run >= self.s.overlap_alone_matches else "info"
 
+    def required_run(self, ov: Overlap, tenant: str) -> int:
+        """The shortest free run of `tenant` that counts as a page for a high alert in this output (docs/adr/0004,
+        "information"). A match carries as much information as it is unlikely by chance, and that is measured on the
+        output itself: p, the share of the output's fingerprints outside the source's long runs that the source's
+        text holds anyway. Taking matches as independent, n * p^r is the expected number of chance runs of r
+        consecutive matches in the n positions, i.e. a run must carry r * log2(1/p) >= log2(n / alpha) bits
+        (`overlap_chance_alpha`). A page of words, of Han characters, or of another script than the output's shares
+        (almost) nothing else with it: p ~ 0 and `overlap_high_run` suffices, the one-page guarantee of 16 units.
+        Kana-heavy text in a Japanese answer from a source writing Japanese too shares many short k-grams (measured
+        p = 0.1-0.4): the run needed grows, never beyond a strong run."""
+        s = self.s
+        need = s.overlap_high_run
+        held, n = ov.chance.get(tenant, (0, 0))
+        if s.overlap_chance_alpha <= 0 or not held:
+            return need
+        p = held / (n + 1)
+        while need < s.overlap_strong_matches and n * p**need > s.overlap_chance_alpha:
+            need += 1
+        return need
+
     def _tenant_signal(self, ov: Overlap, tenant: str, n: int, base: dict[str, Any], warm: bool) -> Signal:
         run = ov.run_by_tenant[tenant]
         evidence = round(ov.evidence.get(tenant, 0.0), 4)
         # Below a strong run, only runs with a seam on both sides count (`ContentIndex._close`): one that
         # continues the receiver's own text is a document both tenants hold.
         free = ov.free_run[tenant]
-        severity = self._by_run(run if run >= self.s.overlap_strong_matches else free, warm, "critical")
+        # A free run the output's chance background expects (`required_run`) is no finding at all.
+        need = self.required_run(ov, tenant)
+        severity = self._by_run(
+            run if run >= self.s.overlap_strong_matches else free if free >= need else 0, warm, "critical"
+        )
         long = ov.long_passages[tenant]
         scattered = ov.passages[tenant] - long - ov.attached[tenant]
-        if warm and severity != "critical" and free >= self.s.overlap_high_run:
+        if warm and severity != "critical" and free >= need:
             # A run of consecutive matches is one passage of at least k + (run - 1) units; winnowing puts a run
             # of >= floor((16 - k + 1) / w) = 3 matches into every shared 16-unit passage (docs/adr/0003).
             # Many short scattered matches beside it are shared vocabulary, not pages: they cap the verdict.
@@ -212,6 +238,9 @@ class OverlapDetector:
             attached_runs=ov.attached[tenant],
             junction_runs=ov.junctions[tenant],
             out_of_order_runs=ov.out_of_order[tenant],
+            required_run=need,
+            # Of the output's other fingerprints that could be chance matches: how many the source holds, of how many.
+            chance_matches=list(ov.chance.get(tenant, (0, 0))),
             leaked_tokens_estimate=round(ov.leaked_tokens(tenant), 1),
             # A mixed output has several origins: the others with a long passage, most estimated tokens first.
             other_sources=sorted((t for t in ov.tokens if t != tenant), key=lambda t: (-ov.leaked_tokens(t), t))[
