@@ -7,6 +7,7 @@ all come out, every domain partition has processed everything before them.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import orjson
@@ -175,4 +176,25 @@ def direct_batched(msgs: Direct, n_events: int, per_message: int) -> Direct:
             by_partition[q] = []
     out.extend((None, b"\n".join(g), q) for q, g in by_partition.items() if g)
     out.extend(msgs[n_events:])
+    return out
+
+
+def spread_domains(lines: list[bytes], ways: int) -> list[bytes]:
+    """The same traffic over `ways` times as many cache domains (a service with more engine instances):
+    an exchange's request and response go to one copy of their domain (a stable hash of the request id),
+    each domain's cache_stats samples round robin over its copies. The direct topology
+    runs one domain on one partition, so a two-worker run needs more busy domains than partitions."""
+    out: list[bytes] = []
+    turn: dict[str, int] = {}
+    for raw in lines:
+        ev = orjson.loads(raw)
+        dom = ev.get("cache_domain")
+        if dom:
+            if ev["type"] == "cache_stats":
+                j = turn.get(dom, 0)
+                turn[dom] = (j + 1) % ways
+            else:
+                j = zlib.crc32(str(ev.get("request_id")).encode()) % ways
+            ev["cache_domain"] = f"{dom}~{j}"
+        out.append(orjson.dumps(ev))
     return out

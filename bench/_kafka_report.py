@@ -39,6 +39,14 @@ class Measured:
     r1_ready: dict[str, Any] | None = None  # one worker timed as r2 is (the scaling's denominator)
     d1: dict[str, Any] | None = None  # one worker, direct topology, one event per message
     db: dict[str, Any] | None = None  # one worker, direct topology, PER_MESSAGE events per message
+    d1s: dict[str, Any] | None = None  # direct, one worker, the traffic over 4x the cache domains
+    d2s: dict[str, Any] | None = None  # direct, two workers, the same
+
+    @property
+    def direct_scaling(self) -> float | None:
+        if not (self.d1s and self.d2s):
+            return None
+        return float(self.d2s["end_to_end_events_per_s"] / self.d1s["end_to_end_events_per_s"])
 
     @property
     def ratio(self) -> float:
@@ -149,7 +157,14 @@ def tables_of(m: Measured, rows: list[dict[str, Any]], defaults: Settings) -> di
         "latency event -> alert at half the sustained end-to-end rate": c.table(latency_rows(m, defaults)),
         "one vs two workers (same app id; each joined and ready before the input is published)": c.table(scale_rows(m))
         + f"\n\nscaling 2 vs 1 = {scaling:.2f}x ({os.cpu_count()} cores shared with the broker and this"
-        " process: below 2x is expected)",
+        " process: below 2x is expected)"
+        + (
+            f"; direct topology, the traffic over 12 cache domains: 1 worker "
+            f"{m.d1s['end_to_end_events_per_s']:,.0f} ev/s, 2 workers {m.d2s['end_to_end_events_per_s']:,.0f} ev/s "
+            f"= {m.direct_scaling:.2f}x"
+            if m.d1s and m.d2s
+            else ""
+        ),
     }
 
 
@@ -168,6 +183,11 @@ def targets_of(m: Measured) -> dict[str, Any]:
             ),
             "direct topology: p99 event->alert <= 250 ms at half its rate, default settings": c.target(
                 direct_p99 if direct_p99 is not None else float("inf"), TARGET_P99_MS, at_least=False, unit=" ms"
+            ),
+            **(
+                {"direct topology: two workers >= 1.8x one (12 cache domains)": c.target(m.direct_scaling, 1.8)}
+                if m.direct_scaling is not None
+                else {}
             ),
         }
         if m.d1 and m.db
@@ -278,6 +298,7 @@ def write(args: Any, m: Measured, defaults: Settings) -> None:
             "stages_in_process_over_core_alone": ceiling["stages_events_per_s"] / ceiling["core_events_per_s"],
             "worker_ingest_over_raw_consumer": ratio_ingest,
             "two_workers_over_one": scaling,
+            "direct_two_workers_over_one_12_domains": m.direct_scaling,
             "direct_worker_end_to_end_over_core_alone": of_core(m.d1) if m.d1 else None,
             "direct_worker_batched_input_end_to_end_over_core_alone": of_core(m.db) if m.db else None,
         },
@@ -291,6 +312,8 @@ def write(args: Any, m: Measured, defaults: Settings) -> None:
                 "two_workers": r2,
                 "direct_one_worker": m.d1,
                 "direct_one_worker_batched_input": m.db,
+                "direct_one_worker_12_domains": m.d1s,
+                "direct_two_workers_12_domains": m.d2s,
             },
             "latency": {k: {kk: vv for kk, vv in v.items() if kk != "latencies_ms"} for k, v in lat.items()},
         },

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 import orjson
-from _kafka_input import PER_MESSAGE, batched, build_input, direct_batched, direct_input
+from _kafka_input import PER_MESSAGE, batched, build_input, direct_batched, direct_input, spread_domains
 from _kafka_latency import LOW_LATENCY_ENV, latency_run
 from _kafka_report import Measured, write
 from _kafka_throughput import core_ceiling, publish, raw_consume, run_workers
@@ -121,6 +121,15 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
             db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
             c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
+        # 6b: direct, one vs two workers, on the same traffic over 4x the cache domains (one domain is one
+        # partition: the three of the simulated service cannot spread over two workers evenly).
+        smsgs, sdomains, _ = direct_input(spread_domains(lines, 4), defaults.kafka.input_partitions)
+        with names(args.bootstrap, "direct-spread-one") as s1n:
+            d1s = run_workers(args, s1n, len(smsgs), sdomains, 1, workdir, smsgs, DIRECT_ENV)
+            c.log(args, f"1 worker, direct, 12 domains: end-to-end {d1s['end_to_end_events_per_s']:,.0f} ev/s")
+        with names(args.bootstrap, "direct-spread-two") as s2n:
+            d2s = run_workers(args, s2n, len(smsgs), sdomains, 2, workdir, smsgs, DIRECT_ENV)
+            c.log(args, f"2 workers, direct, 12 domains: end-to-end {d2s['end_to_end_events_per_s']:,.0f} ev/s")
         # 4: latency at half the sustained (end-to-end) rate of one worker.
         half = 0.5 * r1["end_to_end_events_per_s"]
         background = [orjson.loads(raw) for raw in lines]
@@ -153,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         Measured(
             events=n_events, messages=total, nbytes=nbytes, publish_s=t_pub, base=base, base_b=base_b,
             ceiling=ceiling, r1=r1, rb=rb, r2=r2, lat=lat, half=half, r1_ready=r1r, d1=d1, db=db,
+            d1s=d1s, d2s=d2s,
         ),
         defaults,
     )  # fmt: skip

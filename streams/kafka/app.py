@@ -31,6 +31,7 @@ from faust.types import TP
 from schemas.events import NDJSON_CONTENT_TYPE
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
+from streams.kafka import consumer as consumer_mod
 from streams.kafka.direct import DirectResult, DirectStage, DirectState
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.stages import (
@@ -75,6 +76,7 @@ class KafkaPipeline:
         self.domain_states: dict[int, DomainState] = {}
         self.direct_states: dict[int, DirectState] = {}
         self.assigned: set[TP] = set()
+        self.revocations = 0  # rebalances that revoked input partitions (the direct topology's batches)
         self.send_lock = asyncio.Lock()  # the heartbeat must not send marks that cover items not yet sent
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode. A failing
         # sink is counted (sink_errors.* on /counters) and does not stop the agent.
@@ -88,7 +90,7 @@ class KafkaPipeline:
 
     def _build(self) -> faust.App:
         k = self.kafka
-        app = faust.App(
+        app = consumer_mod.App(
             k.app_id,
             broker=[f"kafka://{h.strip()}" for h in k.bootstrap.split(",") if h.strip()],
             store=checkpoint.store_url(k.store),
@@ -125,6 +127,8 @@ class KafkaPipeline:
             self.direct_table = app.Table(
                 n.direct_table, partitions=k.input_partitions, key_type=bytes, value_type=bytes
             )
+            self.direct_queue: asyncio.Queue[tuple[int, list[Any]]] = asyncio.Queue(maxsize=4)
+            app.batch_handlers[n.input] = self._direct_intake
             app.agent(self.input_topic, name="direct", concurrency=1)(self._direct)
         else:
             self.join_table = app.Table(n.join_table, partitions=parts, key_type=bytes, value_type=bytes)
@@ -249,6 +253,8 @@ class KafkaPipeline:
         # A revoked partition may be processed elsewhere before it comes back: its in-memory state and
         # held (unacked) events are stale from now on; the snapshot table is the truth.
         self.assigned -= set(revoked)
+        if any(tp.topic == self.names.input for tp in revoked):
+            self.revocations += 1
         for tp in revoked:
             if tp.topic == self.names.input and self.kafka.topology == "direct":
                 self.direct.forget(tp.partition)
@@ -324,37 +330,57 @@ class KafkaPipeline:
             self.counters["ingest.heartbeats"] += 1
 
     # -- the direct topology's one stage --
-    async def _direct(self, stream: Any) -> Any:
-        """Batches of input messages, each partition's to its Monitor; acked only via a checkpoint.
+    async def _direct_intake(self, messages: list[Any]) -> None:
+        """The consumer's hand-over of one fetched batch (streams/kafka/consumer.py); waits when full."""
+        await self.direct_queue.put((self.revocations, messages))
 
-        take_events acks a batch when this body returns: an extra reference per message keeps its offset
-        uncommitted until the checkpoint covering it acks it (Checkpointer). Table writes (a checkpoint, the
-        sweep of a restore) go to the changelog partition of the task's current event, so it is set
-        (task-local, the contextvar only) to one of the partition's own events first. Never the stream's own
-        `current_event`: take_events pairs each buffered value with it after an await, and setting it
-        here re-paired a value with an old event (one event read twice, its neighbour never)."""
-        wall = time.time
-        async for events in stream.take_events(self.kafka.batch_max, within=self.kafka.batch_wait_s):
-            by_partition: dict[int, list[Any]] = {}
-            for e in events:
-                e.message.incref()
-                by_partition.setdefault(e.message.partition, []).append(e)
-            for p, evs in by_partition.items():
-                if TP(self.names.input, p) not in self.assigned:
-                    # Revoked while buffered: its next owner reads these again from the last ack.
-                    self.counters["direct.revoked_skipped"] += len(evs)
-                    continue
-                _current_event.set(weakref.ref(evs[-1]))  # a restore may delete stale pieces: table writes
-                st = self._state("direct", p)
-                msgs = []
-                for e in evs:
-                    m = e.message
-                    msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers)))
-                    self.checkpoints.hold("direct", p, e)
-                res = self.direct.read(st, p, msgs, wall())
-                if res.dead or res.published or res.event_types:
-                    await self._direct_out(res)
-                await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
+    async def _direct(self, stream: Any) -> Any:
+        """The agent on the input topic. Its stream stays empty: the consumer hands the topic's messages
+        over in fetched batches (`_direct_intake`), a bounded queue apart, without a Faust event each.
+        The agent stays so that the consumer subscribes to the topic and assigns the table with it, and
+        so that a crash restarts this loop as any agent's. A batch handed over before a revocation is
+        dropped whole, even for a partition assigned back: after the rebalance the consumer reads again
+        from the last commit, and a stale batch first would move the partition's fresh state past
+        messages it never saw (they would then be skipped as replays)."""
+        queue, most = self.direct_queue, self.kafka.batch_max
+        while True:
+            gen, messages = await queue.get()
+            while len(messages) < most and not queue.empty() and queue._queue[0][0] == gen:  # type: ignore[attr-defined]
+                messages = messages + queue.get_nowait()[1]
+            if gen != self.revocations:
+                self.counters["direct.revoked_skipped"] += len(messages)
+                continue
+            await self._direct_batch(messages, gen)
+
+    async def _direct_batch(self, messages: list[Any], gen: int) -> None:
+        """Each partition's messages to its Monitor; acked only via a checkpoint (Checkpointer). Table
+        writes (a checkpoint, the sweep of a restore) go to the changelog partition of the task's current
+        event, so it is set (task-local, the contextvar Faust's tables read) to one of the partition's own
+        messages first, which the checkpoint holding it keeps alive."""
+        by_partition: dict[int, list[Any]] = {}
+        for m in messages:
+            by_partition.setdefault(m.partition, []).append(m)
+        consumer, hold, wall = self.app.consumer, self.checkpoints.hold, time.time
+        for p, ms in by_partition.items():
+            if gen != self.revocations or TP(self.names.input, p) not in self.assigned:
+                # Revoked while buffered: its next owner reads these again from the last ack.
+                self.counters["direct.revoked_skipped"] += len(ms)
+                continue
+            last = ms[-1]
+            event = self.app.create_event(last.key, last.value, last.headers, last)
+            _current_event.set(weakref.ref(event))  # a restore may delete stale pieces: table writes
+            st = self._state("direct", p)
+            msgs = []
+            for m in ms:
+                msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers)))
+                # The last one is held as the event itself: a checkpoint's background store reads the
+                # weak reference above until the checkpoint covering it acks it.
+                hold("direct", p, event if m is last else consumer_mod.HeldMessage(m, consumer))
+            res = self.direct.read(st, p, msgs, wall())
+            if res.dead or res.published or res.event_types:
+                await self._direct_out(res)
+            _current_event.set(weakref.ref(event))
+            await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
         if self.sinks:

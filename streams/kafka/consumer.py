@@ -1,0 +1,140 @@
+"""Faust's Kafka consumer, delivering each fetched batch under one guard instead of one per message.
+
+Faust's fetch loop (`faust.transport.consumer.Consumer._drain_messages`) hands every message to the
+conductor inside `Service.wait_first(callback(message), suspend_flow.wait())`, so that a rebalance can
+abandon a delivery blocked on a full stream buffer. `wait_first` schedules four tasks (the callback, the
+suspend flag, the service's stopped and crashed flags) and an `asyncio.wait` per message: with one event
+per Kafka message that cost about twice the direct stage's own work (py-spy, issue 16 target 1b). Here
+the same guard wraps the delivery of one fetched batch; a delivery that does not block runs to completion
+in the batch's first step, and one that blocks is abandoned by a rebalance exactly as before (the rest of
+its batch too: after a rebalance the consumer reads again from the committed offsets).
+
+A topic with a batch handler (`App.batch_handlers`, the direct topology's input) skips the conductor and
+its stream altogether: its messages are tracked and referenced as the conductor would (so acks and
+commits work unchanged) and handed over as one list per fetched batch, after the same flow control (a
+rebalance holds it) and producer back-pressure. The per-message stream machinery (an event object, a
+queue put and get, sensors, take_events buffering, an ack) cost as much again as the guard.
+
+Everything else is Faust's own loop: read offsets, gaps for acks, commit-every, yielding to the event
+loop every 100 messages so streams drain their buffers. Tested on the real broker by every Kafka test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import faust
+from faust.transport.consumer import CONSUMER_FETCHING
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP, Message
+
+
+class BatchGuardConsumer(faust_aiokafka.Consumer):
+    """The aiokafka consumer with one `wait_first` per fetched batch (see the module docstring)."""
+
+    async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - the broker tests run it
+        getmany = self.getmany
+        consumer_should_stop = cast(Any, self)._stopped.is_set
+        fetcher_should_stop = fetcher._stopped.is_set
+        flag_consumer_fetching = CONSUMER_FETCHING
+        set_flag = self.diag.set_flag
+        unset_flag = self.diag.unset_flag
+        try:
+            while not (consumer_should_stop() or fetcher_should_stop()):
+                set_flag(flag_consumer_fetching)
+                batch = [item async for item in getmany(timeout=1.0)]
+                # Faust sleeps here too: getmany can return at once in a loop that never yields.
+                await self.sleep(0)
+                if batch and not self.should_stop:
+                    await self.wait_first(self._deliver(batch), self.suspend_flow.wait())
+                    commit_every = self._commit_every
+                    if commit_every is not None and self._n_acked >= commit_every:
+                        self._n_acked = 0
+                        await self.commit()
+                unset_flag(flag_consumer_fetching)
+        except self.consumer_stopped_errors:
+            if self.transport.app.should_stop:
+                self.log.info("Broker stopped consumer, shutting down...")
+                return
+            raise
+        except asyncio.CancelledError:
+            if self.transport.app.should_stop:
+                self.log.info("Consumer shutting down for user cancel.")
+                return
+            raise
+        except Exception as exc:
+            self.log.exception("Drain messages raised: %r", exc)
+            raise
+        finally:
+            unset_flag(flag_consumer_fetching)
+
+    async def _deliver(self, batch: list[tuple[TP, Message]]) -> None:
+        callback = self.callback
+        handlers = cast(App, self.app).batch_handlers
+        handed: dict[str, list[Message]] = {}
+        get_read_offset = self._read_offset.__getitem__
+        set_read_offset = self._read_offset.__setitem__
+        acks_enabled_for = self.app.topics.acks_enabled_for
+        sleep = asyncio.sleep
+        since_yield = 0
+        for tp, message in batch:
+            since_yield += 1
+            if since_yield > 100:
+                await sleep(0)
+                since_yield = 0
+            offset = message.offset
+            r_offset = get_read_offset(tp)
+            if r_offset is None or offset >= r_offset:
+                gap = offset - (r_offset or 0)
+                if gap > 1 and r_offset and acks_enabled_for(message.topic):
+                    await self._add_gap(tp, r_offset + 1, offset)
+                if handlers and message.topic in handlers:
+                    self.track_message(message)
+                    message.incref()  # as the conductor does for its one channel; the handler's holder acks
+                    handed.setdefault(message.topic, []).append(message)
+                else:
+                    await callback(message)
+                set_read_offset(tp, offset)
+            else:
+                self.log.dev("DROPPED MESSAGE ROFF %r: k=%r v=%r", offset, message.key, message.value)
+        if handed:
+            app = self.app
+            await app.flow_control.acquire()
+            await app.producer.buffer.wait_until_ebb()
+            for topic, messages in handed.items():
+                await handlers[topic](messages)
+
+
+class HeldMessage:
+    """A message handed to a batch handler, held until processed: `ack()` as a Faust event's."""
+
+    __slots__ = ("consumer", "message")
+
+    def __init__(self, message: Message, consumer: Any) -> None:
+        self.message = message
+        self.consumer = consumer
+
+    def ack(self) -> bool:
+        return bool(self.message.ack(self.consumer))
+
+
+class BatchGuardTransport(faust_aiokafka.Transport):
+    Consumer = BatchGuardConsumer
+
+
+BatchHandler = Callable[[list[Message]], Awaitable[None]]
+
+
+class App(faust.App):
+    """`faust.App` whose consumer is `BatchGuardConsumer` (any `kafka://` broker URL). A topic in
+    `batch_handlers` must still be subscribed by an agent: that is what makes the consumer subscribe to it
+    and assign its tables' partitions with it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_handlers: dict[str, BatchHandler] = {}
+
+    def _new_transport(self) -> Any:
+        return BatchGuardTransport(self.conf.broker_consumer, self)
