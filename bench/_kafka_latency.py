@@ -90,6 +90,7 @@ async def live_latency(
             due = int((now - start) * rate)
             while sent < due:
                 ev = background[sent % nbg]
+                key = key_for(ev)  # of the original: a re-sent request's suffixed id is not in `rdom`
                 cycle = sent // nbg
                 ev = dict(ev, ts=time.time())
                 if cycle:
@@ -97,7 +98,6 @@ async def live_latency(
                     for f in ("request_id", "session_id"):
                         if ev.get(f):
                             ev[f] = f"{ev[f]}~L{cycle}"
-                key = key_for(ev)
                 if key is None:  # a canary, direct topology
                     for part in range(partitions):
                         await prod.send(names.input_topic, value=orjson.dumps(ev), partition=part)
