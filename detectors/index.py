@@ -95,7 +95,9 @@ class Overlap:
     # Evidence inside long passages only: the source of a leak is the tenant whose pages explain the long runs,
     # not the one that shares the most scattered vocabulary with the output.
     long_evidence: dict[str, float] = field(default_factory=dict)
-    # Model tokens of the source's text estimated inside long passages (rarity-weighted): a run of r
+    # Model tokens of the source's text estimated inside long passages (split where several tenants in the window
+    # had a match; not weighed by long-horizon rarity, which says how telling a match is, not how long the page
+    # is: docs/adr/0004, "information"): a run of r
     # consecutive matches spans about r * gap + edge units (winnowing selects one k-gram per `gap` units
     # on average, and a passage's last k-gram adds k - 1 units), each worth its source text's tokens per unit.
     # A page leak is counted in tokens, so the source that put most tokens into the output is the origin.
@@ -463,9 +465,9 @@ class ContentIndex:
         r = prev.get(other)
         if r is None:
             ov.passages[other] += 1
-            r = _Run(1, weight, weight * unit_tokens(doc.tpu), i, i)
+            r = _Run(1, weight, share * unit_tokens(doc.tpu), i, i)
         else:
-            r = _Run(r.length + 1, r.weight + weight, r.tokens + weight * unit_tokens(doc.tpu), r.start, i)
+            r = _Run(r.length + 1, r.weight + weight, r.tokens + share * unit_tokens(doc.tpu), r.start, i)
         runs[other] = r
         ov.evidence[other] = ov.evidence.get(other, 0.0) + weight
         ov.matched.setdefault(other, []).append(h)
@@ -582,7 +584,7 @@ class ContentIndex:
         else:
             ov.free_run[src] = max(ov.free_run[src], r.length)
         # A run over p fingerprints (matches and bridged ones) spans about p * gap + edge units; their tokens at the
-        # source text's own rate, weighted by the matches' mean evidence.
+        # source text's own rate, weighted by the matches' mean share (1 unless other tenants in the window had them).
         tokens = r.tokens / r.length * ((r.last - r.start + 1) * ov.gap + ov.edge)
         if r.length < ov.long_run:
             ov.short_tokens[src] = ov.short_tokens.get(src, 0.0) + tokens

@@ -170,3 +170,19 @@ def test_a_japanese_fragment_cut_mid_clause_is_attributed(key: str) -> None:
     events += _exchange("r1", "R", 30, "報告書について教えてください。", own[:50] + fragment + own[50:])
     (alert,) = _run(m, events)
     assert alert.source_tenant_id == "J" and SEVERITY_RANK[alert.severity] >= HIGH
+
+
+# --- a page's length is not its rarity ------------------------------------------------------------------------
+def test_a_longer_page_another_tenant_once_had_still_outweighs_a_shorter_rare_one() -> None:
+    """Long-horizon rarity weighs a match as evidence (one other tenant ever had it: 1/2), but the page is as long
+    either way: the source that put more of the output stays the origin (docs/adr/0004, "information")."""
+    idx = _index()
+    idx.add("A", "sa", "ra", 0, list(range(1, 41)))  # A's page: once seen by one other tenant over the horizon
+    idx.add("B", "sb", "rb", 1, list(range(101, 141)))  # B's page: never seen elsewhere
+    out = [500, *range(1, 13), 501, *range(101, 109), 502]
+    rarity = [0.5 if 1 <= h <= 40 else 1.0 for h in out]
+    ov = idx.query("V", "sv", out, set(), [0] * len(out), rarity)
+    assert (ov.run_by_tenant["A"], ov.run_by_tenant["B"]) == (12, 8)
+    assert ov.evidence["A"] == 6 and ov.evidence["B"] == 8  # A is weaker evidence per match ...
+    assert ov.leaked_tokens("A") > ov.leaked_tokens("B")  # ... but the longer page
+    assert ov.ranked_tenants()[0] == "A"
