@@ -42,19 +42,30 @@ class Deduper:
         if event_id in seen:
             return True
         seen[event_id] = ts
-        order = self._order
-        order.append(event_id)
-        size = len(seen)
-        if size == 1:
-            self._front_ts = ts
-        horizon = ts - self.window_s
-        if size > self.capacity or self._front_ts < horizon:
-            # Insertion order is close to event-time order: the front holds the oldest ids.
-            while len(seen) > self.capacity or seen[order[0]] < horizon:
-                del seen[order.popleft()]
-            self._front_ts = seen[order[0]]
-            self._popped += size - len(seen)
+        self._order.append(event_id)
+        if self._front_ts < ts - self.window_s or len(seen) > self.capacity:
+            self._expire(ts)
         return False
+
+    def _expire(self, ts: float) -> None:
+        """Drop the ids that left the window or the count cap once `ts` came; the front is known to qualify.
+
+        A full window drops about one id per event: the loop reads the front's time from `_front_ts` (kept
+        equal to the front's entry) and looks up only the next front, not each front twice."""
+        seen, order = self._seen, self._order
+        size = len(seen)
+        if size == 1:  # the id just recorded is the only one: the front, which neither bound drops
+            self._front_ts = ts
+            return
+        horizon = ts - self.window_s
+        capacity = self.capacity
+        front_ts = self._front_ts
+        # Insertion order is close to event-time order: the front holds the oldest ids.
+        while front_ts < horizon or len(seen) > capacity:
+            del seen[order.popleft()]
+            front_ts = seen[order[0]]
+        self._front_ts = front_ts
+        self._popped += size - len(seen)
 
     def mark(self) -> None:
         """A checkpoint copied this state: changes count from here."""
@@ -94,4 +105,5 @@ class Deduper:
             # A snapshot from before the queue: its _seen is an OrderedDict in insertion order.
             self._seen = dict(self._seen)
             self._order = deque(self._seen)
-            self._front_ts = float("-inf")  # unknown: the next call takes the exact path and sets it
+        # The front's time, whatever the snapshot held: _expire trusts it (older snapshots held -inf for unknown).
+        self._front_ts = self._seen[self._order[0]] if self._order else float("-inf")

@@ -7,6 +7,7 @@ The same object runs in the embedded runner and in a Faust worker (pickled into 
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 from detectors.incidents import IncidentTracker
@@ -16,10 +17,11 @@ from detectors.settings import DetectionSettings
 from detectors.signals import registry
 from detectors.signals.base import Detector, Stateless
 from detectors.signals.capacity import CapacityTracker
+from detectors.signals.mechanism import AccountingDetector, MechanismScreen, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
-from schemas.events import CacheStats
+from schemas.events import CacheStats, Request, Response
 from schemas.exchange import Exchange
 from schemas.timefmt import format_ts
 
@@ -41,6 +43,17 @@ class DomainMonitor:
         self.watermark = float("-inf")
         self.exchanges = 0
 
+    # The settings, with the lateness read per item copied to a plain attribute (a settings model's attribute
+    # read is slow). Setting them refreshes the copy; a snapshot holds `s` only, as before the copy existed.
+    @property
+    def s(self) -> DetectionSettings:
+        return self._s
+
+    @s.setter
+    def s(self, settings: DetectionSettings) -> None:
+        self._s = settings
+        self._lateness = settings.domain_lateness_s
+
     # --- input -------------------------------------------------------------------------------
     def observe_stats(self, ev: CacheStats) -> list[Alert]:
         return self._push(ev)
@@ -48,7 +61,7 @@ class DomainMonitor:
     def observe_exchange(self, ex: Exchange) -> list[Alert]:
         # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange
         # comes through here.
-        if not self._buffer._heap and self.s.domain_lateness_s == 0:
+        if not self._buffer._heap and self._lateness == 0:
             # _push's immediate case, without its type dispatch (the watermark is moved in _evaluate).
             return self._evaluate(ex, True)
         return self._push(ex)
@@ -61,7 +74,7 @@ class DomainMonitor:
         return self._release(float("inf"))
 
     def _push(self, item: Item) -> list[Alert]:
-        if self.s.domain_lateness_s == 0 and not self._buffer:
+        if self._lateness == 0 and not self._buffer:
             # Nothing to re-sort: evaluate at once (the common, live case).
             self.watermark = max(self.watermark, item.ts)
             return self._process(item)
@@ -80,7 +93,8 @@ class DomainMonitor:
 
     # --- evaluation --------------------------------------------------------------------------
     def _process(self, item: Item) -> list[Alert]:
-        if isinstance(item, CacheStats):
+        # An exact type test first: isinstance() with a pydantic class calls its metaclass's __instancecheck__.
+        if type(item) is not Exchange and isinstance(item, CacheStats):
             self.capacity.observe_stats(item)
             gap = self.capacity.gap()
             return [self._domain_alert(gap, item.ts, item.traceparent)] if gap else []
@@ -108,7 +122,9 @@ class DomainMonitor:
                 gap = capacity.gap()
                 if gap:
                     gap_alert = self._domain_alert(gap, ts, None)
-        self.overlap.index.advance(ts)
+        index = self.overlap.index
+        if index._order:  # its advance only expires texts: an empty index (no text seen yet) has none to expire
+            index.advance(ts)
         incidents = self.incidents
         if incidents.open:
             incidents.advance(ts)
@@ -119,7 +135,8 @@ class DomainMonitor:
             observers, learners = plan.bare_observers, plan.bare_learners  # no content: content_only ones skipped
         else:
             observers, learners = plan.observers, plan.learners
-        signals: list[Signal] = []
+        screen = plan.screen
+        signals = [] if screen is None else screen(ex, request, d["response"], capacity)
         for observe in observers:
             signals += observe(ex, capacity)
         if not signals:
@@ -217,15 +234,18 @@ class DomainMonitor:
             if reg.name not in detectors:
                 detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
         state.pop("_plan", None)
-        self.__dict__.update(state)
+        for key, value in state.items():  # in the snapshot's order; `s` through its setter (the copy)
+            if key == "s":
+                self.s = value
+            else:
+                self.__dict__[key] = value
         self.overlap = self._overlap()
         self._plan = None
 
     def __getstate__(self) -> dict[str, Any]:
-        # The plan holds bound methods derived from `detectors`: rebuilt on first use, never pickled.
-        state = self.__dict__.copy()
-        state.pop("_plan", None)
-        return state
+        # The plan holds bound methods derived from `detectors`: rebuilt on first use, never pickled. The
+        # settings are pickled as `s` alone, in its place, as before the copy existed.
+        return {("s" if k == "_s" else k): v for k, v in self.__dict__.items() if k not in _NOT_PICKLED}
 
     def state_size(self) -> dict[str, int]:
         idx = self.overlap.index.state_size()
@@ -255,6 +275,14 @@ class DomainMonitor:
 
 
 _NO_LEARN: object = Stateless.learn
+_NOT_PICKLED = frozenset({"_plan", "_lateness"})
+# The mechanism detectors a plan runs as one MechanismScreen when they lead the registry, as registered.
+_SCREENED: list[tuple[str, type]] = [
+    ("overlong", OverlongDetector),
+    ("accounting", AccountingDetector),
+    ("prefill", PrefillDetector),
+]
+Screen = Callable[[Exchange, Request | None, Response | None, CapacityTracker], list[Signal]]
 
 
 class _Plan:
@@ -264,19 +292,31 @@ class _Plan:
     The `bare_` calls are those for an exchange without content (no text fingerprints, no canary hits):
     the detectors registered `content_only` are left out, as they say nothing and learn nothing there.
     Keyed by the identity of the domain's `detectors` dict, which is built from the registry and not
-    changed in place; a new dict (restore, a test) gets a new plan."""
+    changed in place; a new dict (restore, a test) gets a new plan.
 
-    __slots__ = ("bare_learners", "bare_observers", "detectors", "learners", "observers")
+    `screen`: when the three mechanism detectors come first, as registered, one call observes for all three
+    (MechanismScreen: same signals, same order) and `observers` holds the others; otherwise None."""
+
+    __slots__ = ("bare_learners", "bare_observers", "detectors", "learners", "observers", "screen")
 
     def __init__(self, detectors: dict[str, Detector]) -> None:
         self.detectors = detectors
         # A detector no longer registered (restored from an older snapshot) is taken to read everything.
         content_only = {reg.name for reg in registry.registered() if reg.content_only}
         learning = [(name, d) for name, d in detectors.items() if type(d).learn is not _NO_LEARN]
-        self.observers = tuple(d.observe for d in detectors.values())
         self.learners = tuple(d.learn for _, d in learning)
-        self.bare_observers = tuple(d.observe for name, d in detectors.items() if name not in content_only)
         self.bare_learners = tuple(d.learn for name, d in learning if name not in content_only)
+        lead = list(detectors.items())[: len(_SCREENED)]
+        self.screen: Screen | None = None
+        observed = detectors
+        if [(name, type(d)) for name, d in lead] == _SCREENED:
+            overlong, accounting, prefill = (d for _, d in lead)
+            assert isinstance(overlong, OverlongDetector) and isinstance(accounting, AccountingDetector)
+            assert isinstance(prefill, PrefillDetector)
+            self.screen = MechanismScreen(overlong, accounting, prefill).observe
+            observed = {name: d for name, d in detectors.items() if name not in dict(_SCREENED)}
+        self.observers = tuple(d.observe for d in observed.values())
+        self.bare_observers = tuple(d.observe for name, d in observed.items() if name not in content_only)
 
 
 def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:

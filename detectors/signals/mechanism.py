@@ -18,7 +18,7 @@ from typing import Any
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
-from schemas.events import Response
+from schemas.events import Request, Response
 from schemas.exchange import Exchange
 
 
@@ -145,3 +145,50 @@ class PrefillDetector(_Mechanism):
                 },
             )
         ]
+
+
+class MechanismScreen:
+    """The three detectors above in one call per exchange, for a domain's plan (detectors/domain.py): what
+    `overlong.observe(ex, domain) + accounting.observe(ex, domain) + prefill.observe(ex, domain)` returns.
+
+    Almost every exchange raises none of their signals, and three calls that each read the halves again cost
+    more than the tests themselves. The screen reads each figure once and applies each detector's own quick
+    rejection, with that detector's thresholds; a detector that might raise a signal is then called as
+    usual, so the signals are the detector's own (property-tested in tests/detectors/test_mechanism_screen.py).
+    """
+
+    __slots__ = ("accounting", "overlong", "prefill")
+
+    def __init__(self, overlong: OverlongDetector, accounting: AccountingDetector, prefill: PrefillDetector) -> None:
+        self.overlong = overlong
+        self.accounting = accounting
+        self.prefill = prefill
+
+    def observe(
+        self, ex: Exchange, request: Request | None, response: Response | None, domain: DomainFacts
+    ) -> list[Signal]:
+        """`request` and `response` are the exchange's own halves (the caller read them already)."""
+        if request is None or response is None:
+            return []  # each of the three needs both halves
+        r = response.__dict__
+        tokens = request.prompt_tokens
+        out: list[Signal] = []
+        # overlong: the prompt exceeds the domain's prefill capacity.
+        capacity = domain.prefill_capacity
+        if capacity is not None and tokens > capacity:
+            out += self.overlong.observe(ex, domain)
+        # accounting: the engine counted below the ratio of the gateway's tokens (or the gateway counted 0).
+        usage = r["usage"]
+        if usage is not None:
+            engine = usage.input_tokens
+            if engine is not None and not (tokens and engine / tokens >= self.accounting._min_ratio):
+                out += self.accounting.observe(ex, domain)
+        # prefill: a long prompt with a 2xx status whose ttft implies a rate beyond the bound.
+        ttft_ms = r["ttft_ms"]
+        if ttft_ms is not None:
+            prefill = self.prefill
+            if tokens >= prefill._prefill_min_tokens and prefill._min_status <= r["status_code"] <= prefill._max_status:
+                ttft_s = ttft_ms / 1000.0
+                if not (ttft_s > 0 and tokens / ttft_s <= prefill._prefill_bound):
+                    out += prefill.observe(ex, domain)
+        return out
