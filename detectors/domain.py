@@ -60,7 +60,7 @@ class DomainMonitor:
 
     def observe_exchange(self, ex: Exchange) -> list[Alert]:
         # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange
-        # comes through here.
+        # comes through here (Monitor._route inlines this test: keep the two alike).
         if not self._buffer._heap and self._lateness == 0:
             # _push's immediate case, without its type dispatch (the watermark is moved in _evaluate).
             return self._evaluate(ex, True)

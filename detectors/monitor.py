@@ -253,7 +253,10 @@ class Monitor:
         orphan = d["orphan"]
         if orphan:
             counters[f"orphans.{orphan}"] += 1
-        alerts = self.table.get(domain, d["ts"]).observe_exchange(ex)
+        dm = self.table.get(domain, d["ts"])
+        # DomainMonitor.observe_exchange, inlined (a call less per exchange; keep the two alike): nothing buffered
+        # and no lateness to wait for, so the exchange is evaluated at once.
+        alerts = dm._evaluate(ex, True) if not dm._buffer._heap and dm._lateness == 0 else dm.observe_exchange(ex)
         if evaluated is not None:
             evaluated.append((ex, alerts))
         return alerts
