@@ -140,6 +140,12 @@ def scale_rows(m: Measured) -> list[dict[str, Any]]:
     ]
 
 
+def busiest_share(run: dict[str, Any]) -> float:
+    """The largest share of the events any one worker read (one domain is one partition)."""
+    counts = run.get("per_worker_ingest") or [1]
+    return max(counts) / max(1, sum(counts))
+
+
 def tables_of(m: Measured, rows: list[dict[str, Any]], defaults: Settings) -> dict[str, str]:
     ratio, ratio_b, ceiling, of_core, scaling = m.ratio, m.ratio_b, m.ceiling, m.of_core, m.scaling
     r1, rb = m.r1, m.rb
@@ -161,7 +167,8 @@ def tables_of(m: Measured, rows: list[dict[str, Any]], defaults: Settings) -> di
         + (
             f"; direct topology, the traffic over 12 cache domains: 1 worker "
             f"{m.d1s['end_to_end_events_per_s']:,.0f} ev/s, 2 workers {m.d2s['end_to_end_events_per_s']:,.0f} ev/s "
-            f"= {m.direct_scaling:.2f}x"
+            f"= {m.direct_scaling:.2f}x (the busier worker read {busiest_share(m.d2s):.0%} of the events: "
+            f"at most {1 / busiest_share(m.d2s):.2f}x with these partitions' domains)"
             if m.d1s and m.d2s
             else ""
         ),

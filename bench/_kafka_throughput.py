@@ -282,4 +282,8 @@ def run_workers(
         "join_steady_10_90_events_per_s": 0.8 * msgs_total / (j90 - j10) if j10 and j90 and j90 > j10 else None,
         "alerts_read": alerts_total,
         "counters": counters,
+        # Each worker's share of the events it read: 1 / the largest share bounds the scaling.
+        "per_worker_ingest": [
+            sum(v for k, v in (x or {}).get("counters", {}).items() if k in INGEST_EVENT_KEYS) for x in final
+        ],
     }
