@@ -1,0 +1,80 @@
+"""The direct topology's hand-over from the consumer (streams/kafka/consumer.py) to its stage, without a broker:
+the worker's own KafkaPipeline (Faust app built, not started). A batch handed over before a revocation is dropped
+whole, even when its partition comes back to the same worker: the consumer reads it again from the last commit,
+and processing the stale copy first would move the fresh state past messages it never saw. The same hand-over
+runs on the real broker in tests/integration/test_kafka_direct.py (two workers, SIGKILL)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from faust.types import TP
+
+from streams.kafka.app import KafkaPipeline
+from streams.settings import Settings
+
+
+def pipeline(tmp_path: Path) -> tuple[KafkaPipeline, list[tuple[int, list[Any]]]]:
+    s = Settings(
+        detection={"fingerprint_key": "unit-test-fingerprint-key"},
+        kafka={"data_dir": str(tmp_path), "topology": "direct"},
+    )
+    pipe = KafkaPipeline(s)
+    batches: list[tuple[int, list[Any]]] = []
+
+    async def record(messages: list[Any], gen: int) -> None:
+        batches.append((gen, list(messages)))
+
+    pipe._direct_batch = record  # type: ignore[method-assign]
+    return pipe, batches
+
+
+async def drain(pipe: KafkaPipeline) -> None:
+    task = asyncio.create_task(pipe._direct(None))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    task.cancel()
+
+
+def test_batches_handed_over_between_revocations_reach_the_stage_together(tmp_path: Path) -> None:
+    pipe, batches = pipeline(tmp_path)
+
+    async def run() -> None:
+        await pipe._direct_intake(["m1", "m2"])
+        await pipe._direct_intake(["m3"])
+        await drain(pipe)
+
+    asyncio.run(run())
+    assert batches == [(0, ["m1", "m2", "m3"])]
+    assert pipe.counters["direct.revoked_skipped"] == 0
+
+
+def test_a_batch_from_before_a_revocation_is_dropped_whole_and_counted(tmp_path: Path) -> None:
+    pipe, batches = pipeline(tmp_path)
+    tp = TP(pipe.names.input, 0)
+
+    async def run() -> None:
+        await pipe._on_assigned(pipe.app, {tp})
+        await pipe._direct_intake(["stale-1", "stale-2"])
+        await pipe._on_revoked(pipe.app, {tp})
+        await pipe._on_assigned(pipe.app, {tp})  # back to the same worker
+        await pipe._direct_intake(["fresh"])
+        await drain(pipe)
+
+    asyncio.run(run())
+    assert batches == [(1, ["fresh"])]
+    assert pipe.counters["direct.revoked_skipped"] == 2
+
+
+def test_revoking_only_internal_partitions_keeps_the_batches(tmp_path: Path) -> None:
+    pipe, batches = pipeline(tmp_path)
+
+    async def run() -> None:
+        await pipe._direct_intake(["m1"])
+        await pipe._on_revoked(pipe.app, {TP(pipe.names.direct_table + "-changelog", 0)})
+        await drain(pipe)
+
+    asyncio.run(run())
+    assert batches == [(0, ["m1"])]
