@@ -346,7 +346,7 @@ class KafkaPipeline:
         while True:
             gen, messages = await queue.get()
             while len(messages) < most and not queue.empty() and queue._queue[0][0] == gen:  # type: ignore[attr-defined]
-                messages = messages + queue.get_nowait()[1]
+                messages.extend(queue.get_nowait()[1])  # the consumer handed this list over: ours now
             if gen != self.revocations:
                 self.counters["direct.revoked_skipped"] += len(messages)
                 continue
@@ -379,7 +379,6 @@ class KafkaPipeline:
             res = self.direct.read(st, p, msgs, wall())
             if res.dead or res.published or res.event_types:
                 await self._direct_out(res)
-            _current_event.set(weakref.ref(event))
             await self.checkpoints.maybe("direct", p, st, self.direct_table, self.app.producer.flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
