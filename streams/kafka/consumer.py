@@ -7,7 +7,10 @@ suspend flag, the service's stopped and crashed flags) and an `asyncio.wait` per
 per Kafka message that cost about twice the direct stage's own work (py-spy, issue 16 target 1b). Here
 the same guard wraps the delivery of one fetched batch; a delivery that does not block runs to completion
 in the batch's first step, and one that blocks is abandoned by a rebalance exactly as before (the rest of
-its batch too: after a rebalance the consumer reads again from the committed offsets).
+its batch too: after a rebalance the consumer reads again from the committed offsets). Faust's `getmany`
+stops yielding a batch once the flow stops or the generation changes; reading the batch whole moves those
+checks into the delivery, before each message and before a hand-over (a stale batch delivered after the new
+assignment seeked would set read offsets past the re-read messages, which the consumer would then drop).
 
 A topic with a batch handler (`App.batch_handlers`, the direct topology's input) skips the conductor and
 its stream altogether: its messages are tracked and referenced as the conductor would (so acks and
@@ -45,10 +48,12 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(flag_consumer_fetching)
                 batch = [item async for item in getmany(timeout=1.0)]
+                # getmany checks the generation as it yields; read it now, as the batch is complete.
+                generation_id = self.app.consumer_generation_id
                 # Faust sleeps here too: getmany can return at once in a loop that never yields.
                 await self.sleep(0)
                 if batch and not self.should_stop:
-                    await self.wait_first(self._deliver(batch), self.suspend_flow.wait())
+                    await self.wait_first(self._deliver(batch, generation_id), self.suspend_flow.wait())
                     commit_every = self._commit_every
                     if commit_every is not None and self._n_acked >= commit_every:
                         self._n_acked = 0
@@ -70,7 +75,8 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         finally:
             unset_flag(flag_consumer_fetching)
 
-    async def _deliver(self, batch: list[tuple[TP, Message]]) -> None:
+    async def _deliver(self, batch: list[tuple[TP, Message]], generation_id: int) -> None:
+        app = self.app
         callback = self.callback
         handlers = cast(App, self.app).batch_handlers
         handed: dict[str, list[Message]] = {}
@@ -80,6 +86,12 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         sleep = asyncio.sleep
         since_yield = 0
         for tp, message in batch:
+            # Faust's getmany stops yielding a fetched batch once the flow stops or the generation
+            # changes; a batch read whole must stop at the same points. Delivered past a rebalance, the
+            # rest of the batch would set read offsets beyond the positions the new assignment seeked
+            # to, and the consumer would then drop the re-read messages as already read.
+            if not self.flow_active or app.consumer_generation_id != generation_id:
+                break
             since_yield += 1
             if since_yield > 100:
                 await sleep(0)
@@ -100,9 +112,10 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             else:
                 self.log.dev("DROPPED MESSAGE ROFF %r: k=%r v=%r", offset, message.key, message.value)
         if handed:
-            app = self.app
             await app.flow_control.acquire()
             await app.producer.buffer.wait_until_ebb()
+            if app.consumer_generation_id != generation_id:
+                return  # a rebalance came in between: the new assignment reads them again
             for topic, messages in handed.items():
                 await handlers[topic](messages)
 
