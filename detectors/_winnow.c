@@ -39,7 +39,7 @@ typedef struct {
     PyObject *model;   /* the TextFingerprint class, or NULL: fingerprint() then returns a tuple */
 } Winnower;
 
-static PyObject *s_dict, *s_fields_set, *s_extra, *s_private, *s_hashes, *s_words, *empty_tuple;
+static PyObject *s_dict, *s_fields_set, *s_extra, *s_private, *s_hashes, *s_words, *s_positions, *empty_tuple;
 
 /* ---- growable uint64 buffer ---- */
 #define STACK_UNITS 1024
@@ -262,14 +262,17 @@ static PyObject *Winnower_hashes(Winnower *self, PyObject *const *args, Py_ssize
 
 /* The model object without validation (our own output): as TextFingerprint.model_construct, through the
  * same slots object.__setattr__ would set. */
-static PyObject *make_model(PyObject *model, PyObject *hashes, Py_ssize_t units) {
+static PyObject *make_model(PyObject *model, PyObject *hashes, PyObject *positions, Py_ssize_t units) {
     PyObject *obj = NULL, *dict = NULL, *fields = NULL, *words = PyLong_FromSsize_t(units);
     if (!words) goto fail;
     obj = PyBaseObject_Type.tp_new((PyTypeObject *)model, empty_tuple, NULL);
     dict = PyDict_New();
     fields = PySet_New(NULL);
     if (!obj || !dict || !fields) goto fail;
-    if (PyDict_SetItem(dict, s_hashes, hashes) < 0 || PyDict_SetItem(dict, s_words, words) < 0) goto fail;
+    if (PyDict_SetItem(dict, s_hashes, hashes) < 0 || PyDict_SetItem(dict, s_words, words) < 0 ||
+        PyDict_SetItem(dict, s_positions, positions) < 0)
+        goto fail;
+    /* positions: not a model field (not compared, not serialised): `detectors.fingerprint.positions_of` */
     if (PySet_Add(fields, s_hashes) < 0 || PySet_Add(fields, s_words) < 0) goto fail;
     if (PyObject_GenericSetAttr(obj, s_dict, dict) < 0 || PyObject_GenericSetAttr(obj, s_fields_set, fields) < 0 ||
         PyObject_GenericSetAttr(obj, s_extra, Py_None) < 0 || PyObject_GenericSetAttr(obj, s_private, Py_None) < 0)
@@ -341,12 +344,21 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
     }
     size_t units = u.n, k = (size_t)self->k, nkg = units >= k ? units - k + 1 : 0;
     kgrams_in_place(u.v, units, k);
-    PyObject *list = select_minima((size_t)self->w, u.v, nkg);
+    PyObject *positions = self->model ? PyList_New(0) : NULL;
+    if (self->model && !positions) {
+        u64s_free(&u);
+        return NULL;
+    }
+    PyObject *list = select_minima((size_t)self->w, u.v, nkg, positions);
     u64s_free(&u);
-    if (!list) return NULL;
+    if (!list) {
+        Py_XDECREF(positions);
+        return NULL;
+    }
     PyObject *r;
     if (self->model) {
-        r = make_model(self->model, list, (Py_ssize_t)units);
+        r = make_model(self->model, list, positions, (Py_ssize_t)units);
+        Py_DECREF(positions);
     } else {
         PyObject *n = PyLong_FromSize_t(units);
         r = n ? PyTuple_Pack(2, list, n) : NULL;
@@ -458,6 +470,7 @@ PyMODINIT_FUNC PyInit__winnow(void) {
         !(s_extra = PyUnicode_InternFromString("__pydantic_extra__")) ||
         !(s_private = PyUnicode_InternFromString("__pydantic_private__")) ||
         !(s_hashes = PyUnicode_InternFromString("hashes")) || !(s_words = PyUnicode_InternFromString("words")) ||
+        !(s_positions = PyUnicode_InternFromString("positions")) ||
         !(empty_tuple = PyTuple_New(0)))
         return NULL;
     PyObject *m = PyModule_Create(&winnow_module);

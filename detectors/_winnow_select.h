@@ -19,15 +19,20 @@ static int append_u64(PyObject *list, uint64_t x) {
 
 #define STACK_SET 1024
 /* Winnowing: the minimum of every window of w consecutive k-grams, each value once, in order of first
- * selection (as Fingerprinter._selected). */
-static PyObject *select_minima(size_t w, const uint64_t *kg, size_t n) {
+ * selection (as Fingerprinter._selected). With `positions` (a list, or NULL), also each selected value's k-gram
+ * position at its first selection: the rightmost position of the minimum in the first window selecting it. */
+static PyObject *select_minima(size_t w, const uint64_t *kg, size_t n, PyObject *positions) {
     PyObject *list = PyList_New(0);
     if (!list || n == 0) return list;
     if (n <= w) {
         uint64_t m = kg[0];
+        size_t at = 0;
         for (size_t i = 1; i < n; i++)
-            if (kg[i] < m) m = kg[i];
-        if (append_u64(list, m) < 0) Py_CLEAR(list);
+            if (kg[i] <= m) {
+                m = kg[i];
+                at = i;
+            }
+        if (append_u64(list, m) < 0 || (positions && append_u64(positions, at) < 0)) Py_CLEAR(list);
         return list;
     }
     /* Sliding-window minimum with a monotone deque of positions (values increasing from the head); the
@@ -84,7 +89,7 @@ static PyObject *select_minima(size_t w, const uint64_t *kg, size_t n) {
                 }
             }
         }
-        if (fresh && append_u64(list, mn) < 0) goto fail;
+        if (fresh && (append_u64(list, mn) < 0 || (positions && append_u64(positions, dq[head]) < 0))) goto fail;
     }
     goto out;
 nomem:

@@ -36,7 +36,7 @@ from itertools import chain
 import numpy as np
 
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
-from detectors.winnowing import kgram_hashes, window_minima
+from detectors.winnowing import kgram_hashes, minima_positions, window_minima
 from schemas.events import Fingerprint
 from schemas.exchange import TextFingerprint
 
@@ -45,7 +45,7 @@ try:
 except ImportError:  # built without a C compiler: the pure path, same fingerprints
     _winnow = None  # type: ignore[assignment]
 
-__all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "words_of"]
+__all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "positions_of", "words_of"]
 
 # Schemes whose fingerprints are refused, with the reason given to the producer.
 RETIRED_SCHEMES = {
@@ -66,12 +66,27 @@ _CLASS_BYTES = CLASS.tobytes()
 NATIVE = _winnow is not None  # whether the native extension is built and importable
 
 
-def _text_fingerprint(hashes: list[int], words: int) -> TextFingerprint:
+def positions_of(tp: TextFingerprint) -> list[int] | None:
+    """The k-gram position (unit offset) of each of `tp.hashes` at its first selection, where this process
+    fingerprinted the text (`Fingerprinter.fingerprint_text`); None for fingerprints from the wire or a session
+    print. They ride along outside the model's fields: not compared, not serialised, never sent (docs/adr/0004,
+    "coverage")."""
+    pos = tp.__dict__.get("positions")
+    return pos if pos is not None and len(pos) == len(tp.hashes) else None
+
+
+def _text_fingerprint(hashes: list[int], words: int, positions: list[int] | None = None) -> TextFingerprint:
     """TextFingerprint.model_construct(hashes=hashes, words=words) at a third of its cost (~0.8 µs instead
     of ~2.5 µs, as much as tokenising a 300-byte text): our own output, valid by construction. Equal to
     model_construct's object in every respect (fields, fields set, pickling; tested)."""
     tf = _new(TextFingerprint)
-    _set(tf, "__dict__", {"hashes": hashes, "words": words})
+    _set(
+        tf,
+        "__dict__",
+        {"hashes": hashes, "words": words}
+        if positions is None
+        else {"hashes": hashes, "words": words, "positions": positions},
+    )
     _set(tf, "__pydantic_fields_set__", {"hashes", "words"})
     _set(tf, "__pydantic_extra__", None)
     _set(tf, "__pydantic_private__", None)
@@ -441,7 +456,9 @@ class Fingerprinter:
         return self.winnow(self.kgram_hashes(self.word_hashes(words)))
 
     def _print(self, wh: np.ndarray) -> TextFingerprint:
-        return _text_fingerprint(self._selected(self.kgram_hashes(wh)), wh.shape[0])
+        kg = self.kgram_hashes(wh)
+        selected = self._selected(kg)
+        return _text_fingerprint(selected, wh.shape[0], minima_positions(kg, self.w, selected))
 
     def text_hashes(self, text: str) -> np.ndarray:
         """word_hashes(words_of(text)), without making the units (no Python string per unit)."""

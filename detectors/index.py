@@ -123,6 +123,9 @@ class Overlap:
     # (`ContentIndex._chance`; docs/adr/0004, "information").
     chance: dict[str, tuple[int, int]] = field(default_factory=dict)
     long_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # Per source, its runs that do not continue the receiver's own text: (matches, k-gram positions the run covers in
+    # the output, first to last, or 0 when the output's positions are unknown) (docs/adr/0004, "coverage").
+    free_runs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     def leaked_tokens(self, tenant: str) -> float:
         """Estimated tokens of `tenant`'s text in the output: its long passages, and once one proves it a source,
@@ -302,6 +305,7 @@ class ContentIndex:
         bridge: int = 3,
         junction: tuple[int, int] = (0, 0),
         in_order: int = 0,
+        positions: list[int] | None = None,
     ) -> Overlap:
         """What the output `hashes` share with the window. `explained[i]` (0 none, 1 own history, 2 public
         corpus, 3 common over the long horizon) and `rarity[i]` (the evidence weight of a match) come from
@@ -315,7 +319,10 @@ class ContentIndex:
         often stock phrases, falls apart into short runs that look like shared vocabulary. Bridged fingerprints
         add no length (runs count matches) and no evidence; they widen the passage's span (`Overlap.tokens`).
         The receiver's own text (prompt, context, history) and other tenants' text are never bridged: they are
-        the seams of a page."""
+        the seams of a page.
+
+        `positions[i]` (optional) is the k-gram position in the output text of `hashes[i]`: with it each free run
+        records the positions it covers (`Overlap.free_runs`)."""
         ov = Overlap(total=len(hashes), long_run=long_run, gap=gap, edge=edge)
         single_get = self._single.get
         multi_get = self._multi.get
@@ -394,7 +401,7 @@ class ContentIndex:
                 ):
                     ov.out_of_order[src] += 1
                     attached = True
-                self._close(ov, src, r, attached)
+                self._close(ov, src, r, attached, positions)
             elif r.length >= long_run:
                 ov.session_long[src] += r.length
         for src in ov.free_run:
@@ -574,7 +581,7 @@ class ContentIndex:
         owners = self._multi.get(h)
         return owners is not None and len(owners) >= self.common_min_tenants
 
-    def _close(self, ov: Overlap, src: str, r: _Run, attached: bool) -> None:
+    def _close(self, ov: Overlap, src: str, r: _Run, attached: bool, positions: list[int] | None = None) -> None:
         """A tenant's run of matches, ended. A long one is a passage of the source's text: it counts towards the
         source's evidence and tokens either way, and towards the verdict only if it is not one text with the
         receiver's own (`_attached`)."""
@@ -583,6 +590,13 @@ class ContentIndex:
             ov.attached[src] += 1
         else:
             ov.free_run[src] = max(ov.free_run[src], r.length)
+            # A text's fingerprints are listed once, at their first selection: a k-gram met earlier in the output
+            # widens the span (never narrows it), so the coverage is a span, not the run's end minus its start.
+            cover = 0
+            if positions is not None:
+                at = positions[r.start : r.last + 1]
+                cover = max(at) - min(at) + 1
+            ov.free_runs.setdefault(src, []).append((r.length, cover))
         # A run over p fingerprints (matches and bridged ones) spans about p * gap + edge units; their tokens at the
         # source text's own rate, weighted by the matches' mean share (1 unless other tenants in the window had them).
         tokens = r.tokens / r.length * ((r.last - r.start + 1) * ov.gap + ov.edge)

@@ -172,6 +172,12 @@ class DetectionSettings(BaseModel):
         "rate the source's text meets the rest of the output; kana-heavy text needs a longer run; 0 = off "
         "(docs/adr/0004, information)",
     )
+    overlap_coverage: bool = Field(
+        default=True,
+        description="a free run below overlap_strong_matches is a page only if it covers the units every page of that "
+        "many matches covers (need * w + k - 1 - 2 (w - 1)); known where the monitor fingerprints the text itself "
+        "(docs/adr/0004, coverage)",
+    )
     overlap_warmup_s: float = Field(
         default=120.0,
         ge=0,

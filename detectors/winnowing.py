@@ -63,3 +63,26 @@ def window_minima(kg: np.ndarray, w: int) -> list[int]:
     change[0] = True
     np.not_equal(mins[1:], mins[:-1], out=change[1:])
     return list(dict.fromkeys(mins[change].tolist()))
+
+
+def minima_positions(kg: np.ndarray, w: int, selected: list[int]) -> list[int]:
+    """The k-gram position of each value of `window_minima(kg, w)` (`selected`) at its first selection: the
+    rightmost position of the minimum in the first window that selects it (as the native extension reports)."""
+    n = kg.shape[0]
+    if n == 0:
+        return []
+    if n <= w:
+        return [int(np.flatnonzero(kg == selected[0])[-1])]
+    values = kg.tolist()
+    out: list[int] = []
+    start = 0  # first window that may select the next value (selection is in order of first selection)
+    for v in selected:
+        i = start
+        while True:
+            window = values[i : i + w]
+            if min(window) == v:
+                break
+            i += 1
+        out.append(i + w - 1 - window[::-1].index(v))
+        start = i
+    return out

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from detectors.commonness import TenantSpread
+from detectors.fingerprint import positions_of
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
@@ -133,6 +134,7 @@ class OverlapDetector:
             s.overlap_attach if s.k - 1 >= s.w else 0,
             junction=self._junction_limits,
             in_order=s.overlap_strong_matches if s.overlap_in_order else 0,
+            positions=positions_of(ex.output_print) if s.overlap_coverage else None,
         )
         base = {
             "output_fingerprints": ov.total,
@@ -207,14 +209,36 @@ class OverlapDetector:
             need += 1
         return need
 
+    def min_cover(self, need: int) -> int:
+        """Units a free run of `need` matches must be seen to cover to count as a page (docs/adr/0004, "coverage").
+        A page of P = need * w + k - 1 units holds P - k + 1 whole k-grams; every window of w of them lies inside
+        it, so its selection is in both texts and a match: the first match is among the page's first w k-grams,
+        the last among its last w, and the run covers at least P - 2 (w - 1) units. A shorter cover is a shorter
+        shared passage than the guarantee is about (one katakana word, an 8-word stock phrase) with its k-grams
+        counted as independent matches; such a run is no page, while every page of P units still is."""
+        s = self.s
+        return need * s.w + s.k - 1 - 2 * (s.w - 1)
+
+    def page_run(self, ov: Overlap, tenant: str, need: int) -> tuple[int, int]:
+        """The longest free run of `tenant` of at least `need` matches that covers `min_cover(need)` units (all of
+        them when the output's positions are unknown), and the units it covers (0 unknown); (0, 0) if none."""
+        best = (0, 0)
+        floor = self.min_cover(need)
+        for length, cover in ov.free_runs.get(tenant, ()):
+            units = cover + self.s.k - 1 if cover else 0
+            if length >= need and (not cover or units >= floor) and length > best[0]:
+                best = (length, units)
+        return best
+
     def _tenant_signal(self, ov: Overlap, tenant: str, n: int, base: dict[str, Any], warm: bool) -> Signal:
         run = ov.run_by_tenant[tenant]
         evidence = round(ov.evidence.get(tenant, 0.0), 4)
         # Below a strong run, only runs with a seam on both sides count (`ContentIndex._close`): one that
         # continues the receiver's own text is a document both tenants hold.
-        free = ov.free_run[tenant]
-        # A free run the output's chance background expects (`required_run`) is no finding at all.
+        # A free run the output's chance background expects (`required_run`), or one covering fewer units than any
+        # page of that many matches would (`min_cover`), is no finding at all.
         need = self.required_run(ov, tenant)
+        free, cover = self.page_run(ov, tenant, need)
         severity = self._by_run(
             run if run >= self.s.overlap_strong_matches else free if free >= need else 0, warm, "critical"
         )
@@ -239,6 +263,8 @@ class OverlapDetector:
             junction_runs=ov.junctions[tenant],
             out_of_order_runs=ov.out_of_order[tenant],
             required_run=need,
+            # Units of the output the page run covers (0: positions unknown, or no such run).
+            page_cover_units=cover,
             # Of the output's other fingerprints that could be chance matches: how many the source holds, of how many.
             chance_matches=list(ov.chance.get(tenant, (0, 0))),
             leaked_tokens_estimate=round(ov.leaked_tokens(tenant), 1),
