@@ -27,11 +27,15 @@ class Deduper:
     def __init__(self, capacity: int, window_s: float = float("inf")) -> None:
         self.capacity = capacity
         self.window_s = window_s
-        # A plain dict plus a queue of its keys in insertion order, rather than an OrderedDict: ids
-        # leave only from the front, so the queue stays exactly the dict's key order, and every
-        # event pays a dict insert and an append instead of the OrderedDict's slower insert.
-        self._seen: dict[str, float] = {}
+        # The held ids as a set, with two queues in step: the ids in arrival order and each one's time. Ids
+        # leave only from the front, so the queues say which id leaves next and when, and the set only answers
+        # membership. A set rather than a dict of times: every event looks up an id in the whole window (a
+        # full window is tens of thousands of ids, beyond the CPU's caches), and a set's lookup probes its
+        # table in place, where a dict's reads an index and then an entry elsewhere, and expiry reads the front's
+        # time from its queue, not by a second lookup of the front's id.
+        self._seen: set[str] = set()
         self._order: deque[str] = deque()
+        self._times: deque[float] = deque()
         # The time of the front (oldest) id, so that the common call, which expires nothing, reads
         # one attribute instead of looking the front up.
         self._front_ts = float("-inf")
@@ -41,31 +45,28 @@ class Deduper:
         seen = self._seen
         if event_id in seen:
             return True
-        seen[event_id] = ts
-        self._order.append(event_id)
-        if self._front_ts < ts - self.window_s or len(seen) > self.capacity:
-            self._expire(ts)
-        return False
-
-    def _expire(self, ts: float) -> None:
-        """Drop the ids that left the window or the count cap once `ts` came; the front is known to qualify.
-
-        A full window drops about one id per event: the loop reads the front's time from `_front_ts` (kept
-        equal to the front's entry) and looks up only the next front, not each front twice."""
-        seen, order = self._seen, self._order
-        size = len(seen)
-        if size == 1:  # the id just recorded is the only one: the front, which neither bound drops
-            self._front_ts = ts
-            return
-        horizon = ts - self.window_s
-        capacity = self.capacity
+        seen.add(event_id)
+        order, times = self._order, self._times
+        order.append(event_id)
+        times.append(ts)
         front_ts = self._front_ts
-        # Insertion order is close to event-time order: the front holds the oldest ids.
-        while front_ts < horizon or len(seen) > capacity:
-            del seen[order.popleft()]
-            front_ts = seen[order[0]]
-        self._front_ts = front_ts
-        self._popped += size - len(seen)
+        horizon = ts - self.window_s
+        if front_ts < horizon or len(seen) > self.capacity:
+            # Expiry, inlined (a full window drops about one id per event, and a call costs as much as the rest).
+            # The front's time is read from `_front_ts` (kept equal to the front's), then the next front's.
+            size = len(seen)
+            if size == 1:  # the id just recorded is the only one: the front, which neither bound drops
+                self._front_ts = ts
+                return False
+            capacity = self.capacity
+            # Insertion order is close to event-time order: the front holds the oldest ids.
+            while front_ts < horizon or len(seen) > capacity:
+                seen.remove(order.popleft())
+                times.popleft()
+                front_ts = times[0]
+            self._front_ts = front_ts
+            self._popped += size - len(seen)
+        return False
 
     def mark(self) -> None:
         """A checkpoint copied this state: changes count from here."""
@@ -80,30 +81,37 @@ class Deduper:
         removed = self._popped - popped0
         came = len(order) - len0 + removed  # the length moves by what came minus what left
         keep = min(came, len(order))
-        seen = self._seen
-        tail = list(islice(reversed(order), keep))
-        tail.reverse()
-        return min(removed, len0), [(i, seen[i]) for i in tail]
+        ids = list(islice(reversed(order), keep))
+        times = list(islice(reversed(self._times), keep))
+        ids.reverse()
+        times.reverse()
+        return min(removed, len0), list(zip(ids, times, strict=True))
 
     def replay(self, changes: DedupChanges) -> None:
         """Apply `changes()` of the instance this one is a marked copy of."""
         left, came = changes
-        seen, order = self._seen, self._order
+        seen, order, times = self._seen, self._order, self._times
         for _ in range(left):
-            del seen[order.popleft()]
+            seen.remove(order.popleft())
+            times.popleft()
         for event_id, ts in came:
-            seen[event_id] = ts
+            seen.add(event_id)
             order.append(event_id)
-        self._front_ts = seen[order[0]] if order else float("-inf")
+            times.append(ts)
+        self._front_ts = times[0] if times else float("-inf")
 
     def state_size(self) -> int:
         return len(self._seen)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "_order" not in state:
-            # A snapshot from before the queue: its _seen is an OrderedDict in insertion order.
-            self._seen = dict(self._seen)
-            self._order = deque(self._seen)
+        if "_times" not in state:
+            # A snapshot from before the set: its _seen maps each id to its time, in arrival order (a dict, or an
+            # OrderedDict before the queue of ids existed).
+            held: dict[str, float] = self._seen  # type: ignore[assignment]
+            if "_order" not in state:
+                self._order = deque(held)
+            self._times = deque(held[i] for i in self._order)
+            self._seen = set(held)
         # The front's time, whatever the snapshot held: _expire trusts it (older snapshots held -inf for unknown).
-        self._front_ts = self._seen[self._order[0]] if self._order else float("-inf")
+        self._front_ts = self._times[0] if self._times else float("-inf")

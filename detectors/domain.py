@@ -21,7 +21,7 @@ from detectors.signals.mechanism import AccountingDetector, MechanismScreen, Ove
 from detectors.signals.overlap import OverlapDetector
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
-from schemas.events import CacheStats, Request, Response
+from schemas.events import CacheStats, Response
 from schemas.exchange import Exchange
 from schemas.timefmt import format_ts
 
@@ -100,13 +100,14 @@ class DomainMonitor:
             return [self._domain_alert(gap, item.ts, item.traceparent)] if gap else []
         return self._evaluate(item)
 
-    def _evaluate(self, ex: Exchange, live: bool = False) -> list[Alert]:
+    def _evaluate(self, ex: Exchange, live: bool = False, fields: dict[str, Any] | None = None) -> list[Alert]:
         """Judge one exchange, then let the detectors learn it. `live`: it did not wait in the buffer, so it
-        moves the watermark (the buffer's release moved it already)."""
+        moves the watermark (the buffer's release moved it already). `fields`: the exchange's own __dict__,
+        when the caller read it already."""
         # Fields read from the model's __dict__ (pydantic keeps them there): a model's attribute read is
         # several times slower than a dict read, as BaseModel.__getattr__ defeats CPython's attribute cache,
         # and this runs per exchange.
-        d = ex.__dict__
+        d = ex.__dict__ if fields is None else fields
         ts = d["ts"]
         if live and ts > self.watermark:  # max() without the call
             self.watermark = ts
@@ -116,8 +117,10 @@ class DomainMonitor:
         gap_alert = None
         # Both calls below are skipped when they cannot change anything (the window seen before; no open
         # incident): their cheap preconditions, tested here, spare a call per exchange.
-        if request is not None:
-            window = request.context_window
+        # The request's fields, read once for the window here and the prompt's tokens in the screen.
+        q = None if request is None else request.__dict__
+        if q is not None:
+            window = q["context_window"]
             if window != capacity.context_window and capacity.observe_window(window):
                 gap = capacity.gap()
                 if gap:
@@ -126,7 +129,9 @@ class DomainMonitor:
         if index._order:  # its advance only expires texts: an empty index (no text seen yet) has none to expire
             index.advance(ts)
         incidents = self.incidents
-        if incidents.open:
+        # IncidentTracker.advance's own early return, tested here (keep the two alike): nothing can close before
+        # the quiet period from the oldest open incident's last alert has passed.
+        if incidents.open and ts - incidents._oldest_last_ts > incidents.quiet_s:
             incidents.advance(ts)
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
@@ -136,7 +141,7 @@ class DomainMonitor:
         else:
             observers, learners = plan.observers, plan.learners
         screen = plan.screen
-        signals = [] if screen is None else screen(ex, request, d["response"], capacity)
+        signals = [] if screen is None else screen(ex, q, d["response"], capacity)
         for observe in observers:
             signals += observe(ex, capacity)
         if not signals:
@@ -282,7 +287,7 @@ _SCREENED: list[tuple[str, type]] = [
     ("accounting", AccountingDetector),
     ("prefill", PrefillDetector),
 ]
-Screen = Callable[[Exchange, Request | None, Response | None, CapacityTracker], list[Signal]]
+Screen = Callable[[Exchange, dict[str, Any] | None, Response | None, CapacityTracker], list[Signal]]
 
 
 class _Plan:

@@ -86,12 +86,13 @@ class Joiner:
             return self.observe_request(event)
         return self.observe_response(event)
 
-    def observe_request(self, req: Request) -> list[Exchange]:
-        """observe() for a caller that already ran check() and knows the half is a request."""
+    def observe_request(self, req: Request, fields: dict[str, Any] | None = None) -> list[Exchange]:
+        """observe() for a caller that already ran check() and knows the half is a request. `fields`: the
+        request's own __dict__, when the caller read it already."""
         # Fields read from the model's __dict__ (pydantic keeps them there): an attribute read of a model
         # is several times slower than a dict read, as BaseModel.__getattr__ defeats CPython's attribute
         # cache, and this runs for every request.
-        d = req.__dict__
+        d = req.__dict__ if fields is None else fields
         tp: TextFingerprint | None = None
         stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
         if d["prompt_fingerprint"] is not None or d["prompt_text"] is not None:
@@ -128,9 +129,10 @@ class Joiner:
             return self._enforce_bound()
         return []
 
-    def observe_response(self, resp: Response) -> list[Exchange]:
-        """observe() for a caller that already ran check() and knows the half is a response."""
-        d = resp.__dict__  # dict reads, not model attribute reads: see observe_request
+    def observe_response(self, resp: Response, fields: dict[str, Any] | None = None) -> list[Exchange]:
+        """observe() for a caller that already ran check() and knows the half is a response (`fields`: as for
+        observe_request)."""
+        d = resp.__dict__ if fields is None else fields  # dict reads, not model attribute reads: see observe_request
         hits: Sequence[CanaryHit] = _NO_HITS
         tp: TextFingerprint | None = None
         stripped = resp

@@ -18,7 +18,7 @@ from typing import Any
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
-from schemas.events import Request, Response
+from schemas.events import Response
 from schemas.exchange import Exchange
 
 
@@ -165,13 +165,14 @@ class MechanismScreen:
         self.prefill = prefill
 
     def observe(
-        self, ex: Exchange, request: Request | None, response: Response | None, domain: DomainFacts
+        self, ex: Exchange, request: dict[str, Any] | None, response: Response | None, domain: DomainFacts
     ) -> list[Signal]:
-        """`request` and `response` are the exchange's own halves (the caller read them already)."""
+        """`request`: the fields (__dict__) of the exchange's request, `response` its response (the caller read
+        them already)."""
         if request is None or response is None:
             return []  # each of the three needs both halves
         r = response.__dict__
-        tokens = request.prompt_tokens
+        tokens = request["prompt_tokens"]
         out: list[Signal] = []
         # overlong: the prompt exceeds the domain's prefill capacity.
         capacity = domain.prefill_capacity

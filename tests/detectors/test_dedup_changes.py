@@ -24,8 +24,8 @@ def _feed(d: Deduper, calls: list[tuple[int, float]], t0: float) -> tuple[list[b
     return out, t
 
 
-def _state(d: Deduper) -> tuple[dict[str, float], list[str], float]:
-    return dict(d._seen), list(d._order), d._front_ts if d._order else float("-inf")
+def _state(d: Deduper) -> tuple[set[str], list[str], list[float], float]:
+    return set(d._seen), list(d._order), list(d._times), d._front_ts if d._order else float("-inf")
 
 
 @settings(max_examples=300, deadline=None)
