@@ -56,6 +56,16 @@ class DomainMonitor:
 
     # --- input -------------------------------------------------------------------------------
     def observe_stats(self, ev: CacheStats) -> list[Alert]:
+        if not self._buffer._heap and self._lateness == 0:
+            # _push's immediate case and _process's for cache_stats, inlined (keep the three alike): the buffer's
+            # list read directly, the watermark moved without max(), no type dispatch (it is cache_stats).
+            ts = ev.ts
+            if ts > self.watermark:
+                self.watermark = ts
+            capacity = self.capacity
+            capacity.observe_stats(ev)
+            gap = capacity.gap()
+            return [self._domain_alert(gap, ts, ev.traceparent)] if gap else []
         return self._push(ev)
 
     def observe_exchange(self, ex: Exchange) -> list[Alert]:

@@ -18,11 +18,15 @@ class CapacityTracker:
         self._alerted: tuple[int, int] | None = None
 
     def observe_stats(self, ev: CacheStats) -> None:
-        self.used[ev.role] = (ev.used_tokens, ev.capacity_tokens)
-        if ev.role in ("prefill", "unified") and ev.capacity_tokens > 0:
-            self.prefill_capacity = ev.capacity_tokens
-        if ev.context_window:
-            self.context_window = ev.context_window
+        # The fields read from the model's __dict__, once: a model's attribute read is slow (BaseModel.__getattr__).
+        d = ev.__dict__
+        role, capacity = d["role"], d["capacity_tokens"]
+        self.used[role] = (d["used_tokens"], capacity)
+        if role in ("prefill", "unified") and capacity > 0:
+            self.prefill_capacity = capacity
+        window = d["context_window"]
+        if window:
+            self.context_window = window
 
     def observe_window(self, context_window: int | None) -> bool:
         """Requests also tell the advertised window; the largest one seen is what clients were promised.
