@@ -68,9 +68,10 @@ NATIVE = _winnow is not None  # whether the native extension is built and import
 
 def positions_of(tp: TextFingerprint) -> list[int] | None:
     """The k-gram position (unit offset) of each of `tp.hashes` at its first selection, where this process
-    fingerprinted the text (`Fingerprinter.fingerprint_text`); None for fingerprints from the wire or a session
-    print. They ride along outside the model's fields: not compared, not serialised, never sent (docs/adr/0004,
-    "coverage")."""
+    fingerprinted the text (`Fingerprinter.fingerprint_text`) or a wire fingerprint carried them
+    (`Fingerprint.positions`, `from_wire`); None for older producers' fingerprints and session prints. They ride
+    along outside the model's fields: not compared, and not in the exchange's JSON; only the wire fingerprint and
+    the workers' internal records carry them (docs/adr/0004, "coverage")."""
     pos = tp.__dict__.get("positions")
     return pos if pos is not None and len(pos) == len(tp.hashes) else None
 
@@ -494,7 +495,15 @@ class Fingerprinter:
     def fingerprint(self, text: str) -> Fingerprint:
         """The wire form, for producers that fingerprint at the edge and never send text."""
         tp = self.fingerprint_text(text)
-        return Fingerprint(scheme=SCHEME, k=self.k, w=self.w, key_id=self.key_id, words=tp.words, hashes=tp.hashes)
+        return Fingerprint(
+            scheme=SCHEME,
+            k=self.k,
+            w=self.w,
+            key_id=self.key_id,
+            words=tp.words,
+            hashes=tp.hashes,
+            positions=positions_of(tp),
+        )
 
     def check(self, fp: Fingerprint) -> str | None:
         """Why a precomputed fingerprint cannot be used here, or None if it can."""
@@ -507,7 +516,18 @@ class Fingerprinter:
         return None
 
     def from_wire(self, fp: Fingerprint) -> TextFingerprint:
-        return TextFingerprint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
+        """The join's form of a wire fingerprint (validated): each hash once, at its first listing. With
+        `positions` they ride along as where this process fingerprints the text (`positions_of`); without
+        (a producer older than the field) a run is judged by its matches alone (docs/adr/0004, "coverage")."""
+        pos = fp.positions
+        if pos is None:
+            return TextFingerprint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
+        first = dict(zip(fp.hashes, pos, strict=True))  # a repeated hash keeps its last position here...
+        if len(first) != len(pos):  # ...so, with repeats, keep the first listing's instead
+            first = {}
+            for h, p in zip(fp.hashes, pos, strict=True):
+                first.setdefault(h, p)
+        return _text_fingerprint(list(first), fp.words, list(first.values()))
 
     def marker_id(self, marker: str) -> str:
         return hashlib.blake2b(" ".join(words_of(marker)).encode(), key=self._key, digest_size=8).hexdigest()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Annotated, Literal
 
 import orjson
@@ -21,6 +22,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -83,6 +85,37 @@ class Fingerprint(_Model):
     hashes: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] = Field(
         max_length=1_000_000, description="selected 64-bit fingerprints, in text order"
     )
+    # Optional (added after winnow-v2 shipped, same scheme): a producer that omits it keeps the run-count rule,
+    # one that sends it gets the coverage rule as if the monitor had seen the text (docs/adr/0004, "coverage").
+    positions: list[NonNegInt] | None = Field(
+        default=None,
+        max_length=1_000_000,
+        description="k-gram position (offset of its first unit) of each of `hashes` where it was first selected: "
+        "as many as the hashes, strictly increasing, each at most words - k",
+    )
+
+    @model_validator(mode="after")
+    def _positions_fit(self) -> Fingerprint:
+        pos = self.positions
+        if pos is None or (not pos and not self.hashes):
+            return self
+        if len(pos) != len(self.hashes):
+            raise PydanticCustomError(
+                "fingerprint_positions",
+                "positions has {n} entries for {m} hashes: give one per hash, or leave positions out",
+                {"n": len(pos), "m": len(self.hashes)},
+            )
+        # Winnowing selects each new value at a later k-gram than the one before (the minimum's position never
+        # moves left as the window slides), and a k-gram ends inside the text.
+        if any(a >= b for a, b in pairwise(pos)):
+            raise PydanticCustomError("fingerprint_positions", "positions must be strictly increasing")
+        if pos[-1] + self.k > self.words:
+            raise PydanticCustomError(
+                "fingerprint_positions",
+                "position {p} + k {k} is past the text's {words} units",
+                {"p": pos[-1], "k": self.k, "words": self.words},
+            )
+        return self
 
 
 class _EventBase(_Model):

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
-from detectors.fingerprint import words_of
+from detectors.fingerprint import positions_of, words_of
 from detectors.monitor import make_fingerprinter
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, parse_event
@@ -169,8 +169,12 @@ class IngestStage:
     def _wire(self, text: str) -> Fingerprint:
         tp = self.fingerprinter.fingerprint_text(text)
         fpr = self.fingerprinter
-        # Our own output: valid by construction, so built without validating up to a million hashes.
-        return Fingerprint.model_construct(k=fpr.k, w=fpr.w, key_id=fpr.key_id, words=tp.words, hashes=tp.hashes)
+        # Our own output: valid by construction, so built without validating up to a million hashes. The
+        # positions go on with the hashes: without them the join and domain stages would judge a run by its
+        # matches alone, and raise alerts the embedded runner does not (docs/adr/0004, "coverage").
+        return Fingerprint.model_construct(
+            k=fpr.k, w=fpr.w, key_id=fpr.key_id, words=tp.words, hashes=tp.hashes, positions=positions_of(tp)
+        )
 
     def publish(self, newest: dict[int, float]) -> None:
         """Event time read per input partition, published once its items are about to be sent."""

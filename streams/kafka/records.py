@@ -11,6 +11,8 @@ canary markers travel as their keyed hashes (`Plant`, detectors.canaries.CanaryR
     plant record     [event_id, ts, token_key, marker_id, tenant_id, session_id]
     exchange record  [ts, request|null, response|null, prompt_print|null, output_print|null,
                       [[marker_id, owner_tenant_id, owner_session_id], ...], orphan|null]
+    print            [words, hashes, positions] (positions: k-gram offsets, docs/adr/0004 "coverage";
+                      [words, hashes] where unknown, and in records written before them)
 
 Objects, not arrays of values in field order (records of the previous layout still decode): orjson
 turns a JSON object into the dict a model keeps its fields in, where an array had to be zipped with
@@ -29,8 +31,11 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from detectors.fingerprint import positions_of
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint, trusted
+
+_PRINT_FIELDS = frozenset(("hashes", "words"))
 
 
 class RecordError(ValueError):
@@ -49,6 +54,11 @@ _NESTED: dict[type[BaseModel], tuple[tuple[int, type[BaseModel]], ...]] = {
     ),
 }
 _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response, "cache_stats": CacheStats}
+# Optional fields added to a class after records of it were written, last in field order, default None: a record
+# from before (on a topic, or in a snapshot, during an upgrade) lacks them and decodes with None, as the wire does.
+_ADDED: dict[type[BaseModel], tuple[str, ...]] = {Fingerprint: ("positions",)}
+if any(_FIELDS[cls][-len(added) :] != added for cls, added in _ADDED.items()):
+    raise RuntimeError("fields added to a record class must come last: update records._ADDED")
 
 
 def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
@@ -60,9 +70,13 @@ def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
     nested = _NESTED.get(cls, ())
     name = cls.__name__
 
+    older = n - len(_ADDED.get(cls, ()))
+
     def build(values: list[Any]) -> Any:
         if len(values) != n:
-            raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
+            if len(values) != older:
+                raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
+            values = [*values, *[None] * (n - older)]  # written before the added fields
         for i, sub in nested:
             if values[i] is not None:
                 values[i] = _BUILDERS[sub](values[i])
@@ -79,6 +93,7 @@ def _object_builder(cls: type[BaseModel]) -> Callable[[Any], Any]:
     fields = frozenset(_FIELDS[cls])
     n = len(fields)
     nested = tuple((_FIELDS[cls][i], sub) for i, sub in _NESTED.get(cls, ()))
+    added = _ADDED.get(cls, ())
     name = cls.__name__
 
     def build(values: Any) -> Any:
@@ -88,7 +103,10 @@ def _object_builder(cls: type[BaseModel]) -> Callable[[Any], Any]:
             raise RecordError(f"{name} record is a {type(values).__name__}")
         # The count, as the array layout checked it: comparing the names would cost a third of a build.
         if len(values) != n:
-            raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
+            if not added or len(values) != n - len(added) or any(f in values for f in added):
+                raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
+            for f in added:  # written before the field was added: last in field order, as the model keeps it
+                values[f] = None
         for field_name, sub in nested:
             v = values[field_name]
             if v is not None:
@@ -158,14 +176,25 @@ def plant_from_record(raw: bytes) -> Plant:
 
 
 def _print_values(tp: TextFingerprint | None) -> list[Any] | None:
-    return None if tp is None else [tp.words, tp.hashes]
+    if tp is None:
+        return None
+    # The k-gram positions where known (docs/adr/0004, "coverage"): the domain stage judges runs as the
+    # embedded monitor does. Records from before them have [words, hashes] only.
+    pos = positions_of(tp)
+    return [tp.words, tp.hashes] if pos is None else [tp.words, tp.hashes, pos]
 
 
 def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if values is None:
         return None
-    words, hashes = values
-    return trusted(TextFingerprint, {"hashes": hashes, "words": words})
+    if len(values) == 2:
+        words, hashes = values
+        return trusted(TextFingerprint, {"hashes": hashes, "words": words})
+    words, hashes, positions = values
+    if len(positions) != len(hashes):
+        raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
+    # Not a field: outside the fields set, as where the monitor fingerprints text itself (`positions_of`).
+    return trusted(TextFingerprint, {"hashes": hashes, "words": words, "positions": positions}, _PRINT_FIELDS)
 
 
 def exchange_record(ex: Exchange) -> bytes:

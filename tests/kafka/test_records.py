@@ -136,3 +136,62 @@ def test_split_keeps_messages_under_the_limit_and_every_item_in_order() -> None:
     assert all(sum(len(it.payload) + 80 for it in run) <= 1000 for run in runs)
     big = [frames.Item(frames.Source(frames.INPUT, 0), 0, 0, "event", b"x" * 5000)]
     assert frames.split(big, 1000) == [big]  # too large for any message: alone, not dropped
+
+
+# --- k-gram positions (docs/adr/0004, "coverage") ---------------------------------------------------------
+
+FP_POS = {**FP, "scheme": "winnow-v2", "positions": [0, 2, 4]}
+
+
+def test_an_event_record_keeps_the_fingerprint_positions() -> None:
+    event = parse_event(orjson.dumps({**RESP, "output_fingerprint": FP_POS}))
+    back, _ = records.event_from_record(records.event_record(event))  # type: ignore[arg-type]
+    assert isinstance(back, Response) and back.output_fingerprint is not None
+    assert back.output_fingerprint.positions == [0, 2, 4]
+    assert back == event and back.model_dump_json() == event.model_dump_json()
+
+
+def test_event_records_written_before_positions_still_decode() -> None:
+    """Both earlier layouts, as a previous version's worker left them on the join topic: a fingerprint object
+    without the `positions` key, and the array layout of six values. They mean no positions (the count rule)."""
+    event = parse_event(orjson.dumps({**REQ, "prompt_fingerprint": FP}))
+    assert isinstance(event, Request)
+    kind, values, keys = orjson.loads(records.event_record(event))
+    del values["prompt_fingerprint"]["positions"]
+    as_object = orjson.dumps([kind, values, keys])
+    values["prompt_fingerprint"] = [FP[f] for f in ("scheme", "k", "w", "key_id", "words", "hashes")]
+    as_array = orjson.dumps([kind, [values[f] for f in Request.model_fields], keys])
+    for raw in (as_object, as_array):
+        back, _ = records.event_from_record(raw)
+        assert back == event
+        assert isinstance(back, Request) and back.prompt_fingerprint is not None
+        assert back.prompt_fingerprint.positions is None
+    # one field too few or too many is still an error
+    values["prompt_fingerprint"] = values["prompt_fingerprint"][:-1]
+    with pytest.raises(records.RecordError, match="Fingerprint record has 5 fields, expected 7"):
+        records.event_from_record(orjson.dumps([kind, [values[f] for f in Request.model_fields], keys]))
+
+
+def test_an_exchange_record_keeps_the_output_positions_and_older_ones_decode() -> None:
+    from detectors.fingerprint import Fingerprinter, positions_of
+
+    fpr = Fingerprinter("records-test", 5, 4)
+    req, resp = parse_event(orjson.dumps(REQ)), parse_event(orjson.dumps(RESP))
+    assert isinstance(req, Request) and isinstance(resp, Response)
+    out = fpr.fingerprint_text("one two three four five six seven eight nine ten eleven twelve thirteen fourteen")
+    assert positions_of(out) is not None
+    pair = joined(5.0, req, resp, TextFingerprint(hashes=[1, 2], words=9), out, [])
+    raw = records.exchange_record(pair)
+    back = records.exchange_from_record(raw)
+    assert back == pair and back.model_dump_json() == pair.model_dump_json()
+    assert back.output_print is not None and positions_of(back.output_print) == positions_of(out)
+    assert back.prompt_print is not None and positions_of(back.prompt_print) is None
+    assert back.output_print.model_fields_set == out.model_fields_set  # positions: not a field
+    # A record from before the positions: prints of [words, hashes].
+    older = orjson.loads(raw)
+    older[4] = older[4][:2]
+    old = records.exchange_from_record(orjson.dumps(older))
+    assert old == pair and old.output_print is not None and positions_of(old.output_print) is None
+    older[4] = [out.words, out.hashes, [0]]
+    with pytest.raises(records.RecordError, match="1 positions for"):
+        records.exchange_from_record(orjson.dumps(older))
