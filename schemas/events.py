@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from itertools import pairwise
+from operator import ge
 from typing import Annotated, Literal
 
 import orjson
@@ -87,11 +87,14 @@ class Fingerprint(_Model):
     )
     # Optional (added after winnow-v2 shipped, same scheme): a producer that omits it keeps the run-count rule,
     # one that sends it gets the coverage rule as if the monitor had seen the text (docs/adr/0004, "coverage").
-    positions: list[NonNegInt] | None = Field(
+    # Plain ints: the validator's order and end checks bound every one (0 <= p <= words - k), at half the cost of
+    # a constraint checked per item (the hashes' validation is most of a fingerprinted event's).
+    positions: list[int] | None = Field(
         default=None,
         max_length=1_000_000,
         description="k-gram position (offset of its first unit) of each of `hashes` where it was first selected: "
-        "as many as the hashes, strictly increasing, each at most words - k",
+        "as many as the hashes, strictly increasing, from 0 to at most words - k",
+        json_schema_extra={"items": {"type": "integer", "minimum": 0, "maximum": 2**53}},
     )
 
     @model_validator(mode="after")
@@ -107,8 +110,10 @@ class Fingerprint(_Model):
             )
         # Winnowing selects each new value at a later k-gram than the one before (the minimum's position never
         # moves left as the window slides), and a k-gram ends inside the text.
-        if any(a >= b for a, b in pairwise(pos)):
+        if any(map(ge, pos, pos[1:])):  # (map over operator.ge: a third of a generator's time per event)
             raise PydanticCustomError("fingerprint_positions", "positions must be strictly increasing")
+        if pos[0] < 0:
+            raise PydanticCustomError("fingerprint_positions", "positions must not be negative")
         if pos[-1] + self.k > self.words:
             raise PydanticCustomError(
                 "fingerprint_positions",

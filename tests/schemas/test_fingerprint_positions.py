@@ -89,7 +89,7 @@ def test_repeated_hashes_keep_their_first_position() -> None:
         ({"positions": [0, 4, 4]}, "output_fingerprint: positions must be strictly increasing"),
         ({"positions": [5, 4, 9]}, "positions must be strictly increasing"),
         ({"positions": [0, 4, 16]}, "output_fingerprint: position 16 + k 5 is past the text's 20 units"),
-        ({"positions": [-1, 4, 9]}, "output_fingerprint.positions.0: Input should be greater than or equal to 0"),
+        ({"positions": [-1, 4, 9]}, "output_fingerprint: positions must not be negative"),
         ({"positions": [0, "4", 9]}, "output_fingerprint.positions.1: Input should be a valid integer"),
         ({"positions": {"a": 1}}, "output_fingerprint.positions: Input should be a valid array"),
         ({"hashes": [], "positions": [0]}, "output_fingerprint: positions has 1 entries for 0 hashes"),
