@@ -148,3 +148,23 @@ def test_a_snapshot_from_before_the_queue_restores_in_arrival_order() -> None:
     assert (list(d._order), list(d._times), d._front_ts) == (["a", "b", "c"], [1.0, 2.0, 2.5], 1.0)
     assert d.seen("b", 3.0) and not d.seen("d", 3.0)  # the cap of 3 drops "a", the front
     assert not d.seen("a", 3.0) and list(d._order) == ["c", "d", "a"]
+
+
+def test_long_runs_with_a_full_window_answer_alike() -> None:
+    """Tens of thousands of ids through full windows (time and count bounds), with late events and checkpoints."""
+    import random
+
+    rng = random.Random(5)
+    for capacity, window in ((50_000, 40.0), (300, 1e9), (5_000, 5.0)):
+        new, ref = Deduper(capacity, window), ReferenceDeduper(capacity, window)
+        t = 0.0
+        for n in range(30_000):
+            t += rng.choice((0.0, 0.01, 0.02, 0.05, -0.02))  # late events too
+            event_id = f"e{rng.randrange(12_000)}"
+            assert new.seen(event_id, t) == ref.seen(event_id, t)
+            if n % 2_000 == 0:
+                new.mark()
+                ref.mark()
+            if n % 2_000 == 1_999:
+                assert new.changes() == ref.changes()
+        assert _held(new) == _held(ref) and new._popped > 10_000
