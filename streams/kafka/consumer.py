@@ -75,6 +75,12 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         finally:
             unset_flag(flag_consumer_fetching)
 
+    async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
+        # Faust flushes the producer before it commits, but its flush can return with table writes still
+        # in its buffer (see flush_all): the offsets must not pass the snapshots that cover them.
+        await flush_all(self.app.producer)
+        return bool(await super()._commit_offsets(offsets, start_new_transaction))
+
     async def _deliver(self, batch: list[tuple[TP, Message]], generation_id: int) -> None:
         app = self.app
         callback = self.callback
@@ -120,6 +126,36 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 await handlers[topic](messages)
 
 
+class _Barrier:
+    """A stand-in for a message in Faust's producer buffer: its "channel" resolves a future when the buffer's
+    one sending task reaches it, i.e. once everything put before it has been handed to the Kafka client."""
+
+    def __init__(self) -> None:
+        self.reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.message = self  # the buffer publishes `fut.message.channel.publish_message(fut)`
+        self.channel = self
+
+    async def publish_message(self, fut: Any, wait: bool = False) -> None:
+        if not self.reached.done():
+            self.reached.set_result(None)
+
+
+async def flush_all(producer: Any) -> None:
+    """Everything produced so far, on the broker. Faust's `Producer.flush` gives up on its own buffer (table
+    writes go through it) after 0.1 s without a send and then flushes only what the Kafka client already
+    holds: on a busy machine a commit could then pass snapshot writes still waiting in that buffer, and a
+    crash right after lost state whose offsets were committed (alerts missing after a restart). The buffer
+    sends in order with one task, so a barrier put behind everything is reached only when all of it is
+    with the client; the client's flush then waits for the broker."""
+    buffer = producer.buffer
+    # A threaded producer's buffer runs on its own loop; a buffer not started sends nothing to wait for.
+    if buffer.started and not producer.app.conf.producer_threaded:
+        barrier = _Barrier()
+        buffer.put(barrier)
+        await barrier.reached
+    await producer.flush()
+
+
 class HeldMessage:
     """A message handed to a batch handler, held until processed: `ack()` as a Faust event's."""
 
@@ -151,3 +187,10 @@ class App(faust.App):
 
     def _new_transport(self) -> Any:
         return BatchGuardTransport(self.conf.broker_consumer, self)
+
+    async def _producer_flush(self, logger: Any) -> None:
+        # At a revocation, before the partitions go to their next owner: what a revoked worker still had
+        # buffered (a checkpoint's pieces, its manifest) must not land after the next owner restored.
+        if self._producer is not None:
+            logger.info("Flush producer buffer...")
+            await flush_all(self._producer)

@@ -44,30 +44,37 @@ def _records(names: KafkaNames, topic: str) -> KafkaConsumer:
     )
 
 
-def _alert_ids(consumer: KafkaConsumer, seen: dict[str, int]) -> dict[str, int]:
+def _alert_ids(consumer: KafkaConsumer, seen: dict[str, int], shown: dict[str, str] | None = None) -> dict[str, int]:
     for records in consumer.poll(timeout_ms=500).values():
         for r in records:
             a = json.loads(r.value)
             if a.get("record") != "incident_resolved":
                 assert r.key == a["alert_id"].encode()
                 seen[a["alert_id"]] = seen.get(a["alert_id"], 0) + 1
+                if shown is not None:  # what a failure shows of an unexpected alert (no text: alerts hold none)
+                    ev = [(e["name"], e["severity"], e.get("figures", {})) for e in a.get("evidence", [])]
+                    shown[a["alert_id"]] = f"{a['kind']}/{a['severity']} {a.get('request_ids')} {ev}"
     return seen
 
 
 def _same_alerts(names: KafkaNames, expected: dict[str, str], workers: list[Any]) -> dict[str, int]:
     consumer = _records(names, names.alerts_topic)
     seen: dict[str, int] = {}
+    shown: dict[str, str] = {}
     try:
         with contextlib.suppress(AssertionError):  # the comparison below says what is missing
-            wait_for(lambda: set(expected) <= set(_alert_ids(consumer, seen)), WAIT_S, 0.0, "the expected alerts")
+            wait_for(
+                lambda: set(expected) <= set(_alert_ids(consumer, seen, shown)), WAIT_S, 0.0, "the expected alerts"
+            )
         end = time.monotonic() + 3.0  # anything extra would show up now
         while time.monotonic() < end:
-            _alert_ids(consumer, seen)
+            _alert_ids(consumer, seen, shown)
     finally:
         consumer.close()
     logs = "\n---\n".join(f"{w.counters()}\n{w.log_tail(60)}" for w in workers if w.alive())
     missing, extra = set(expected) - set(seen), set(seen) - set(expected)
-    assert not missing and not extra, f"missing={missing} extra={extra}\n{logs}"
+    unexpected = "\n".join(shown[a] for a in extra)
+    assert not missing and not extra, f"missing={missing} extra={extra}\n{unexpected}\n{logs}"
     return seen
 
 
