@@ -9,6 +9,9 @@ index window keeps all of them). For each size, in one run:
     first checkpoint of the piece layout (every piece whole);
   - figure: checkpoints after each of `rounds` batches of `events` new events (the same N at both sizes),
     written as changes; and the restore of the final state from the table (checked equal in size).
+A second part does the same for a join partition whose producer lost halves: 20k and 200k requests waiting
+for their responses (`detection.max_pending_joins` is 200k), then `rounds` checkpoints after `events` more
+arrive and as many join; baseline: the whole-partition pickle and the first checkpoint (every piece whole).
 Times are CPU time (the machine is shared: wall time there measures the neighbours) of the write into an in-memory
 table (no Kafka produce: the bytes are what a changelog would carry), summed over the partitions; the ratios say
 whether a cost follows the index size or the change.
@@ -27,8 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 
+from schemas.events import Request
 from streams.kafka import checkpoint
 from streams.kafka.checkpoint import Checkpointer
+from streams.kafka.stages import JoinState
 from streams.settings import Settings
 from streams.testing.stagepipe import StagePipeline
 
@@ -160,6 +165,65 @@ def measure(
     }
 
 
+def _request(i: int) -> Request:
+    return Request(
+        type="request",
+        event_id=f"e{i}",
+        ts=1_780_000_000.0 + i * 0.001,
+        request_id=f"r{i}",
+        tenant_id=f"t{i % 50}",
+        model="m",
+        prompt_tokens=100 + i % 900,
+        cache_domain=f"d{i % 8}",
+    )
+
+
+def measure_waiting(args: Any, label: str, waiting: int, events: int, rounds: int) -> dict[str, Any]:
+    """A join partition with `waiting` request halves whose responses never came, then `rounds` checkpoints
+    after `events` more arrive and as many of the oldest join."""
+    s = Settings.model_validate({"detection": {"fingerprint_key": "bench-checkpoint-key"}})
+    st = JoinState.fresh(s.detection)
+    joiner = st.joiner
+    for i in range(waiting):
+        joiner.observe_request(_request(i))
+    counters: Counter[str] = Counter()
+    t0 = time.process_time()
+    old_bytes = len(checkpoint.dumps(st, counters))
+    old_ms = (time.process_time() - t0) * 1000
+    cp = Checkpointer(s.kafka, counters)
+    table: dict[bytes, bytes] = {}
+    t0 = time.process_time()
+    first = cp.write("join", 0, st, table)
+    first_ms = (time.process_time() - t0) * 1000
+    incr_ms: list[float] = []
+    incr_bytes: list[int] = []
+    at, oldest = waiting, 0
+    for r in range(rounds):
+        for i in range(at, at + events):
+            joiner.observe_request(_request(i))
+        for rid in list(joiner._requests)[:events]:  # their responses came: the pairs leave
+            joiner._requests.pop(rid)
+        at, oldest = at + events, oldest + events
+        t0 = time.process_time()
+        done = cp.write("join", 0, st, table)
+        incr_ms.append((time.process_time() - t0) * 1000)
+        incr_bytes.append(done.bytes)
+        c.log(args, f"waiting {label}: round {r + 1}/{rounds}: {incr_ms[-1]:.1f} ms CPU, {done.bytes:,} bytes")
+    again = Checkpointer(s.kafka, Counter()).restore("join", 0, table, s.detection)
+    assert isinstance(again, JoinState) and list(again.joiner._requests) == list(joiner._requests)
+    return {
+        "size": label,
+        "waiting": waiting,
+        "old_whole_ms": old_ms,
+        "old_whole_bytes": old_bytes,
+        "first_ms": first_ms,
+        "first_bytes": first.bytes,
+        "new_events": events,
+        "incr_ms": statistics.median(incr_ms),
+        "incr_bytes": int(statistics.median(incr_bytes)),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = c.parser(__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=None, help="new events per incremental checkpoint")
@@ -174,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, r in (("1x", rate), ("10x", rate * 10)):
         rows.append(measure(args, label, sim_lines(args, duration, r, events * rounds), events, rounds, repeat))
     one, ten = rows
+    waiting = c.pick(args, 20_000, 20_000, 2_000)
+    wrows = [measure_waiting(args, f"{n:,}", n, events * 10, rounds) for n in (waiting, waiting * 10)]
 
     def ratio(key: str) -> float:
         return ten[key] / one[key] if one[key] else float("nan")
@@ -188,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         "incr_bytes_mean_10x_over_1x": ratio("incr_bytes_mean"),
         "incr_over_old_whole_ms_10x": ten["incr_ms"] / ten["old_whole_ms"],
         "incr_over_old_whole_bytes_10x": ten["incr_bytes"] / ten["old_whole_bytes"],
+        "waiting_incr_ms_10x_over_1x": wrows[1]["incr_ms"] / wrows[0]["incr_ms"],
+        "waiting_incr_over_old_whole_ms_10x": wrows[1]["incr_ms"] / wrows[1]["old_whole_ms"],
+        "waiting_incr_over_old_whole_bytes_10x": wrows[1]["incr_bytes"] / wrows[1]["old_whole_bytes"],
     }
     columns = [
         "size",
@@ -208,6 +277,19 @@ def main(argv: list[str] | None = None) -> int:
         "domain partitions (sums; incr: median of the incremental checkpoints, mean: with whole rewrites)": c.table(
             rows, columns
         ),
+        "a join partition with waiting halves (a producer that lost the other halves)": c.table(
+            wrows,
+            [
+                "size",
+                "old_whole_ms",
+                "old_whole_bytes",
+                "first_ms",
+                "first_bytes",
+                "new_events",
+                "incr_ms",
+                "incr_bytes",
+            ],
+        ),
         "ratios": c.table([{"ratio": k, "value": v} for k, v in ratios.items()]),
     }
     # Checkpoint cost follows the change, not the index: at 10x the index, an incremental checkpoint costs
@@ -215,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     targets = {
         "incremental checkpoint CPU ms, 10x index / 1x": c.target(ratios["incr_ms_10x_over_1x"], 2.0, at_least=False),
         "incremental checkpoint bytes, 10x index / 1x": c.target(ratios["incr_bytes_10x_over_1x"], 2.0, at_least=False),
+        "incremental checkpoint CPU ms, 10x waiting halves / 1x": c.target(
+            ratios["waiting_incr_ms_10x_over_1x"], 2.0, at_least=False
+        ),
     }
     params = {"duration_s": duration, "rates": [rate, rate * 10], "events": events, "rounds": rounds}
     path = c.write(
@@ -226,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio=ratios,
         targets=targets,
         tables=tables,
-        extra={"rows": rows},
+        extra={"rows": rows, "waiting_rows": wrows},
     )
     c.report("checkpoints: whole vs incremental, at 1x and 10x the index", tables, targets, path)
     return 0

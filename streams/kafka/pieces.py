@@ -6,8 +6,12 @@ A domain partition is cut into
     ("ix", name)     its ContentIndex: whole, or the texts inserted and dropped since the last copy
     ("sp", name)     its TenantSpread: whole, or the bytes set since the last copy
     ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
-and a join partition is ("dd",) and ("join",), the rest of it. A direct partition (streams/kafka/direct.py)
-is a domain partition whose ("part",) holds the Monitor, its deduper cut out as ("dd",): the deduper holds
+    ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
+                     whole, or the keys that left and the halves that came (found by comparison, see
+                     `_waiting_changes`: nothing is tracked per event)
+and a join partition is ("dd",), its two ("wait", half) and ("join",), the rest of it. A direct partition
+(streams/kafka/direct.py) is a domain partition whose ("part",) holds the Monitor, its deduper and waiting
+halves cut out as ("dd",) and ("wait", half): the deduper holds
 every event id of its window, which grows with the window, not with what changed. Pickle persistent ids
 make the cuts: where the partition pickles a DomainMonitor it writes the monitor's name, where a monitor
 pickles its index it writes
@@ -23,10 +27,11 @@ from __future__ import annotations
 import contextlib
 import io
 import pickle
+import weakref
 import zlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -47,8 +52,10 @@ Name = tuple[str, ...]
 PART: Name = ("part",)
 JOIN: Name = ("join",)
 DEDUP: Name = ("dd",)
+WAIT_REQ: Name = ("wait", "request")
+WAIT_RESP: Name = ("wait", "response")
 # Pieces that can be copied as their changes since the last copy; the others are always copied whole.
-INCREMENTAL = ("ix", "sp", "dd")
+INCREMENTAL = ("ix", "sp", "dd", "wait")
 
 
 def _dedup_of(state: Any) -> Deduper | None:
@@ -58,12 +65,84 @@ def _dedup_of(state: Any) -> Deduper | None:
     return state.monitor.dedup if isinstance(state, DirectState) else None
 
 
+def _waiting_of(state: Any) -> tuple[OrderedDict[str, Any], OrderedDict[str, Any]] | None:
+    """The Joiner's waiting halves: up to `max_pending_joins` (200k) of them when a producer loses halves."""
+    if isinstance(state, JoinState):
+        joiner = state.joiner
+    elif isinstance(state, DirectState):
+        joiner = state.monitor.joiner
+    else:
+        return None
+    return joiner._requests, joiner._responses
+
+
+# The waiting halves as of each one's last copy, by the live dict's id (a dict cannot be a weak key): what
+# changed since is found by comparing at each cut instead of tracking each insert and removal on the
+# per-event path. The weak reference drops the entry with the dict.
+@dataclass(slots=True)
+class _Seen:
+    ref: weakref.ref[Any]
+    halves: dict[str, Any]
+    delta: tuple[list[str], list[tuple[str, Any]]] | None = None  # found by the cut, applied by its mark
+
+
+_SEEN: dict[int, _Seen] = {}
+
+
+def _seen(live: OrderedDict[str, Any]) -> _Seen | None:
+    entry = _SEEN.get(id(live))
+    return entry if entry is not None and entry.ref() is live else None
+
+
+def _mark_waiting(live: OrderedDict[str, Any]) -> None:
+    entry = _seen(live)
+    if entry is not None and entry.delta is not None:
+        gone, came = entry.delta  # what the cut found: the copy follows it in O(changes)
+        for k in gone:
+            entry.halves.pop(k, None)
+        entry.halves.update(came)
+        entry.delta = None
+        return
+    key = id(live)
+    _SEEN[key] = _Seen(weakref.ref(live, lambda _ref, key=key: _SEEN.pop(key, None)), dict(live))  # type: ignore[misc]
+
+
+def _waiting_changes(live: OrderedDict[str, Any]) -> tuple[list[str], list[tuple[str, Any]]] | None:
+    """(keys gone, halves come) since the last mark; None if never marked. Replayed in that order they give
+    the live order: the Joiner only appends and removes (never moves a half), so the halves that stayed
+    keep their order ahead of every half that came since, which are a suffix of the live order, read from
+    the end in O(changes); a key whose half was replaced leaves and comes. If the counts show the suffix
+    was not all of them, every half is compared."""
+    entry = _seen(live)
+    if entry is None:
+        return None
+    seen = entry.halves
+    gone = list(seen.keys() - live.keys())  # C speed: a set difference of the keys
+    came: list[tuple[str, Any]] = []
+    for k in reversed(live):
+        h = live[k]
+        if seen.get(k) is h:
+            break
+        came.append((k, h))
+    came.reverse()
+    replaced = [k for k, _ in came if k in seen]
+    if len(live) - len(came) != len(seen) - len(gone) - len(replaced):
+        came = [(k, h) for k, h in live.items() if seen.get(k) is not h]
+        replaced = [k for k, _ in came if k in seen]
+    entry.delta = ([*gone, *replaced], came)
+    return entry.delta
+
+
 def parts(state: State) -> Iterator[tuple[Name, Any]]:
     """Every piece of the state with the live object it copies; children before their parent (the order
     `assemble` needs)."""
     dedup = _dedup_of(state)
     if dedup is not None:
         yield DEDUP, dedup
+    waiting = _waiting_of(state)
+    if waiting is not None:
+        yield WAIT_REQ, waiting[0]
+        yield WAIT_RESP, waiting[1]
     if isinstance(state, JoinState):
         yield JOIN, state
         return
@@ -99,12 +178,17 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     """A whole copy of one piece, with its child pieces and the process's objects left out by name."""
     if name in (PART, JOIN):
         dedup = _dedup_of(obj)
+        requests, responses = _waiting_of(obj) or (None, None)
 
         def cut(o: object) -> Any:
             if isinstance(o, DomainMonitor):
                 return ("dm", o.cache_domain)
             if o is dedup and dedup is not None:
                 return DEDUP
+            if o is requests and requests is not None:
+                return WAIT_REQ
+            if o is responses and responses is not None:
+                return WAIT_RESP
             return process_id(o, counters)
 
     elif name[0] == "dm":
@@ -115,6 +199,11 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
                 return ("ix", name[1])
             if o is spread:
                 return ("sp", name[1])
+            return process_id(o, counters)
+
+    elif name[0] == "wait":
+        # Halves hold events and fingerprints (no process objects), but the cut costs nothing to keep.
+        def cut(o: object) -> Any:
             return process_id(o, counters)
 
     elif name[0] in INCREMENTAL:
@@ -169,6 +258,11 @@ def changes(name: Name, obj: Any) -> bytes | None:
     """The piece's changes since its last `mark`, b"" if there are none, None if only a whole copy will do."""
     if name[0] not in INCREMENTAL:
         return None
+    if name[0] == "wait":
+        waited = _waiting_changes(obj)
+        if waited is None:
+            return None
+        return _pickle(waited, lambda o: None) if waited[0] or waited[1] else b""
     if isinstance(obj, Deduper):
         ids = obj.changes()
         if ids is None:
@@ -189,7 +283,9 @@ def changes(name: Name, obj: Any) -> bytes | None:
 
 def mark(name: Name, obj: Any) -> None:
     """The piece was copied: its changes count from here."""
-    if name[0] in INCREMENTAL:
+    if name[0] == "wait":
+        _mark_waiting(obj)
+    elif name[0] in INCREMENTAL:
         obj.mark()
 
 
@@ -213,13 +309,18 @@ def assemble(
         unpickler.persistent_load = known.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
 
-    for kind in ("ix", "sp", "dd"):
+    for kind in ("ix", "sp", "dd", "wait"):
         for name, blobs in pieces.items():
             if name[0] != kind:
                 continue
             obj = load(blobs[0])
             for blob in blobs[1:]:
-                if isinstance(obj, ContentIndex):
+                if kind == "wait":
+                    gone, came = load(blob)
+                    for k in gone:
+                        obj.pop(k, None)
+                    obj.update(came)
+                elif isinstance(obj, ContentIndex):
                     obj.replay(_unpack_docs(load(blob)))
                 elif isinstance(obj, TenantSpread):
                     obj.apply(_unpack_spread(load(blob)))
