@@ -165,7 +165,7 @@ def tables_of(m: Measured, rows: list[dict[str, Any]], defaults: Settings) -> di
         + f"\n\nscaling 2 vs 1 = {scaling:.2f}x ({os.cpu_count()} cores shared with the broker and this"
         " process: below 2x is expected)"
         + (
-            f"; direct topology, the traffic over 12 cache domains: 1 worker "
+            f"; direct topology, the traffic over 48 cache domains and 12 input partitions: 1 worker "
             f"{m.d1s['end_to_end_events_per_s']:,.0f} ev/s, 2 workers {m.d2s['end_to_end_events_per_s']:,.0f} ev/s "
             f"= {m.direct_scaling:.2f}x (the busier worker read {busiest_share(m.d2s):.0%} of the events: "
             f"at most {1 / busiest_share(m.d2s):.2f}x with these partitions' domains)"
@@ -192,7 +192,11 @@ def targets_of(m: Measured) -> dict[str, Any]:
                 direct_p99 if direct_p99 is not None else float("inf"), TARGET_P99_MS, at_least=False, unit=" ms"
             ),
             **(
-                {"direct topology: two workers >= 1.8x one (12 cache domains)": c.target(m.direct_scaling, 1.8)}
+                {
+                    "direct topology: two workers >= 1.8x one (48 domains, 12 partitions)": c.target(
+                        m.direct_scaling, 1.8
+                    )
+                }
                 if m.direct_scaling is not None
                 else {}
             ),

@@ -54,6 +54,8 @@ from streams.testing.kafkanames import KafkaNames
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 DIRECT_ENV = {"CROSSTALK_KAFKA__TOPOLOGY": "direct"}
+SPREAD_WAYS = 16  # the direct scaling run: 48 cache domains ...
+SPREAD_PARTITIONS = 12  # ... over 12 input partitions
 
 
 def names(bootstrap: str, tag: str) -> KafkaNames:
@@ -121,15 +123,19 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
             db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
             c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
-        # 6b: direct, one vs two workers, on the same traffic over 4x the cache domains (one domain is one
-        # partition: the three of the simulated service cannot spread over two workers evenly).
-        smsgs, sdomains, _ = direct_input(spread_domains(lines, 4), defaults.kafka.input_partitions)
+        # 6b: direct, one vs two workers, on the same traffic over SPREAD_WAYS x the cache domains and
+        # SPREAD_PARTITIONS input partitions (a domain is read by one worker: the three domains of the
+        # simulated service, of unequal traffic, cannot spread over two workers evenly; a deployment that
+        # scales out has many engine instances and more partitions than workers).
+        spread_env = {**DIRECT_ENV, "CROSSTALK_KAFKA__INPUT_PARTITIONS": str(SPREAD_PARTITIONS)}
+        smsgs, sdomains, _ = direct_input(spread_domains(lines, SPREAD_WAYS), SPREAD_PARTITIONS)
+        spread = f"{3 * SPREAD_WAYS} domains, {SPREAD_PARTITIONS} partitions"
         with names(args.bootstrap, "direct-spread-one") as s1n:
-            d1s = run_workers(args, s1n, len(smsgs), sdomains, 1, workdir, smsgs, DIRECT_ENV)
-            c.log(args, f"1 worker, direct, 12 domains: end-to-end {d1s['end_to_end_events_per_s']:,.0f} ev/s")
+            d1s = run_workers(args, s1n, len(smsgs), sdomains, 1, workdir, smsgs, spread_env)
+            c.log(args, f"1 worker, direct, {spread}: end-to-end {d1s['end_to_end_events_per_s']:,.0f} ev/s")
         with names(args.bootstrap, "direct-spread-two") as s2n:
-            d2s = run_workers(args, s2n, len(smsgs), sdomains, 2, workdir, smsgs, DIRECT_ENV)
-            c.log(args, f"2 workers, direct, 12 domains: end-to-end {d2s['end_to_end_events_per_s']:,.0f} ev/s")
+            d2s = run_workers(args, s2n, len(smsgs), sdomains, 2, workdir, smsgs, spread_env)
+            c.log(args, f"2 workers, direct, {spread}: end-to-end {d2s['end_to_end_events_per_s']:,.0f} ev/s")
         # 4: latency at half the sustained (end-to-end) rate of one worker.
         half = 0.5 * r1["end_to_end_events_per_s"]
         background = [orjson.loads(raw) for raw in lines]
