@@ -30,6 +30,7 @@ class _Run(NamedTuple):
     start: int  # position of its first fingerprint in the output
     last: int  # position of its last match
     bridged: int = 0  # fingerprints bridged since the last match (`ContentIndex.query`, `bridge`)
+    units: float = 0.0  # summed tokens per unit of the source text over the matches, unsplit (`_measure`)
 
 
 # Model tokens per unit by unit class (docs/adr/0004, tokens table, and "2026-11-30 (attribution)"): a text whose
@@ -126,6 +127,9 @@ class Overlap:
     # Per source, its runs that do not continue the receiver's own text: (matches, k-gram positions the run covers in
     # the output, first to last, or 0 when the output's positions are unknown) (docs/adr/0004, "coverage").
     free_runs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # Per source, its runs where the output's positions are known: (first unit, last unit its k-grams cover, tokens per
+    # unit of its text, first and last fingerprint in the output) (`ContentIndex._measure`).
+    pieces: dict[str, list[tuple[int, float, float, int, int]]] = field(default_factory=dict)
 
     def leaked_tokens(self, tenant: str) -> float:
         """Estimated tokens of `tenant`'s text in the output: its long passages, and once one proves it a source,
@@ -404,6 +408,8 @@ class ContentIndex:
                 self._close(ov, src, r, attached, positions)
             elif r.length >= long_run:
                 ov.session_long[src] += r.length
+        if positions is not None:
+            self._measure(ov)
         for src in ov.free_run:
             if ov.free_run[src] >= long_run:
                 ov.chance[src] = self._chance(src, hashes, own_prompt, explained, ov.long_spans[src])
@@ -443,6 +449,43 @@ class ContentIndex:
             n += 1
         return held, n
 
+    @staticmethod
+    def _measure(ov: Overlap) -> None:
+        """Each source's pages in the output, measured in the units its runs cover (docs/adr/0004, "measured pages"):
+        what the tokens that rank the sources (`Overlap.ranked_tenants`) count when the output's positions are known.
+
+        A run's k-grams cover positions[first] .. positions[last] + k - 1; runs of one source whose coverage touches
+        or overlaps are one page, cut where a fingerprint was explained away (the receiver's older history, a k-gram
+        selected twice). Winnowing leaves 0 to w - 1 of a page's units unselected at each end (every window of w
+        k-grams inside it selects one), (w - 1) / 3 on average (exact for w = 2, measured for w = 3, 4, 6 over 3,000
+        random pages each: 0.67, 1.0, 1.67 per end): a page is its covered units plus 2 (w - 1) / 3. A page is
+        the source's text whoever else had some of its k-grams: its units count whole, at the source text's rate
+        (no split credit). A shared k-gram only says something where it is not inside another source's page: a
+        short run of one source within a long run of another (a k-gram both texts hold) adds nothing to it, so
+        two candidates are told apart by the units only one of them explains."""
+        ends = (2 * ov.gap - 2) * 2 / 3  # 2 (w - 1) / 3: gap = (w + 1) / 2
+        inside = [(src, first, last) for src, spans in ov.long_spans.items() for first, last in spans]
+        for src, pieces in ov.pieces.items():
+            pieces.sort()
+            end = -2.0  # no page yet: the first one starts a page
+            long = short = 0.0
+            for first, last, rate, i, j in pieces:
+                is_long = (i, j) in ov.long_spans.get(src, ())
+                if not is_long and any(o != src and a <= i and j <= b for o, a, b in inside):
+                    continue
+                units = max(0.0, last - max(first, end + 1) + 1)
+                if first > end + 1:
+                    units += ends
+                end = max(end, last)
+                if is_long:
+                    long += units * rate
+                else:
+                    short += units * rate
+            if long:
+                ov.tokens[src] = long
+            if short:
+                ov.short_tokens[src] = short
+
     def _bridge(self, h: int, prev: _Runs, runs: _Runs, bridge: int, owners: dict[str, int] | None = None) -> None:
         """Carry the open tenant runs whose source holds the explained fingerprint `h` over it (see `query`)."""
         for src, r in prev.items():
@@ -472,9 +515,11 @@ class ContentIndex:
         r = prev.get(other)
         if r is None:
             ov.passages[other] += 1
-            r = _Run(1, weight, share * unit_tokens(doc.tpu), i, i)
+            ut = unit_tokens(doc.tpu)
+            r = _Run(1, weight, share * ut, i, i, 0, ut)
         else:
-            r = _Run(r.length + 1, r.weight + weight, r.tokens + share * unit_tokens(doc.tpu), r.start, i)
+            ut = unit_tokens(doc.tpu)
+            r = _Run(r.length + 1, r.weight + weight, r.tokens + share * ut, r.start, i, 0, r.units + ut)
         runs[other] = r
         ov.evidence[other] = ov.evidence.get(other, 0.0) + weight
         ov.matched.setdefault(other, []).append(h)
@@ -597,9 +642,17 @@ class ContentIndex:
                 at = positions[r.start : r.last + 1]
                 cover = max(at) - min(at) + 1
             ov.free_runs.setdefault(src, []).append((r.length, cover))
-        # A run over p fingerprints (matches and bridged ones) spans about p * gap + edge units; their tokens at the
-        # source text's own rate, weighted by the matches' mean share (1 unless other tenants in the window had them).
-        tokens = r.tokens / r.length * ((r.last - r.start + 1) * ov.gap + ov.edge)
+        # With the output's positions the run's page is measured after the query (`_measure`); without, a run over p
+        # fingerprints (matches and bridged ones) spans about p * gap + edge units (one selection per gap units), their
+        # tokens at the source text's own rate, weighted by the matches' mean share (1 unless other tenants in the
+        # window had them).
+        if positions is not None:
+            tokens = 0.0
+            ov.pieces.setdefault(src, []).append(
+                (positions[r.start], positions[r.last] + ov.edge, r.units / r.length, r.start, r.last)
+            )
+        else:
+            tokens = r.tokens / r.length * ((r.last - r.start + 1) * ov.gap + ov.edge)
         if r.length < ov.long_run:
             ov.short_tokens[src] = ov.short_tokens.get(src, 0.0) + tokens
             return
