@@ -65,8 +65,15 @@ class KafkaSettings(_Section):
     batch_max: int = Field(
         default=1000,
         ge=1,
-        description="input messages an input stage takes at once: what the consumer fetched, up to this many "
-        "(no wait for more: a quiet input adds no latency, a busy one is read in large batches)",
+        description="input messages an input stage takes at once (staged: one internal message each way; "
+        "direct: what the consumer fetched, up to this many)",
+    )
+    batch_wait_s: float = Field(
+        default=0.05,
+        gt=0,
+        description="staged ingest: ... or whatever arrived within this long: the batching's added latency (50 ms: "
+        "one event per message ran at ~2x the rate of 10 ms, every small batch costing messages at every stage; "
+        "without a window, at 3,000 events/s p50 rose from ~0.17 to ~1.3 s)",
     )
     snapshot_every: int = Field(
         default=2000, ge=1, description="checkpoint a partition's state after this many messages"

@@ -122,17 +122,15 @@ class KafkaPipeline:
         self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
         self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
         parts = k.internal_partitions
-        # Both topologies read the input as the consumer fetched it (streams/kafka/consumer.py): one list
-        # per fetch, handed to the input stage through this bounded queue, with no Faust event per message.
-        # The input agent stays subscribed: it makes the consumer subscribe to the topic and assign the
-        # tables with it, and a crash restarts its loop as any agent's.
-        self.input_queue: asyncio.Queue[tuple[int, list[Any]]] = asyncio.Queue(maxsize=4)
-        app.batch_handlers[n.input] = self._input_intake
         if k.topology == "direct":
             # One stage on the input topic; its table is co-partitioned with it (streams/kafka/direct.py).
             self.direct_table = app.Table(
                 n.direct_table, partitions=k.input_partitions, key_type=bytes, value_type=bytes
             )
+            # The direct input as the consumer fetched it (streams/kafka/consumer.py): one list per fetch,
+            # handed over through this bounded queue, with no Faust event per message.
+            self.input_queue: asyncio.Queue[tuple[int, list[Any]]] = asyncio.Queue(maxsize=4)
+            app.batch_handlers[n.input] = self._input_intake
             app.agent(self.input_topic, name="direct", concurrency=1)(self._direct)
         else:
             self.join_table = app.Table(n.join_table, partitions=parts, key_type=bytes, value_type=bytes)
@@ -309,37 +307,18 @@ class KafkaPipeline:
             await topic.send(key=None, value=frames.encode(batch), partition=send.partition)
             self.counters[counter] += 1
 
-    # -- the input, as fetched --
-    async def _input_intake(self, messages: list[Any]) -> None:
-        """The consumer's hand-over of one fetched batch (streams/kafka/consumer.py); waits when full."""
-        await self.input_queue.put((self.revocations, messages))
-
-    async def _next_input(self, stage: str) -> list[Any]:
-        """The next handed-over messages, with those queued behind them in the same generation (up to
-        batch_max). A batch handed over before a revocation is dropped whole, even for a partition assigned
-        back: after the rebalance the consumer reads again from the last commit, and a stale batch first
-        would move the partition's fresh state past messages it never saw (skipped as replays), or send
-        marks for a partition another worker now reads."""
-        queue, most = self.input_queue, self.kafka.batch_max
-        while True:
-            gen, messages = await queue.get()
-            while len(messages) < most and not queue.empty() and queue._queue[0][0] == gen:  # type: ignore[attr-defined]
-                messages.extend(queue.get_nowait()[1])  # the consumer handed this list over: ours now
-            if gen == self.revocations:
-                return messages
-            self.counters[f"{stage}.revoked_skipped"] += len(messages)
-
     # -- stage 1: ingest --
     async def _ingest(self, stream: Any) -> Any:
-        """The agent on the input topic (staged). Its stream stays empty: the messages come as fetched
-        (`_next_input`), with no wait for a batch to fill, so a quiet input costs no added latency and a
-        busy one is read in large batches. Acked once their items are sent; a commit flushes the producer
-        first."""
-        consumer = self.app.consumer
-        while True:
-            messages = await self._next_input("ingest")
-            gen = self.revocations
-            msgs = [InputMessage(m.partition, m.offset, m.key, m.value, _is_ndjson(m.headers)) for m in messages]
+        # take_events acks a batch only after this body has sent it; a commit flushes the producer first. The
+        # window matters: each ingest batch is a message to every join partition, so taking the input as
+        # fetched (no wait) multiplied the internal messages at moderate rates (ADR 0003, 2026-12-01).
+        async for events in stream.take_events(self.kafka.batch_max, within=self.kafka.batch_wait_s):
+            msgs = [
+                InputMessage(
+                    e.message.partition, e.message.offset, e.message.key, e.message.value, _is_ndjson(e.message.headers)
+                )
+                for e in events
+            ]
             res = self.ingest.read(msgs, time.monotonic(), time.time())
             for dl in res.dead:
                 await self._dead_letter(dl)
@@ -347,16 +326,9 @@ class KafkaPipeline:
                 for event_type in res.event_types:
                     self.sinks.on_event(event_type)
             async with self.send_lock:
-                if gen != self.revocations:
-                    # Revoked while dead letters were sent: the next owner reads these from the last ack.
-                    self.counters["ingest.revoked_skipped"] += len(messages)
-                    continue
                 self.ingest.publish(res.newest)
                 for send in self.ingest.sends(res.to_join, time.monotonic(), force=False):
                     await self._send(self.join_topic, send, "ingest.batches")
-            if gen == self.revocations:  # else the next owner reads them again from the last ack
-                for m in messages:
-                    m.ack(consumer)
 
     async def _heartbeat(self) -> None:
         """Marks to every join partition on a wall-clock timer, so that watermarks (and the alerts they
@@ -370,12 +342,27 @@ class KafkaPipeline:
             self.counters["ingest.heartbeats"] += 1
 
     # -- the direct topology's one stage --
+    async def _input_intake(self, messages: list[Any]) -> None:
+        """The consumer's hand-over of one fetched batch (streams/kafka/consumer.py); waits when full."""
+        await self.input_queue.put((self.revocations, messages))
+
     async def _direct(self, stream: Any) -> Any:
-        """The agent on the input topic (direct). Its stream stays empty: the messages come as fetched
-        (`_next_input`), each partition's to its Monitor."""
+        """The agent on the input topic. Its stream stays empty: the consumer hands the topic's messages
+        over in fetched batches (`_input_intake`), a bounded queue apart, without a Faust event each.
+        The agent stays so that the consumer subscribes to the topic and assigns the table with it, and
+        so that a crash restarts this loop as any agent's. A batch handed over before a revocation is
+        dropped whole, even for a partition assigned back: after the rebalance the consumer reads again
+        from the last commit, and a stale batch first would move the partition's fresh state past
+        messages it never saw (they would then be skipped as replays)."""
+        queue, most = self.input_queue, self.kafka.batch_max
         while True:
-            messages = await self._next_input("direct")
-            await self._direct_batch(messages, self.revocations)
+            gen, messages = await queue.get()
+            while len(messages) < most and not queue.empty() and queue._queue[0][0] == gen:  # type: ignore[attr-defined]
+                messages.extend(queue.get_nowait()[1])  # the consumer handed this list over: ours now
+            if gen != self.revocations:
+                self.counters["direct.revoked_skipped"] += len(messages)
+                continue
+            await self._direct_batch(messages, gen)
 
     async def _direct_batch(self, messages: list[Any], gen: int) -> None:
         """Each partition's messages to its Monitor; acked only via a checkpoint (Checkpointer). Table

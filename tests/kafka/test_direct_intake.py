@@ -1,9 +1,8 @@
-"""The input's hand-over from the consumer (streams/kafka/consumer.py) to the input stage, without a broker:
+"""The direct topology's hand-over from the consumer (streams/kafka/consumer.py) to its stage, without a broker:
 the worker's own KafkaPipeline (Faust app built, not started). A batch handed over before a revocation is dropped
 whole, even when its partition comes back to the same worker: the consumer reads it again from the last commit,
-and processing the stale copy first would move the fresh state past messages it never saw. The staged ingest
-acks a batch only once its items are sent, and never a stale one. The same hand-over runs on the real broker
-in tests/integration/ (two workers, SIGKILL)."""
+and processing the stale copy first would move the fresh state past messages it never saw. The same hand-over
+runs on the real broker in tests/integration/test_kafka_direct.py (two workers, SIGKILL)."""
 
 from __future__ import annotations
 
@@ -79,49 +78,3 @@ def test_revoking_only_internal_partitions_keeps_the_batches(tmp_path: Path) -> 
 
     asyncio.run(run())
     assert batches == [(0, ["m1"])]
-
-
-class Acked:
-    """A handed-over message the staged ingest acks once its items are sent."""
-
-    def __init__(self, offset: int) -> None:
-        self.partition, self.offset, self.key, self.headers = 0, offset, None, None
-        self.value = b'{"type": "nonsense"}'  # dead-lettered: the stage's own send path is not exercised
-        self.acked = False
-
-    def ack(self, consumer: Any) -> None:
-        self.acked = True
-
-
-def test_staged_ingest_drops_a_stale_batch_unacked_and_acks_the_fresh_one(tmp_path: Path) -> None:
-    s = Settings(
-        detection={"fingerprint_key": "unit-test-fingerprint-key"},
-        kafka={"data_dir": str(tmp_path), "topology": "staged"},
-    )
-    pipe = KafkaPipeline(s)
-    dead: list[Any] = []
-
-    async def park(dl: Any) -> None:
-        dead.append(dl)
-
-    pipe._dead_letter = park  # type: ignore[method-assign]
-    tp = TP(pipe.names.input, 0)
-    stale, fresh = [Acked(0), Acked(1)], [Acked(2)]
-
-    async def run() -> None:
-        await pipe._on_assigned(pipe.app, {tp})
-        await pipe._input_intake(stale)
-        await pipe._on_revoked(pipe.app, {tp})
-        await pipe._on_assigned(pipe.app, {tp})
-        await pipe._input_intake(fresh)
-        task = asyncio.create_task(pipe._ingest(None))
-        for _ in range(20):
-            await asyncio.sleep(0)
-        task.cancel()
-
-    asyncio.run(run())
-    # The stale batch is neither read nor acked: its partition's next owner reads it from the last commit.
-    assert [m.acked for m in stale] == [False, False]
-    assert pipe.counters["ingest.revoked_skipped"] == 2
-    assert [m.acked for m in fresh] == [True]
-    assert [d.offset for d in dead] == [2]
