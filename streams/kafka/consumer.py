@@ -149,10 +149,11 @@ async def flush_all(producer: Any) -> None:
     with the client; the client's flush then waits for the broker."""
     buffer = producer.buffer
     # A threaded producer's buffer runs on its own loop; a buffer not started sends nothing to wait for.
-    if buffer.started and not producer.app.conf.producer_threaded:
+    if buffer.started and not buffer.should_stop and not producer.app.conf.producer_threaded:
         barrier = _Barrier()
         buffer.put(barrier)
-        await barrier.reached
+        # Returns early if the buffer stops meanwhile (a worker shutting down sends nothing more).
+        await buffer.wait(barrier.reached)
     await producer.flush()
 
 

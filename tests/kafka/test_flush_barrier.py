@@ -62,3 +62,22 @@ def test_fausts_flush_returns_with_writes_still_buffered() -> None:
 
 def test_the_barrier_hands_every_earlier_write_to_the_client_before_it_flushes() -> None:
     assert run("barrier") == ["client has piece", "client has manifest", "client flushed"]
+
+
+def test_the_barrier_does_not_wait_for_a_buffer_that_stops() -> None:
+    # A worker shutting down: its buffer stops while a send hangs; the flush must not hang with it.
+    async def main() -> None:
+        log: list[str] = []
+        buffer = ProducerBuffer()
+        buffer.app = SimpleNamespace(conf=SimpleNamespace(producer_threaded=False))  # type: ignore[assignment]
+        await buffer.start()
+        buffer.put(SimpleNamespace(message=SimpleNamespace(channel=SlowChannel(log, "stuck", 3600))))  # type: ignore[arg-type]
+        flushing = asyncio.create_task(flush_all(Producer(buffer, log)))
+        await asyncio.sleep(0.2)
+        assert not flushing.done()
+        buffer.pending._queue.clear()  # type: ignore[attr-defined]  # what a stop leaves unsent
+        await buffer.stop()
+        await asyncio.wait_for(flushing, 5)
+        assert log == ["client flushed"]
+
+    asyncio.run(main())
