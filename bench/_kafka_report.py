@@ -140,6 +140,32 @@ def scale_rows(m: Measured) -> list[dict[str, Any]]:
     ]
 
 
+def cpu_rows(m: Measured) -> list[dict[str, Any]]:
+    """Where the machine's CPU went during the scaling runs: the workers' own processes, and the rest (the
+    broker, the harness publishing and polling). Two workers can be at most (their cores with two) / (with
+    one) times as fast as one, whatever their code."""
+    out = []
+    for label, run in (
+        ("staged, 1 worker", m.one),
+        ("staged, 2 workers", m.r2),
+        ("direct, 1 worker", m.d1s),
+        ("direct, 2 workers", m.d2s),
+    ):
+        cpu = (run or {}).get("cpu") or {}
+        if cpu.get("wall_s"):
+            wall = cpu["wall_s"]
+            out.append(
+                {
+                    "run": label,
+                    "seconds": wall,
+                    "workers' cores": cpu["workers_cpu_s"] / wall,
+                    "broker + harness cores": (cpu["machine_busy_cpu_s"] - cpu["workers_cpu_s"]) / wall,
+                    "idle cores": (os.cpu_count() or 1) - cpu["machine_busy_cpu_s"] / wall,
+                }
+            )
+    return out
+
+
 def busiest_share(run: dict[str, Any]) -> float:
     """The largest share of the events any one worker read (one domain is one partition)."""
     counts = run.get("per_worker_ingest") or [1]
@@ -161,6 +187,7 @@ def tables_of(m: Measured, rows: list[dict[str, Any]], defaults: Settings) -> di
             else ""
         ),
         "latency event -> alert at half the sustained end-to-end rate": c.table(latency_rows(m, defaults)),
+        "where the CPU went during the scaling runs (from /proc)": c.table(cpu_rows(m)),
         "one vs two workers (same app id; each joined and ready before the input is published)": c.table(scale_rows(m))
         + f"\n\nscaling 2 vs 1 = {scaling:.2f}x ({os.cpu_count()} cores shared with the broker and this"
         " process: below 2x is expected)"

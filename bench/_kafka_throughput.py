@@ -5,6 +5,7 @@ ceilings, and workers timed from their /counters and the alerts of the end marke
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -159,6 +160,23 @@ def _wait_all_ready(workers: list[WorkerProcess], timeout_s: float, settle_s: fl
     time.sleep(settle_s)
 
 
+def _cpu_now(workers: Sequence[Any]) -> tuple[float, float, float] | None:
+    """(the workers' CPU seconds, the machine's busy CPU seconds, monotonic time) from /proc; None elsewhere."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+        busy = (user + nice + system + irq + softirq + steal) / tick
+        own = 0.0
+        for w in workers:
+            stat = Path(f"/proc/{w.proc.pid}/stat").read_text()
+            rest = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+            own += (int(rest[11]) + int(rest[12])) / tick  # utime, stime
+        return own, busy, time.monotonic()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_workers(
     args: Any,
     names: KafkaNames,
@@ -191,6 +209,7 @@ def run_workers(
     samples_join: list[tuple[float, int]] = []
     alerts_total = 0
     workers: list[WorkerProcess] = []
+    cpu_start = cpu_end = None
     timeout_s = c.pick(args, full=900.0, quick=300.0, tiny=180.0)
     progress = c.Progress(f"{n_workers} worker(s)", msgs_total, enabled=not args.no_progress)
     try:
@@ -200,6 +219,7 @@ def run_workers(
         if publish_when_ready is not None:
             _wait_all_ready(workers, timeout_s=120.0)
             t_launch = time.perf_counter()
+            cpu_start = _cpu_now(workers)
             asyncio.run(publish(names.bootstrap, names.input_topic, list(publish_when_ready)))
         deadline = time.monotonic() + timeout_s
         last_counters = 0.0
@@ -229,6 +249,7 @@ def run_workers(
             done_ingest = bool(samples_ingest) and samples_ingest[-1][1] >= msgs_total
             done_join = bool(samples_join) and samples_join[-1][1] >= msgs_total
             if done_ingest and done_join and len(seen) == len(markers):
+                cpu_end = _cpu_now(workers)
                 break
             for w in workers:
                 if not w.alive():
@@ -265,6 +286,15 @@ def run_workers(
     t_e2e = max(seen.values())
     t10, t90 = _interp(samples_ingest, 0.1 * msgs_total), _interp(samples_ingest, 0.9 * msgs_total)
     j10, j90 = _interp(samples_join, 0.1 * msgs_total), _interp(samples_join, 0.9 * msgs_total)
+    cpu: dict[str, float] = {}
+    if publish_when_ready is not None and cpu_start is not None and cpu_end is not None:
+        # Where the machine's CPU went while the input was published and read: the workers (their own
+        # processes) and everything else (the broker, this harness publishing and polling).
+        cpu = {
+            "wall_s": cpu_end[2] - cpu_start[2],
+            "workers_cpu_s": cpu_end[0] - cpu_start[0],
+            "machine_busy_cpu_s": cpu_end[1] - cpu_start[1],
+        }
     counters: dict[str, int] = {}
     for x in final:
         for k, v in (x or {}).get("counters", {}).items():
@@ -282,6 +312,7 @@ def run_workers(
         "join_steady_10_90_events_per_s": 0.8 * msgs_total / (j90 - j10) if j10 and j90 and j90 > j10 else None,
         "alerts_read": alerts_total,
         "counters": counters,
+        "cpu": cpu,
         # Each worker's share of the events it read: 1 / the largest share bounds the scaling.
         "per_worker_ingest": [
             sum(v for k, v in (x or {}).get("counters", {}).items() if k in INGEST_EVENT_KEYS) for x in final

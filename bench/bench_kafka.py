@@ -58,9 +58,9 @@ SPREAD_WAYS = 16  # the direct scaling run: 48 cache domains ...
 SPREAD_PARTITIONS = 12  # ... over 12 input partitions
 
 
-def names(bootstrap: str, tag: str) -> KafkaNames:
-    """Unique app id and topics for one stage of the run."""
-    return KafkaNames.unique(bootstrap, f"bench-{tag}")
+def names(bootstrap: str, tag: str, **kafka: Any) -> KafkaNames:
+    """Unique app id and topics for one stage of the run (created with these Kafka settings)."""
+    return KafkaNames.unique(bootstrap, f"bench-{tag}", **kafka)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         spread_env = {**DIRECT_ENV, "CROSSTALK_KAFKA__INPUT_PARTITIONS": str(SPREAD_PARTITIONS)}
         smsgs, sdomains, _ = direct_input(spread_domains(lines, SPREAD_WAYS), SPREAD_PARTITIONS)
         spread = f"{3 * SPREAD_WAYS} domains, {SPREAD_PARTITIONS} partitions"
-        with names(args.bootstrap, "direct-spread-one") as s1n:
+        with names(args.bootstrap, "direct-spread-one", input_partitions=SPREAD_PARTITIONS) as s1n:
             d1s = run_workers(args, s1n, len(smsgs), sdomains, 1, workdir, smsgs, spread_env)
             c.log(args, f"1 worker, direct, {spread}: end-to-end {d1s['end_to_end_events_per_s']:,.0f} ev/s")
-        with names(args.bootstrap, "direct-spread-two") as s2n:
+        with names(args.bootstrap, "direct-spread-two", input_partitions=SPREAD_PARTITIONS) as s2n:
             d2s = run_workers(args, s2n, len(smsgs), sdomains, 2, workdir, smsgs, spread_env)
             c.log(args, f"2 workers, direct, {spread}: end-to-end {d2s['end_to_end_events_per_s']:,.0f} ev/s")
         # 4: latency at half the sustained (end-to-end) rate of one worker.

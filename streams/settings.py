@@ -99,10 +99,11 @@ class KafkaSettings(_Section):
         "second here is a second of alert latency; a later item is still evaluated, out of order (domain.late_items)",
     )
     watermark_step_s: float = Field(
-        default=0.1,
+        default=0.05,
         gt=0,
         description="event time between watermark-only messages (to partitions that got no items; a message with "
-        "items always carries the current watermark)",
+        "items always carries the current watermark): up to this much alert latency, for at most 1/step messages "
+        "per second per partition pair (0.1 -> 0.05: staged p99 at half rate ~305 -> 200-260 ms)",
     )
     watermark_idle_s: float = Field(
         default=30.0,

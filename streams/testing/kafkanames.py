@@ -26,10 +26,11 @@ class KafkaNames:
 
     bootstrap: str
     app_id: str = field(default_factory=lambda: _unique("ct"))
+    kafka: dict[str, Any] = field(default_factory=dict)  # Kafka settings of this pipeline beyond the names
 
     @classmethod
-    def unique(cls, bootstrap: str, prefix: str) -> KafkaNames:
-        return cls(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}")
+    def unique(cls, bootstrap: str, prefix: str, **kafka: Any) -> KafkaNames:
+        return cls(bootstrap, f"{prefix}-{uuid.uuid4().hex[:8]}", kafka)
 
     @property
     def input_topic(self) -> str:
@@ -56,6 +57,7 @@ class KafkaNames:
             "input_topic": self.input_topic,
             "alerts_topic": self.alerts_topic,
             "deadletter_topic": self.deadletter_topic,
+            **self.kafka,
             **sections.pop("kafka", {}),
         }
         return Settings(kafka=kafka, **sections)
