@@ -129,8 +129,8 @@ class KafkaPipeline:
             )
             # The direct input as the consumer fetched it (streams/kafka/consumer.py): one list per fetch,
             # handed over through this bounded queue, with no Faust event per message.
-            self.input_queue: asyncio.Queue[tuple[int, list[Any]]] = asyncio.Queue(maxsize=4)
-            app.batch_handlers[n.input] = self._input_intake
+            self.direct_queue: asyncio.Queue[tuple[int, list[Any]]] = asyncio.Queue(maxsize=4)
+            app.batch_handlers[n.input] = self._direct_intake
             app.agent(self.input_topic, name="direct", concurrency=1)(self._direct)
         else:
             self.join_table = app.Table(n.join_table, partitions=parts, key_type=bytes, value_type=bytes)
@@ -342,19 +342,19 @@ class KafkaPipeline:
             self.counters["ingest.heartbeats"] += 1
 
     # -- the direct topology's one stage --
-    async def _input_intake(self, messages: list[Any]) -> None:
+    async def _direct_intake(self, messages: list[Any]) -> None:
         """The consumer's hand-over of one fetched batch (streams/kafka/consumer.py); waits when full."""
-        await self.input_queue.put((self.revocations, messages))
+        await self.direct_queue.put((self.revocations, messages))
 
     async def _direct(self, stream: Any) -> Any:
         """The agent on the input topic. Its stream stays empty: the consumer hands the topic's messages
-        over in fetched batches (`_input_intake`), a bounded queue apart, without a Faust event each.
+        over in fetched batches (`_direct_intake`), a bounded queue apart, without a Faust event each.
         The agent stays so that the consumer subscribes to the topic and assigns the table with it, and
         so that a crash restarts this loop as any agent's. A batch handed over before a revocation is
         dropped whole, even for a partition assigned back: after the rebalance the consumer reads again
         from the last commit, and a stale batch first would move the partition's fresh state past
         messages it never saw (they would then be skipped as replays)."""
-        queue, most = self.input_queue, self.kafka.batch_max
+        queue, most = self.direct_queue, self.kafka.batch_max
         while True:
             gen, messages = await queue.get()
             while len(messages) < most and not queue.empty() and queue._queue[0][0] == gen:  # type: ignore[attr-defined]

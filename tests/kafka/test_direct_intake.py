@@ -42,8 +42,8 @@ def test_batches_handed_over_between_revocations_reach_the_stage_together(tmp_pa
     pipe, batches = pipeline(tmp_path)
 
     async def run() -> None:
-        await pipe._input_intake(["m1", "m2"])
-        await pipe._input_intake(["m3"])
+        await pipe._direct_intake(["m1", "m2"])
+        await pipe._direct_intake(["m3"])
         await drain(pipe)
 
     asyncio.run(run())
@@ -57,10 +57,10 @@ def test_a_batch_from_before_a_revocation_is_dropped_whole_and_counted(tmp_path:
 
     async def run() -> None:
         await pipe._on_assigned(pipe.app, {tp})
-        await pipe._input_intake(["stale-1", "stale-2"])
+        await pipe._direct_intake(["stale-1", "stale-2"])
         await pipe._on_revoked(pipe.app, {tp})
         await pipe._on_assigned(pipe.app, {tp})  # back to the same worker
-        await pipe._input_intake(["fresh"])
+        await pipe._direct_intake(["fresh"])
         await drain(pipe)
 
     asyncio.run(run())
@@ -72,7 +72,7 @@ def test_revoking_only_internal_partitions_keeps_the_batches(tmp_path: Path) -> 
     pipe, batches = pipeline(tmp_path)
 
     async def run() -> None:
-        await pipe._input_intake(["m1"])
+        await pipe._direct_intake(["m1"])
         await pipe._on_revoked(pipe.app, {TP(pipe.names.direct_table + "-changelog", 0)})
         await drain(pipe)
 
