@@ -158,7 +158,9 @@ class DomainMonitor:
             for learn in learners:
                 learn(ex, True)
             return [gap_alert] if gap_alert is not None else []
-        alert = self._response_alert(ex, corroborate(signals))
+        signals = corroborate(signals)
+        main, others = _split_victims(signals)
+        alert = self._response_alert(ex, main)
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.
         include_output = alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]
@@ -167,6 +169,13 @@ class DomainMonitor:
         alerts = [gap_alert] if gap_alert is not None else []
         if alert is not None:
             alerts.append(alert)
+            if others:
+                mechanism = registry.mechanism_signals()
+                context = [s for s in main if s.name in mechanism]
+                for s in others:
+                    other = self._response_alert(ex, [s, *context])
+                    if other is not None:
+                        alerts.append(other)
         return alerts
 
     def _pressure_signal(self) -> tuple[float | None, list[Signal]]:
@@ -332,6 +341,25 @@ class _Plan:
             observed = {name: d for name, d in detectors.items() if name not in dict(_SCREENED)}
         self.observers = tuple(d.observe for d in observed.values())
         self.bare_observers = tuple(d.observe for name, d in observed.items() if name not in content_only)
+
+
+def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:
+    """The response's own alert's signals, and the content signals of other victims: tenants other than the one
+    the verdict names whose pages prove a leak on their own (high or critical). Each of those gets an alert of its
+    own, with the response's mechanism signals beside it, and is left out of the first alert's evidence, so every
+    (source, response) finding is in exactly one alert."""
+    kind = kind_of(signals)
+    named = source_of(signals, kind) if kind is not None else None
+    others = [
+        s
+        for s in signals
+        if s.name == "cross_tenant_contamination"
+        and s.source_tenant_id != named
+        and SEVERITY_RANK[s.severity] >= SEVERITY_RANK["high"]
+    ]
+    if not others:
+        return signals, []
+    return [s for s in signals if not any(s is o for o in others)], others
 
 
 def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:

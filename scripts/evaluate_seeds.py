@@ -119,6 +119,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "false_alarm_rate": high / clean if clean else None,
         "warning_alarms": warning,
         "warning_alarm_rate": warning / clean if clean else None,
+        "source_alerts": sum(r.get("source_alerts", 0) for r in rows),
+        "misnamed_source_alerts": sum(r.get("misnamed_source_alerts", 0) for r in rows),
         "groups": groups,
     }
 
@@ -142,7 +144,8 @@ def markdown(
 ) -> str:
     head = ["profile", "seed", "responses", "leaks (mech / content)", "exposure mechanism", "exposure content_only",
             "attribution", "attribution CJK source", "attribution other source", "false alarms high+",
-            "warning+", "public-text decoys high+", "delay mech / content"]  # fmt: skip
+            "warning+", "public-text decoys high+", "delay mech / content",
+            "cross-tenant alerts on leaks naming a non-source"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def line(profile: str, seed: str, r: dict[str, Any]) -> str:
@@ -163,7 +166,8 @@ def markdown(
                  _pct(r, "attribution_accuracy", "attributed"),
                  _pct(src.get("cjk"), "attribution", "attributed"), _pct(src.get("rest"), "attribution", "attributed"),
                  _rate(r, "false_alarm_rate", "false_alarms", r["clean_2xx"]),
-                 _rate(r, "warning_alarm_rate", "warning_alarms"), _rate(dec, "high_rate", "high"), delay]  # fmt: skip
+                 _rate(r, "warning_alarm_rate", "warning_alarms"), _rate(dec, "high_rate", "high"), delay,
+                 f"{r.get('misnamed_source_alerts', 0)} of {r.get('source_alerts', 0)}"]  # fmt: skip
         return "| " + " | ".join(cells) + " |"
 
     for r in rows:
@@ -236,7 +240,7 @@ def plot(summaries: dict[str, dict[str, Any]], path: Path) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     variants = ["multilingual", "multilingual+corpus", "stdlib-code"]
-    ap.add_argument("--profiles", nargs="+", choices=[*PROFILES, "multilingual+corpus"], default=variants)
+    ap.add_argument("--profiles", nargs="+", choices=[*PROFILES, *(f"{p}+corpus" for p in PROFILES)], default=variants)
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 1, 2, 3, 4, 5, 11])
     ap.add_argument("--held-out", type=int, nargs="*", default=[3, 4, 5, 11], help="seeds not used in development")
     ap.add_argument("--key", default="crosstalk-evaluation-seeds", help="fingerprint key (pinned: reproducible)")

@@ -159,17 +159,26 @@ class OverlapDetector:
             # of most leaked tokens (ranked first). A dominant source whose own match is vocabulary-like (scatter
             # guard) must not hide the page another source proves.
             assert best is not None
-            signal = None
-            for tenant in [t for t in ov.ranked_tenants() if ov.tokens.get(t)][:_MAX_OTHER_SOURCES] or [best[0]]:
-                candidate = self._tenant_signal(ov, tenant, ov.by_tenant[tenant], base, warm)
-                if signal is None or SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
+            candidates = [
+                self._tenant_signal(ov, tenant, ov.by_tenant[tenant], base, warm)
+                for tenant in [t for t in ov.ranked_tenants() if ov.tokens.get(t)][:_MAX_OTHER_SOURCES] or [best[0]]
+            ]
+            signal = candidates[0]
+            for candidate in candidates[1:]:
+                if SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
                     signal = candidate
-            assert signal is not None and signal.source_tenant_id is not None
+            assert signal.source_tenant_id is not None
             named = signal.source_tenant_id
             leaked = {h: t for t in ov.tokens if t != named for h in ov.matched.get(t, [])}
             leaked.update(dict.fromkeys(ov.matched.get(named, []), named))
             self._last = (leaked, ov.foreign_free(hashes))
-            return [signal]
+            # A mixed output holds pages of several tenants: each one whose own pages prove a leak by the same
+            # rule (high or critical on its own figures) is a victim of its own, named in a signal of its own,
+            # after the conclusion's (the verdict raises one alert per named source: docs/adr/0004, "several
+            # sources"). Estimated token counts cannot order near-equal pages, so naming only the first would
+            # hide a victim whenever two pages are about the same size.
+            also = [c for c in candidates if c is not signal and SEVERITY_RANK[c.severity] >= SEVERITY_RANK["high"]]
+            return [signal, *also]
         if cross_session:
             assert session is not None
             sess, n = session

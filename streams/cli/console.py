@@ -89,6 +89,11 @@ def print_evaluation(ev: Evaluation, console: Console | None = None) -> None:
     t.add_row(
         "  … naming any tenant whose pages leaked", f"{ev.attribution_any_source:.2%} ({ev.attributed_any_source})", ""
     )
+    t.add_row(
+        "  cross-tenant alerts on leaks naming a non-source",
+        f"{ev.misnamed_source_alerts} of {ev.source_alerts}",
+        "",
+    )
     t.add_row("false-alarm rate", f"{ev.false_alarm_rate:.3%} ({ev.false_alarms}/{ev.clean_2xx})", "≤ 0.1 %")
     delay = "n/a" if ev.detection_delay_s is None else f"{ev.detection_delay_s:.1f} s"
     t.add_row("detection delay (event time)", delay, "≤ 60 s")

@@ -59,6 +59,10 @@ class Evaluation:
     false_alarm_request_ids: list[str]
     warning_alarms: int = 0  # clean 2xx responses flagged warning or above
     warning_alarm_rate: float = 0.0
+    # High or critical cross-tenant alerts on contaminated responses, and how many of them name a tenant whose
+    # pages are not in the response: the price of naming every source (one alert per victim), kept in sight.
+    source_alerts: int = 0
+    misnamed_source_alerts: int = 0
     # group name -> value -> figures (see _leak_figures / _clean_figures)
     groups: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -180,6 +184,14 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
             for k, v in _group(clean_ok, lambda r: [*(r.get("decoys") or []), *_public(r)]).items()
         },
     }
+    named = [
+        (a, r)
+        for r in contaminated
+        for a in by_request.get(r["request_id"], [])
+        if a.kind == "cross_tenant_contamination" and SEVERITY_RANK[a.severity] >= _HIGH
+    ]
+    misnamed = sum(a.source_tenant_id not in {r["source_tenant_id"], *(r.get("source_tenant_ids") or [])}
+                   for a, r in named)  # fmt: skip
     n = len(contaminated)
     return Evaluation(
         responses=len(rows),
@@ -203,6 +215,8 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
         warning_alarms=clean["warning"],
         warning_alarm_rate=clean["warning_rate"] or 0.0,
         groups=groups,
+        source_alerts=len(named),
+        misnamed_source_alerts=misnamed,
     )
 
 

@@ -61,23 +61,24 @@ def test_a_mixed_output_names_the_source_of_most_leaked_tokens(key: str) -> None
     a, b, own = _words(1, 120), _words(2, 120), _words(3, 60)
     page_a, page_b = a[20:90], b[20:100]
 
-    def run(tokens_per_word_a: float, page_a: list[str] = page_a) -> Alert:
+    def run(tokens_per_word_a: float, page_a: list[str] = page_a) -> list[Alert]:
         leaked = _text(own[:15] + page_a + own[15:30] + page_b + own[30:45])
         m = _monitor(key, overlap_usage_tokens=True)
         events = _source("A", "a1", 0, a, tokens_per_word_a) + _source("B", "b1", 10, b, 1.0)
         events += [request("v1", "V", 20, text="Tell me about my report."), response("v1", "V", 21, text=leaked)]
-        (alert,) = _run(m, events)
-        return alert
+        return _run(m, events)
 
-    alert = run(2.0)
+    alert, other = run(2.0)
     assert (alert.kind, alert.source_tenant_id) == ("cross_tenant_contamination", "A")
     assert SEVERITY_RANK[alert.severity] >= SEVERITY_RANK["high"]
-    # The other origin is named beside it.
-    (signal,) = [s for s in alert.evidence if s.name == "cross_tenant_contamination"]
-    assert signal.figures["other_sources"] == ["B"]
-    # Control: when A's units are of B's class, B put more tokens into the output and is named. (A shorter page of A:
-    # lengths are estimated from fingerprints, whose density varies by text and key by ~10 %.)
-    assert run(1.0, a[20:75]).source_tenant_id == "B"
+    # The other origin is named beside it, and its page proves a leak too: it is a victim with an alert of its own.
+    signal = next(s for s in alert.evidence if s.name == "cross_tenant_contamination")
+    assert signal.source_tenant_id == "A" and signal.figures["other_sources"] == ["B"]
+    assert (other.kind, other.source_tenant_id, other.request_ids) == ("cross_tenant_contamination", "B", ["v1"])
+    assert SEVERITY_RANK[other.severity] >= SEVERITY_RANK["high"] and other.alert_id != alert.alert_id
+    # Control: when A's units are of B's class, B put more tokens into the output and is named first. (A shorter page
+    # of A: lengths are estimated from fingerprints, whose density varies by text and key by ~10 %.)
+    assert [a.source_tenant_id for a in run(1.0, a[20:75])] == ["B", "A"]
 
 
 # --- a run that continues the receiver's own text ------------------------------------------------------------

@@ -77,6 +77,21 @@ def test_figures_per_scenario_language_and_decoy() -> None:
     assert ev.groups["clean_by_receiver_lang"]["zh"]["warning_rate"] == 1.0
 
 
+def test_alerts_naming_a_tenant_whose_pages_are_not_in_the_response_are_counted() -> None:
+    """One alert per victim has a price: an alert naming a tenant that is not a source. It is counted, not hidden."""
+    rows = [_leak("m1", "mechanism", "en", "zh", 10.0), _leak("c1", "content_only", "en", "de", 20.0), _row("k1")]
+    alerts = [
+        _alert("m1", "critical", 10.0),
+        _alert("m1", "high", 10.0, source="t-other"),  # the other victim: a source
+        _alert("c1", "critical", 20.0, source="t-third"),  # no page of t-third in c1
+        _alert("c1", "warning", 20.0, source="t-fourth"),  # below high: not a finding that names anyone
+        _alert("k1", "high", 30.0, source="t-src"),  # a clean response: a false alarm, counted there
+    ]
+    ev = evaluate({"meta": {}, "responses": rows}, alerts)
+    assert (ev.source_alerts, ev.misnamed_source_alerts) == (3, 1)
+    assert ev.attributed == 1 and ev.false_alarms == 1
+
+
 def test_old_labels_without_scenarios_still_evaluate() -> None:
     rows = [{"request_id": "r", "ts": 1.0, "status_code": 200, "contaminated": True, "leak_kind": "cross_tenant",
              "source_tenant_id": "x", "canary_markers": []}]  # fmt: skip
