@@ -7,7 +7,7 @@ the profile's public documents (`crosstalk simulate --public-corpus-out`) added 
 scenario and language group), docs/evaluation.md (the tables pasted into the README) and docs/img/evaluation.png.
 
     .venv/bin/python scripts/evaluate_seeds.py [--profiles multilingual stdlib-code] [--seeds 7 1 2 3 4 5 11]
-        [--held-out 3 4 5 11] [--duration 1200] [--fault-at 600] [--no-fault]
+        [--held-out 3 4 5 11] [--duration 1200] [--fault-at 600] [--no-fault] [--tenants 24] [--rate 4]
 
 The fingerprint key is pinned (`--key`; a test key, not a secret): winnowing selects different k-grams under
 each key, so with a random key per process the same seed gives figures a response or two apart from run to run.
@@ -49,10 +49,14 @@ def with_corpus(settings: Settings, config: SimConfig, tmp: Path) -> Settings:
     return settings.model_copy(update={"corpus": CorpusSettings(path=str(corpus))})
 
 
-def one(variant: str, seed: int, duration_s: float, fault_at_s: float | str | None) -> dict[str, Any]:
+def one(
+    variant: str, seed: int, duration_s: float, fault_at_s: float | str | None, tenants: int = 24, rate: float = 4.0
+) -> dict[str, Any]:
     profile = variant.removesuffix("+corpus")
     settings = load_settings()
-    config = SimConfig(profile=profile, seed=seed, duration_s=duration_s, fault_at_s=fault_at_s)
+    config = SimConfig(
+        profile=profile, seed=seed, duration_s=duration_s, fault_at_s=fault_at_s, tenants=tenants, rate=rate
+    )
     if variant.endswith("+corpus"):
         with tempfile.TemporaryDirectory() as tmp:
             settings = with_corpus(settings, config, Path(tmp))
@@ -247,6 +251,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=1200.0)
     ap.add_argument("--fault-at", type=float, default=None, help="default: half the duration")
     ap.add_argument("--no-fault", action="store_true")
+    ap.add_argument("--tenants", type=int, default=24, help="regular tenants (other traffic than the table's)")
+    ap.add_argument("--rate", type=float, default=4.0, help="regular tenants' requests per second")
     ap.add_argument("--out", type=Path, default=ROOT / "docs/evaluation.json")
     ap.add_argument("--md", type=Path, default=ROOT / "docs/evaluation.md")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs/img/evaluation.png")
@@ -266,7 +272,7 @@ def main() -> int:
         for seed in args.seeds:
             n = len(rows) + 1
             print(f"[{n}/{total}] {profile} seed {seed}: simulating and detecting ...", file=sys.stderr, flush=True)
-            rows.append(one(profile, seed, args.duration, fault))
+            rows.append(one(profile, seed, args.duration, fault, args.tenants, args.rate))
             r = rows[-1]
             print(f"    {r['contaminated']} leaks, exposure {r['exposure_recall']:.1%}, attribution "
                   f"{r['attribution_accuracy']:.1%}, false alarms {r['false_alarm_rate']:.3%} "
@@ -282,6 +288,8 @@ def main() -> int:
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": args.duration,
         "fault_at_s": fault,
+        "tenants": args.tenants,
+        "rate": args.rate,
         "fingerprint_key": "pinned (--key)",
         "held_out_seeds": sorted(held & set(args.seeds)),
         "summary": summaries,
