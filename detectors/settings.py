@@ -183,6 +183,12 @@ class DetectionSettings(BaseModel):
         ge=0,
         description="event time a domain's index must have been learning before overlap alone may alert",
     )
+    overlap_warmup_slow_docs: int = Field(
+        default=200, ge=0, description="a slow domain is warm with this many texts after overlap_warmup_slow_s"
+    )
+    overlap_warmup_slow_s: float = Field(
+        default=600.0, ge=0, description="event time after which overlap_warmup_slow_docs texts make a domain warm"
+    )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"
@@ -191,6 +197,15 @@ class DetectionSettings(BaseModel):
         default=200_000, ge=1000, description="pairs per generation (false-positive rate <= 1 % at the default)"
     )
     spread_epoch_s: float = Field(default=3 * 86400.0, gt=0, description="a generation lasts at most this long")
+    common_min_sessions: int = Field(
+        default=3,
+        ge=0,
+        le=3,
+        description="a fingerprint in this many sessions' outputs is the model's stock phrase, not evidence (0: off)",
+    )
+    model_spread_bits_log2: int = Field(
+        default=21, ge=10, le=34, description="bits per filter of the model's stock-phrase record (sessions' outputs)"
+    )
     max_tainted: int = Field(
         default=200_000, ge=0, description="fingerprints of flagged leaks remembered so re-sends stay attributable"
     )

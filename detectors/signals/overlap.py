@@ -71,6 +71,13 @@ class OverlapDetector:
         self.spread = TenantSpread(
             settings.spread_bits_log2, capacity=settings.spread_capacity, epoch_s=settings.spread_epoch_s
         )
+        # The model's own stock phrases: sessions (not tenants) whose outputs held each fingerprint. A phrase the
+        # model writes in many sessions is its habit ("here is the relevant passage:" in every language), common
+        # even where only one or two tenants write that language; prompts never count, so a tenant's private
+        # text re-sent in all its sessions (its system prompt, its files) does not become common this way.
+        self.model_spread = TenantSpread(
+            settings.model_spread_bits_log2, capacity=settings.spread_capacity, epoch_s=settings.spread_epoch_s
+        )
         self.public = public
         self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
@@ -92,21 +99,37 @@ class OverlapDetector:
         state["public"] = None
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "model_spread" not in state:  # a snapshot from before the record existed: it starts empty
+            s = self.s
+            self.model_spread = TenantSpread(
+                s.model_spread_bits_log2, capacity=s.spread_capacity, epoch_s=s.spread_epoch_s
+            )
+
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
         counted in event time and texts, so a flood of junk texts or tenants cannot end it early."""
         idx = self.index
-        return (
-            idx.docs_seen >= self.s.overlap_warmup_docs
-            and idx.first_ts is not None
-            and ts - idx.first_ts >= self.s.overlap_warmup_s
+        if idx.first_ts is None:
+            return False
+        s, learning = self.s, ts - idx.first_ts
+        # A slow domain (few requests/s) is warm after a longer time on fewer texts: its tenants have been seen
+        # repeating their stock phrases for that long, and a slow domain must not stay blind for half an hour.
+        return (idx.docs_seen >= s.overlap_warmup_docs and learning >= s.overlap_warmup_s) or (
+            idx.docs_seen >= s.overlap_warmup_slow_docs and learning >= s.overlap_warmup_slow_s
         )
 
     def _explain(self, tenant_id: str, hashes: list[int]) -> tuple[list[int], list[float]]:
         """Per output fingerprint: why it is innocent (0 it is not, 1 own history, 2 public, 3 common over the
         long horizon) and its evidence weight."""
         spread = self.spread.tenants(hashes)
-        why = np.where(spread >= self.s.common_min_tenants, 3, 0)
+        common = spread >= self.s.common_min_tenants
+        if self.s.common_min_sessions:
+            # The model's habit across tenants: in that many sessions' answers, of at least two tenants (a phrase the
+            # model writes for one tenant only may be that tenant's own matter, e.g. told by its system prompt).
+            common |= (self.model_spread.tenants(hashes) >= self.s.common_min_sessions) & (spread >= 2)
+        why = np.where(common, 3, 0)
         if self.public is not None:
             why[self.public.contains(hashes)] = 2
         why[self.spread.had(tenant_id, hashes)] = 1
@@ -357,3 +380,7 @@ class OverlapDetector:
             if hashes:
                 self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, hashes, tpu)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
+                if tp is out and self.s.common_min_sessions:
+                    # Keyed by session (a request without one is a session of its own), tenant-qualified so two
+                    # tenants' equal session ids stay apart.
+                    self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", hashes, ex.ts)

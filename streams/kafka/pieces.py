@@ -5,6 +5,7 @@ A domain partition is cut into
     ("dm", name)     one DomainMonitor without its content index and long-horizon record
     ("ix", name)     its ContentIndex: whole, or the texts inserted and dropped since the last copy
     ("sp", name)     its TenantSpread: whole, or the bytes set since the last copy
+    ("ms", name)     its model stock-phrase record (a TenantSpread keyed by session): likewise
     ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
     ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
                      whole, or the keys that left and the halves that came (found by comparison, see
@@ -55,7 +56,7 @@ DEDUP: Name = ("dd",)
 WAIT_REQ: Name = ("wait", "request")
 WAIT_RESP: Name = ("wait", "response")
 # Pieces that can be copied as their changes since the last copy; the others are always copied whole.
-INCREMENTAL = ("ix", "sp", "dd", "wait")
+INCREMENTAL = ("ix", "sp", "ms", "dd", "wait")
 
 
 def _dedup_of(state: Any) -> Deduper | None:
@@ -149,6 +150,7 @@ def parts(state: State) -> Iterator[tuple[Name, Any]]:
     for name, dm in state.table.domains.items():
         yield ("ix", name), dm.overlap.index
         yield ("sp", name), dm.overlap.spread
+        yield ("ms", name), dm.overlap.model_spread
         yield ("dm", name), dm
     yield PART, state
 
@@ -192,13 +194,15 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
             return process_id(o, counters)
 
     elif name[0] == "dm":
-        index, spread = obj.overlap.index, obj.overlap.spread
+        index, spread, model = obj.overlap.index, obj.overlap.spread, obj.overlap.model_spread
 
         def cut(o: object) -> Any:
             if o is index:
                 return ("ix", name[1])
             if o is spread:
                 return ("sp", name[1])
+            if o is model:
+                return ("ms", name[1])
             return process_id(o, counters)
 
     elif name[0] == "wait":
@@ -309,7 +313,7 @@ def assemble(
         unpickler.persistent_load = known.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
 
-    for kind in ("ix", "sp", "dd", "wait"):
+    for kind in ("ix", "sp", "ms", "dd", "wait"):
         for name, blobs in pieces.items():
             if name[0] != kind:
                 continue
