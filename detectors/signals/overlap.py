@@ -128,7 +128,11 @@ class OverlapDetector:
         if self.s.common_min_sessions:
             # The model's habit across tenants: in that many sessions' answers, of at least two tenants (a phrase the
             # model writes for one tenant only may be that tenant's own matter, e.g. told by its system prompt).
-            common |= (self.model_spread.tenants(hashes) >= self.s.common_min_sessions) & (spread >= 2)
+            # Only fingerprints two tenants had are asked (most have one or none): the query costs per fingerprint.
+            ask = np.flatnonzero((spread >= 2) & ~common)
+            if ask.size:
+                sessions = self.model_spread.tenants(np.asarray(hashes, dtype=np.uint64)[ask])
+                common[ask[sessions >= self.s.common_min_sessions]] = True
         why = np.where(common, 3, 0)
         if self.public is not None:
             why[self.public.contains(hashes)] = 2
