@@ -37,14 +37,21 @@ def settings(coverage: bool = True) -> Settings:
     return Settings(detection=detection)
 
 
-def shared_passage(seed: int, length: int, ts: float, domain: str = DOMAIN) -> list[dict[str, Any]]:
-    """A source's prompt and a receiver's answer holding `length` consecutive words of it, between its own."""
+def passage_words(seed: int, length: int) -> tuple[list[str], list[str]]:
+    """A source's 80 private words, and a receiver's answer holding `length` consecutive ones of them between 60
+    words of its own. One seed gives the same texts wherever it is used (here and in the detector's coverage tests,
+    tests/detectors/test_content_coverage.py), so the seeds found with KEY mean the same passages in both."""
     rng = random.Random(seed)
     src_words = rng.sample(_WORDS, 80)
     start = rng.randrange(0, 80 - length + 1)
     own = rng.sample([w for w in _WORDS if w not in src_words], 60)
     cut = rng.randrange(5, 55)
-    answer = own[:cut] + src_words[start : start + length] + own[cut:]
+    return src_words, own[:cut] + src_words[start : start + length] + own[cut:]
+
+
+def shared_passage(seed: int, length: int, ts: float, domain: str = DOMAIN) -> list[dict[str, Any]]:
+    """A source's prompt and a receiver's answer holding `length` consecutive words of it, between its own."""
+    src_words, answer = passage_words(seed, length)
     src, rx = f"cov-src-{seed}", f"cov-rx-{seed}"
     common = {"model": "glm-5.3", "cache_domain": domain}
     return [

@@ -8,8 +8,6 @@ run covers. The guarantees: every page of need * w + k - 1 units covers at least
 
 from __future__ import annotations
 
-import random
-
 from factories import request, response
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,9 +20,9 @@ from detectors.signals.overlap import OverlapDetector
 from detectors.winnowing import kgram_hashes
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import TextFingerprint
+from streams.testing.stockphrases import passage_words
 
 KEY = "coverage-tests"
-WORDS = [f"w{i:04d}" for i in range(5000)]  # private vocabulary: no chance k-grams between random texts
 
 
 def _settings(**kw: object) -> DetectionSettings:
@@ -74,12 +72,7 @@ def _severest(alerts: list[Alert], tenant: str) -> str:
 def _shared_passage(seed: int, length: int, coverage: bool = True) -> tuple[str, set[str | None]]:
     """A receiver's answer holding `length` consecutive words of a source's recent prompt between its own words:
     the severest alert for the receiver, and the sources its alerts name."""
-    rng = random.Random(seed)
-    src_text = rng.sample(WORDS, 80)
-    start = rng.randrange(0, 80 - length + 1)
-    own = rng.sample([w for w in WORDS if w not in src_text], 60)
-    cut = rng.randrange(5, 55)
-    answer = own[:cut] + src_text[start : start + length] + own[cut:]
+    src_text, answer = passage_words(seed, length)
     m = Monitor(_settings(overlap_coverage=coverage))
     m.observe(request("s", "src", 10, text=" ".join(src_text)))
     m.observe(response("s", "src", 11, text="noted"))
