@@ -513,12 +513,11 @@ class ContentIndex:
         other = doc.tenant_id
         ov.by_tenant[other] += 1
         r = prev.get(other)
+        ut = unit_tokens(doc.tpu)
         if r is None:
             ov.passages[other] += 1
-            ut = unit_tokens(doc.tpu)
             r = _Run(1, weight, share * ut, i, i, 0, ut)
         else:
-            ut = unit_tokens(doc.tpu)
             r = _Run(r.length + 1, r.weight + weight, r.tokens + share * ut, r.start, i, 0, r.units + ut)
         runs[other] = r
         ov.evidence[other] = ov.evidence.get(other, 0.0) + weight

@@ -51,6 +51,13 @@ _RARITY = np.array([1.0, 1.0, 0.5, 0.0], dtype=np.float64)
 _TPU_RANGE = (0.25, 4.0)
 
 
+def _model_record(settings: DetectionSettings) -> TenantSpread:
+    """The record of the model's stock phrases: the long-horizon filters, keyed by session (`OverlapDetector.learn`)."""
+    return TenantSpread(
+        settings.model_spread_bits_log2, capacity=settings.spread_capacity, epoch_s=settings.spread_epoch_s
+    )
+
+
 def tokens_per_unit(tokens: int | None, units: int) -> float:
     """The engine's token count over the fingerprinter's units for one text; 1.0 when unknown or implausible."""
     if not tokens or units <= 0:
@@ -75,9 +82,7 @@ class OverlapDetector:
         # model writes in many sessions is its habit ("here is the relevant passage:" in every language), common
         # even where only one or two tenants write that language; prompts never count, so a tenant's private
         # text re-sent in all its sessions (its system prompt, its files) does not become common this way.
-        self.model_spread = TenantSpread(
-            settings.model_spread_bits_log2, capacity=settings.spread_capacity, epoch_s=settings.spread_epoch_s
-        )
+        self.model_spread = _model_record(settings)
         self.public = public
         self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
@@ -102,10 +107,7 @@ class OverlapDetector:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if "model_spread" not in state:  # a snapshot from before the record existed: it starts empty
-            s = self.s
-            self.model_spread = TenantSpread(
-                s.model_spread_bits_log2, capacity=s.spread_capacity, epoch_s=s.spread_epoch_s
-            )
+            self.model_spread = _model_record(self.s)
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
