@@ -7,9 +7,11 @@ The same object runs in the embedded runner and in a Faust worker (pickled into 
 from __future__ import annotations
 
 import pickle
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from detectors.held import Held
 from detectors.incidents import IncidentTracker
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
@@ -81,7 +83,12 @@ class DomainMonitor:
         return self._release(self.watermark - self.s.domain_lateness_s)
 
     def flush(self) -> list[Alert]:
-        return self._release(float("inf"))
+        """End of input (or the domain dropped): buffered items are judged, then every held finding."""
+        alerts = self._release(float("inf"))
+        held = self.overlap.held
+        if held:
+            alerts += self._mature(max(self.watermark, held[-1].ts))
+        return alerts
 
     def _push(self, item: Item) -> list[Alert]:
         if self._lateness == 0 and not self._buffer:
@@ -143,6 +150,9 @@ class DomainMonitor:
         # the quiet period from the oldest open incident's last alert has passed.
         if incidents.open and ts - incidents._oldest_last_ts > incidents.quiet_s:
             incidents.advance(ts)
+        overlap = self.overlap
+        # Findings held while the domain was cold are judged as soon as it is warm (detectors/held.py).
+        matured = self._mature(ts) if overlap.held and overlap.warm(ts) else None
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
             plan = self._plan = _Plan(self.detectors)
@@ -157,6 +167,8 @@ class DomainMonitor:
         if not signals:
             for learn in learners:
                 learn(ex, True)
+            if matured:
+                return [gap_alert, *matured] if gap_alert is not None else matured
             return [gap_alert] if gap_alert is not None else []
         signals = corroborate(signals)
         main, others = _split_victims(signals)
@@ -164,19 +176,75 @@ class DomainMonitor:
         # A suspect output is not its receiver's own context: stale pages leak into several outputs,
         # and indexing a victim's output would make the victim look like the origin of the next leak.
         include_output = alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]
+        cold = overlap.cold
+        if cold is not None and alert is not None:
+            # Held only if the response raised no alert now: one flagged already (a mechanism) needs nothing more,
+            # and a later alert of the same id (kind, response, source) would be taken as a re-delivery downstream.
+            cold = overlap.cold = None
         for learn in learners:
-            learn(ex, include_output)
+            learn(ex, include_output)  # the overlap detector learns a held output apart (its `cold` is set)
         alerts = [gap_alert] if gap_alert is not None else []
+        if matured:
+            alerts += matured
         if alert is not None:
-            alerts.append(alert)
-            if others:
-                mechanism = registry.mechanism_signals()
-                context = [s for s in main if s.name in mechanism]
-                for s in others:
-                    other = self._response_alert(ex, [s, *context])
-                    if other is not None:
-                        alerts.append(other)
+            alerts += self._victim_alerts(ex, alert, main, others)
+        if cold is not None:
+            overlap.cold = None
+            alerts += self._hold(ex, signals, cold)
         return alerts
+
+    def _victim_alerts(
+        self, ex: Exchange | Held, alert: Alert, main: list[Signal], others: list[Signal], ts: float | None = None
+    ) -> list[Alert]:
+        """The response's alert, then one per other victim, with the response's mechanism signals beside it."""
+        alerts = [alert]
+        if others:
+            mechanism = registry.mechanism_signals()
+            context = [s for s in main if s.name in mechanism]
+            for s in others:
+                other = self._response_alert(ex, [s, *context], ts)
+                if other is not None:
+                    alerts.append(other)
+        return alerts
+
+    # --- findings held while cold (detectors/held.py) -------------------------------------------
+    def _hold(
+        self, ex: Exchange, signals: list[Signal], cold: tuple[list[Signal], dict[str, Any], dict[str, int]]
+    ) -> list[Alert]:
+        warm_signals, runs, needs = cold
+        rest = [s for s in signals if s.name not in _CONTENT]
+        held = self.overlap.held
+        held.append(
+            Held(ex.ts, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, rest + warm_signals, runs, needs)
+        )
+        # Bounded: past the limit the oldest is judged now, with what the domain knows so far (never dropped).
+        if len(held) > self.s.overlap_held_max:
+            return self._judge(held[0], ex.ts, _receivers(held), pop=True)
+        return []
+
+    def _mature(self, ts: float) -> list[Alert]:
+        held = self.overlap.held
+        receivers = _receivers(held)
+        alerts: list[Alert] = []
+        while held:
+            alerts += self._judge(held[0], ts, receivers, pop=True)
+        return alerts
+
+    def _judge(self, held: Held, ts: float, receivers: dict[str, set[str]], pop: bool = False) -> list[Alert]:
+        """A held response judged again at event time `ts`: its alerts if it is still high or critical.
+        `receivers`: per source, the tenants of the held responses naming it. `pop`: it is the oldest held."""
+        if pop:
+            self.overlap.held.popleft()
+        late = round(max(0.0, ts - held.ts), 3)
+        signals = [
+            s.model_copy(update={"figures": dict(s.figures, held_s=late)}) if s.name in _CONTENT else s
+            for s in self.overlap.recheck(held, receivers)
+        ]
+        main, others = _split_victims(signals)
+        alert = self._response_alert(held, main, ts)
+        if alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]:
+            return []
+        return self._victim_alerts(held, alert, main, others, ts)
 
     def _pressure_signal(self) -> tuple[float | None, list[Signal]]:
         p = self.capacity.pressure()
@@ -192,7 +260,9 @@ class DomainMonitor:
             )
         ]
 
-    def _response_alert(self, ex: Exchange, signals: list[Signal]) -> Alert | None:
+    def _response_alert(self, ex: Exchange | Held, signals: list[Signal], ts: float | None = None) -> Alert | None:
+        """The response's alert if its signals reach warning; `ts`: the event time it is raised at, if not the
+        response's own (a held finding judged later)."""
         severity = severity_of(signals)
         if SEVERITY_RANK[severity] < SEVERITY_RANK["warning"]:
             return None
@@ -202,10 +272,11 @@ class DomainMonitor:
         source = source_of(signals, kind)
         rids = [ex.request_id]
         aid = alert_id(kind, self.cache_domain, rids, source)
-        gkey, iid = self.incidents.assign(self.cache_domain, kind, severity, ex.ts, aid, rids, ex.tenant_id, source)
+        when = ex.ts if ts is None else ts
+        gkey, iid = self.incidents.assign(self.cache_domain, kind, severity, when, aid, rids, ex.tenant_id, source)
         return Alert(
             alert_id=aid,
-            ts=ex.ts,
+            ts=when,
             kind=kind,
             severity=severity,
             cache_domain=self.cache_domain,
@@ -215,7 +286,7 @@ class DomainMonitor:
             request_ids=rids,
             score=score_of(signals, pressure, self.s.pressure_high),
             evidence=[*signals, *extra],
-            summary=_summary(kind, ex, source, signals, self.cache_domain),
+            summary=_summary(kind, ex, source, signals, self.cache_domain, when),
             group_key=gkey,
             incident_id=iid,
             traceparent=ex.traceparent,
@@ -299,6 +370,7 @@ class DomainMonitor:
 
 
 _NO_LEARN: object = Stateless.learn
+_CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
 _NOT_PICKLED = frozenset({"_plan", "_lateness"})
 # The mechanism detectors a plan runs as one MechanismScreen when they lead the registry, as registered.
 _SCREENED: list[tuple[str, type]] = [
@@ -343,6 +415,15 @@ class _Plan:
         self.bare_observers = tuple(d.observe for name, d in observed.items() if name not in content_only)
 
 
+def _receivers(held: deque[Held]) -> dict[str, set[str]]:
+    """Per source, the tenants of the held responses naming it: the receivers of its pages while cold."""
+    out: dict[str, set[str]] = {}
+    for h in held:
+        for src in h.runs:
+            out.setdefault(src, set()).add(h.tenant_id)
+    return out
+
+
 def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:
     """The response's own alert's signals, and the content signals of other victims: tenants other than the one
     the verdict names whose pages prove a leak on their own (high or critical). Each of those gets an alert of its
@@ -362,7 +443,7 @@ def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:
     return [s for s in signals if not any(s is o for o in others)], others
 
 
-def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal], domain: str) -> str:
+def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[Signal], domain: str, ts: float) -> str:
     by = {s.name: s for s in signals}
     parts = []
     if kind == "canary_leak":
@@ -389,5 +470,7 @@ def _summary(kind: str, ex: Exchange, source: str | None, signals: list[Signal],
     if "impossible_prefill" in by:
         f = by["impossible_prefill"].figures
         parts.append(f"ttft {f['ttft_ms']:.0f} ms for {f['prompt_tokens']:,} tokens")
-    when = format_ts(ex.ts)
+    if ts != ex.ts:
+        parts.append(f"response at {format_ts(ex.ts)}, judged once its domain was warm")
+    when = format_ts(ts)
     return f"{head} at {when}" + (f" ({'; '.join(parts)})" if parts else "")

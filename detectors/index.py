@@ -47,6 +47,8 @@ def unit_tokens(tpu: float) -> float:
 
 
 _SESSION_RUN = _Run(0, 0.0, -1.0, 0, 0)
+# Common fingerprints a source's run goes on through (`ContentIndex.query`, `bridge`).
+BRIDGE = 3
 _Runs = dict[str, _Run]
 
 
@@ -127,6 +129,10 @@ class Overlap:
     # Per source, its runs that do not continue the receiver's own text: (matches, k-gram positions the run covers in
     # the output, first to last, or 0 when the output's positions are unknown) (docs/adr/0004, "coverage").
     free_runs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # Per source, every run of at least `long_run` matches: (first, last) output positions, matches, and whether it
+    # continues the receiver's own text (attached, a junction or out of order): what a cold domain holds to judge
+    # again once warm (`detectors/held.py`).
+    run_spans: dict[str, list[tuple[int, int, int, bool]]] = field(default_factory=dict)
     # Per source, its runs where the output's positions are known: (first unit, last unit its k-grams cover, tokens per
     # unit of its text, first and last fingerprint in the output) (`ContentIndex._measure`).
     pieces: dict[str, list[tuple[int, float, float, int, int]]] = field(default_factory=dict)
@@ -306,7 +312,7 @@ class ContentIndex:
         gap: float = 2.5,
         edge: float = 4.0,
         attach: int = 2,
-        bridge: int = 3,
+        bridge: int = BRIDGE,
         junction: tuple[int, int] = (0, 0),
         in_order: int = 0,
         positions: list[int] | None = None,
@@ -630,6 +636,8 @@ class ContentIndex:
         source's evidence and tokens either way, and towards the verdict only if it is not one text with the
         receiver's own (`_attached`)."""
         ov.spans.append((r.start, r.last))
+        if r.length >= ov.long_run:
+            ov.run_spans.setdefault(src, []).append((r.start, r.last, r.length, attached))
         if attached:
             ov.attached[src] += 1
         else:
@@ -690,6 +698,13 @@ class ContentIndex:
         state["_log"] = None  # what changed since a mark is not part of a copy
         state["_log_fps"] = 0
         return state
+
+    def holders(self, h: int) -> set[str]:
+        """The tenants whose texts in the window hold fingerprint `h`."""
+        only = self._single.get(h)
+        if only is not None:
+            return {self._docs[only].tenant_id}
+        return set(self._multi.get(h, ()))
 
     def state_size(self) -> dict[str, int]:
         return {

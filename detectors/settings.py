@@ -189,6 +189,14 @@ class DetectionSettings(BaseModel):
     overlap_warmup_slow_s: float = Field(
         default=600.0, ge=0, description="event time after which overlap_warmup_slow_docs texts make a domain warm"
     )
+    overlap_hold_cold: bool = Field(
+        default=True,
+        description="a cold domain holds the responses a warm one would flag on content alone and judges them again "
+        "once warm, when idle or at the end of input (detectors/held.py); off: they stay info",
+    )
+    overlap_held_max: int = Field(
+        default=1000, ge=1, description="responses a cold domain holds; past it the oldest is judged at once"
+    )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"

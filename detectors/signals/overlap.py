@@ -28,14 +28,15 @@ in later turns they are not learned as the victim's, so the passage stays rare a
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import numpy as np
 
 from detectors.commonness import TenantSpread
 from detectors.fingerprint import positions_of
-from detectors.index import ContentIndex, Overlap
+from detectors.held import Held, HeldRun, standing
+from detectors.index import BRIDGE, ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts
@@ -88,6 +89,10 @@ class OverlapDetector:
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
+        # Of the exchange just judged in a cold domain: what a warm one would have flagged (signals, runs per source,
+        # run needed per source), for the domain to hold (`detectors/held.py`); the held findings themselves.
+        self.cold: tuple[list[Signal], dict[str, list[HeldRun]], dict[str, int]] | None = None
+        self.held: deque[Held] = deque()
         # Longest run whose neighbour on one / both sides is innocent text the source holds that is still no page
         # (`ContentIndex._junction`): a page of P units (the shortest that guarantees a run of overlap_high_run) whose
         # source's text goes on past one / both seams gives P // w / (P + k - 1) // w matches. Off when k - 1 < w.
@@ -108,6 +113,8 @@ class OverlapDetector:
         self.__dict__.update(state)
         if "model_spread" not in state:  # a snapshot from before the record existed: it starts empty
             self.model_spread = _model_record(self.s)
+        if "held" not in state:  # likewise from before cold domains held their findings
+            self.cold, self.held = None, deque()
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
@@ -126,6 +133,14 @@ class OverlapDetector:
         """Per output fingerprint: why it is innocent (0 it is not, 1 own history, 2 public, 3 common over the
         long horizon) and its evidence weight."""
         spread = self.spread.tenants(hashes)
+        why = np.where(self._common(hashes, spread), 3, 0)
+        if self.public is not None:
+            why[self.public.contains(hashes)] = 2
+        why[self.spread.had(tenant_id, hashes)] = 1
+        return why.tolist(), _RARITY[np.minimum(spread, 3)].tolist()
+
+    def _common(self, hashes: list[int], spread: np.ndarray) -> np.ndarray:
+        """Per fingerprint: common over the long horizon (`spread`: its tenants there, `TenantSpread.tenants`)."""
         common = spread >= self.s.common_min_tenants
         if self.s.common_min_sessions:
             # The model's habit across tenants: in that many sessions' answers, of at least two tenants (a phrase the
@@ -135,14 +150,11 @@ class OverlapDetector:
             if ask.size:
                 sessions = self.model_spread.tenants(np.asarray(hashes, dtype=np.uint64)[ask])
                 common[ask[sessions >= self.s.common_min_sessions]] = True
-        why = np.where(common, 3, 0)
-        if self.public is not None:
-            why[self.public.contains(hashes)] = 2
-        why[self.spread.had(tenant_id, hashes)] = 1
-        return why.tolist(), _RARITY[np.minimum(spread, 3)].tolist()
+        return common
 
     def observe(self, ex: Exchange, domain: DomainFacts | None = None) -> list[Signal]:
         self._last = None
+        self.cold = None
         if ex.output_print is None or not ex.output_print.hashes:
             return []
         hashes = ex.output_print.hashes
@@ -188,26 +200,16 @@ class OverlapDetector:
             # of most leaked tokens (ranked first). A dominant source whose own match is vocabulary-like (scatter
             # guard) must not hide the page another source proves.
             assert best is not None
-            candidates = [
-                self._tenant_signal(ov, tenant, ov.by_tenant[tenant], base, warm)
-                for tenant in [t for t in ov.ranked_tenants() if ov.tokens.get(t)][:_MAX_OTHER_SOURCES] or [best[0]]
-            ]
-            signal = candidates[0]
-            for candidate in candidates[1:]:
-                if SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
-                    signal = candidate
-            assert signal.source_tenant_id is not None
-            named = signal.source_tenant_id
+            tenants = [t for t in ov.ranked_tenants() if ov.tokens.get(t)][:_MAX_OTHER_SOURCES] or [best[0]]
+            signals = self._conclude([self._tenant_signal(ov, t, ov.by_tenant[t], base, warm) for t in tenants])
+            named = signals[0].source_tenant_id
+            assert named is not None
             leaked = {h: t for t in ov.tokens if t != named for h in ov.matched.get(t, [])}
             leaked.update(dict.fromkeys(ov.matched.get(named, []), named))
             self._last = (leaked, ov.foreign_free(hashes))
-            # A mixed output holds pages of several tenants: each one whose own pages prove a leak by the same
-            # rule (high or critical on its own figures) is a victim of its own, named in a signal of its own,
-            # after the conclusion's (the verdict raises one alert per named source: docs/adr/0004, "several
-            # sources"). Estimated token counts cannot order near-equal pages, so naming only the first would
-            # hide a victim whenever two pages are about the same size.
-            also = [c for c in candidates if c is not signal and SEVERITY_RANK[c.severity] >= SEVERITY_RANK["high"]]
-            return [signal, *also]
+            if not warm and self.s.overlap_hold_cold:
+                self.cold = self._cold_finding(ov, hashes, tenants, base)
+            return signals
         if cross_session:
             assert session is not None
             sess, n = session
@@ -217,6 +219,87 @@ class OverlapDetector:
             severity: Severity = "info"
             return [self._signal("cross_session_contamination", severity, n, run, ov.total, figures, None, ov)]
         return []
+
+    @staticmethod
+    def _conclude(candidates: list[Signal]) -> list[Signal]:
+        """The conclusion first (the most severe candidate; among equally severe ones the first, i.e. the source of most
+        leaked tokens), then every other candidate high or critical on its own figures. A mixed output holds pages of
+        several tenants: each one whose own pages prove a leak by the same rule is a victim of its own, named in a
+        signal of its own (the verdict raises one alert per named source: docs/adr/0004, "several sources").
+        Estimated token counts cannot order near-equal pages, so naming only the first would hide a victim whenever
+        two pages are about the same size."""
+        signal = candidates[0]
+        for candidate in candidates[1:]:
+            if SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
+                signal = candidate
+        also = [c for c in candidates if c is not signal and SEVERITY_RANK[c.severity] >= SEVERITY_RANK["high"]]
+        return [signal, *also]
+
+    def _cold_finding(
+        self, ov: Overlap, hashes: list[int], tenants: list[str], base: dict[str, Any]
+    ) -> tuple[list[Signal], dict[str, list[HeldRun]], dict[str, int]] | None:
+        """What a warm domain would conclude, when that is high or critical: the signals, and per flagged source its
+        runs (output fingerprints) and the free run it needed, to be judged again once warm (`detectors/held.py`)."""
+        signals = self._conclude([self._tenant_signal(ov, t, ov.by_tenant[t], base, True) for t in tenants])
+        flagged = [
+            s.source_tenant_id
+            for s in signals
+            if s.source_tenant_id is not None and SEVERITY_RANK[s.severity] >= SEVERITY_RANK["high"]
+        ]
+        if not flagged:
+            return None
+        runs = {
+            src: [
+                HeldRun(hashes[first : last + 1], matches, not attached)
+                for first, last, matches, attached in ov.run_spans.get(src, ())
+            ]
+            for src in flagged
+        }
+        return signals, runs, {src: self.required_run(ov, src) for src in flagged}
+
+    def recheck(self, held: Held, receivers: dict[str, set[str]]) -> list[Signal]:
+        """The held response's signals, judged with what the domain knows now: a flagged source none of whose runs
+        still has the matches a page needs (`_stands`) is dismissed (info). `receivers`: per source, the tenants of
+        every response held naming it (this one's included). The runs that stand are tainted with their source, as
+        a flagged leak's are when it is judged at once."""
+        out = []
+        for s in held.signals:
+            src = s.source_tenant_id
+            if s.name == "cross_tenant_contamination" and src is not None and src in held.runs:
+                ignore = receivers.get(src, set()) | {src}
+                standing_runs = [r for r in held.runs[src] if self._stands(r, held.needs[src], ignore)]
+                if standing_runs:
+                    for r in standing_runs:
+                        self.tainted.update(dict.fromkeys(r.hashes, src))
+                    while len(self.tainted) > self.s.max_tainted:
+                        del self.tainted[next(iter(self.tainted))]
+                else:
+                    s = s.model_copy(update={"severity": "info", "figures": dict(s.figures, dismissed_when_warm=True)})
+            out.append(s)
+        return out
+
+    def _stands(self, run: HeldRun, need: int, ignore: set[str]) -> bool:
+        """Whether a held run is still a page: with its fingerprints that are now public or common taken out, it keeps
+        a strong run, or (a free run) the run its source needed. Common here counts independent holders: tenants in
+        the window other than the source and the held receivers of its pages (`ignore`). The long-horizon record
+        cannot tell those apart (a page that reached two receivers while the domain was cold is in three tenants'
+        texts, like a stock phrase), nor can the receiver's own history (its output was learned while cold); the
+        window still holds the cold period, which ends at most `overlap_warmup_slow_s` after the first text. The
+        model's stock phrases are asked as when judging at once."""
+        if not run.hashes:
+            return False
+        others = self.s.common_min_tenants - 1
+        holders = self.index.holders
+        explained = np.fromiter((len(holders(h) - ignore) >= others for h in run.hashes), bool, len(run.hashes))
+        if self.s.common_min_sessions:
+            # The model's habit (`_common`): in the answers of that many sessions of two tenants or more. A page that
+            # reached two receivers while cold is in two sessions' answers (three if it was a page of an answer).
+            habit = self.model_spread.tenants(np.asarray(run.hashes, dtype=np.uint64)) >= self.s.common_min_sessions
+            explained |= habit & (self.spread.tenants(run.hashes) >= 2)
+        if self.public is not None:
+            explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
+        left = standing((~explained).tolist(), BRIDGE)
+        return left >= self.s.overlap_strong_matches or (run.free and left >= need)
 
     def _by_run(self, run: int, warm: bool, strong: Severity) -> Severity:
         if not warm:
@@ -354,7 +437,13 @@ class OverlapDetector:
         `include_output=False` marks the output as a flagged leak: its matched fingerprints are tainted with their
         sources, and only the rest of it (what no other tenant's text explains) is learned as the receiver's."""
         own_output: list[int] = []
-        if not include_output and self._last is not None:
+        # An output a cold domain holds (`detectors/held.py`): its leaked pages go into the long-horizon records (a
+        # stock phrase must become common, which is what dismisses it later) but not into the window as the
+        # receiver's text, so a page reaching a second receiver still points at its source alone.
+        held = include_output and self.cold is not None and self._last is not None
+        if held and self._last is not None:
+            own_output = self._last[1]
+        elif not include_output and self._last is not None:
             leaked, own_output = self._last
             tainted = self.tainted
             tainted.update(leaked)
@@ -384,7 +473,9 @@ class OverlapDetector:
                 if foreign:
                     hashes = [h for h in hashes if h not in foreign]
             if hashes:
-                self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, hashes, tpu)
+                indexed = own_output if held and tp is out else hashes
+                if indexed:
+                    self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
                 if tp is out and self.s.common_min_sessions:
                     # Keyed by session (a request without one is a session of its own), tenant-qualified so two

@@ -204,9 +204,13 @@ def test_uncorroborated_overlap_is_graded_by_how_much_is_shared() -> None:
     assert alerts_for(" ".join(TEXTS[0].split()[:4])) == []
 
 
-def test_cold_start_overlap_alone_is_not_an_alert_but_the_mechanism_still_is() -> None:
+def test_cold_start_overlap_alone_waits_for_the_end_of_input_but_the_mechanism_alerts_at_once() -> None:
     events = [*_context("alice", "a1", 1, TEXTS[0]), request("b1", "bob", 5), response("b1", "bob", 6, text=TEXTS[0])]
-    assert run(events, overlap_warmup_docs=100) == []
+    m = Monitor(DetectionSettings(overlap_warmup_docs=100))
+    assert [a for e in events for a in m.observe(e)] == []
+    # Held while cold (detectors/held.py), judged at the end of input: alice's text is still nobody else's.
+    (a,) = m.flush()
+    assert (a.kind, a.source_tenant_id, a.evidence[0].figures["held_s"]) == ("cross_tenant_contamination", "alice", 0)
     events[-2:] = [request("b1", "bob", 5, tokens=OVER), response("b1", "bob", 6, input_tokens=1, text=TEXTS[0])]
     (a,) = run(events, overlap_warmup_docs=100)
     assert (a.kind, a.severity, a.source_tenant_id) == ("cross_tenant_contamination", "critical", "alice")

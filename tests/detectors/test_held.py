@@ -1,0 +1,115 @@
+"""A cold domain holds the findings a warm one would raise on content alone, and judges them once it can
+(detectors/held.py): when warm, when the held list is full, when the domain goes idle, at the end of input."""
+
+from __future__ import annotations
+
+from factories import TEXTS, request, response
+from hypothesis import given
+from hypothesis import strategies as st
+
+from detectors.domain import DomainMonitor
+from detectors.held import standing
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert
+
+WARM_AT = 600.0  # event time from which the domains below are warm (and 20 texts seen)
+
+
+def _settings(**kw: object) -> DetectionSettings:
+    base: dict[str, object] = {
+        "overlap_warmup_docs": 20,
+        "overlap_warmup_s": WARM_AT,
+        "overlap_warmup_slow_docs": 10**6,
+        "fingerprint_key": "held-findings-tests",
+    }
+    return DetectionSettings(**(base | kw))
+
+
+def _run(m: Monitor, events: list) -> list[Alert]:
+    return [a for e in events for a in m.observe(e)]
+
+
+def _quote(tenant: str, rid: str, ts: float, text: str) -> list:
+    return [request(rid, tenant, ts, text=text), response(rid, tenant, ts + 1, text="Noted, thank you.")]
+
+
+def _echo(tenant: str, rid: str, ts: float, text: str) -> list:
+    return [request(rid, tenant, ts, text="Please help with my question."), response(rid, tenant, ts + 1, text=text)]
+
+
+def _filler(start: float, n: int = 24) -> list:
+    """Unrelated traffic, so the domain has seen enough texts by WARM_AT."""
+    return [e for i in range(n) for e in _quote(f"f{i}", f"f{i}", start + i, f"filler question {i} number {i * 13}")]
+
+
+def test_a_cold_finding_is_raised_once_warm_if_its_page_is_still_rare() -> None:
+    m = Monitor(_settings())
+    assert _run(m, _filler(0) + _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
+    (a,) = _run(m, _quote("x", "x0", WARM_AT + 5, "an unrelated question once the domain is warm"))
+    assert (a.tenant_id, a.source_tenant_id, a.request_ids) == ("dst", "src", ["d0"])
+    assert a.severity == "critical"
+    assert a.ts == WARM_AT + 6  # raised at the event time it was judged at: its delay shows
+    assert a.evidence[0].figures["held_s"] == WARM_AT + 6 - 61
+    assert "judged once its domain was warm" in a.summary
+
+
+def test_a_cold_finding_on_text_that_turned_out_common_is_dismissed() -> None:
+    m = Monitor(_settings())
+    events = _filler(0) + _quote("src", "s0", 50, TEXTS[1]) + _echo("dst", "d0", 60, TEXTS[1])
+    # Before the domain is warm, more tenants quote the same text: public text, not a page of src's.
+    events += _quote("c", "c0", 100, TEXTS[1]) + _quote("d", "d0x", 110, TEXTS[1])
+    assert _run(m, events) == []
+    assert _run(m, _quote("x", "x0", WARM_AT + 5, "an unrelated question once the domain is warm")) == []
+    assert m.flush() == []
+
+
+def test_held_findings_are_judged_at_the_end_of_input() -> None:
+    m = Monitor(_settings())
+    assert _run(m, _quote("src", "s0", 0, TEXTS[2]) + _echo("dst", "d0", 10, TEXTS[2])) == []
+    (a,) = m.flush()
+    assert (a.tenant_id, a.source_tenant_id, a.ts) == ("dst", "src", 11)
+
+
+def test_the_held_list_is_bounded_and_its_oldest_is_judged_first() -> None:
+    m = Monitor(_settings(overlap_held_max=2))
+    events = _quote("src", "s0", 0, TEXTS[0] + " " + TEXTS[2])
+    for i in range(2):
+        events += _echo(f"dst{i}", f"d{i}", 10 + 10 * i, TEXTS[0] if i == 0 else TEXTS[2])
+    assert _run(m, events) == []
+    (a,) = _run(m, _echo("dst2", "d2", 40, TEXTS[0]))  # the third held: the first is judged now
+    assert (a.request_ids, a.ts) == (["d0"], 41)
+    assert sorted(r for a in m.flush() for r in a.request_ids) == ["d1", "d2"]
+
+
+def test_held_findings_survive_a_snapshot() -> None:
+    settings = _settings()
+    m = Monitor(settings)
+    assert _run(m, _quote("src", "s0", 0, TEXTS[0]) + _echo("dst", "d0", 10, TEXTS[0])) == []
+    (dm,) = m.domains.values()
+    restored = DomainMonitor.loads(dm.dumps(), settings)
+    assert len(restored.overlap.held) == 1
+    (a,) = restored.flush()
+    assert (a.tenant_id, a.source_tenant_id) == ("dst", "src")
+
+
+def test_holding_can_be_switched_off() -> None:
+    m = Monitor(_settings(overlap_hold_cold=False))
+    assert _run(m, _quote("src", "s0", 0, TEXTS[0]) + _echo("dst", "d0", 10, TEXTS[0])) == []
+    assert m.flush() == []
+
+
+@given(st.lists(st.booleans(), max_size=40), st.integers(0, 4))
+def test_standing_is_the_longest_run_of_unexplained_through_short_gaps(flags: list[bool], bridge: int) -> None:
+    # Reference: split at every gap longer than `bridge`, count the unexplained in each piece.
+    pieces, cur, gap = [], 0, 0
+    for f in flags:
+        if f:
+            cur, gap = cur + 1, 0
+        else:
+            gap += 1
+            if gap > bridge:
+                pieces.append(cur)
+                cur = 0
+    pieces.append(cur)
+    assert standing(flags, bridge) == max(pieces)
