@@ -230,9 +230,11 @@ class DomainMonitor:
             alerts += self._judge(held[0], ts, receivers, pop=True)
         return alerts
 
-    def _judge(self, held: Held, ts: float, receivers: dict[str, set[str]], pop: bool = False) -> list[Alert]:
+    def _judge(
+        self, held: Held, ts: float, receivers: dict[tuple[str, int], set[str]], pop: bool = False
+    ) -> list[Alert]:
         """A held response judged again at event time `ts`: its alerts if it is still high or critical.
-        `receivers`: per source, the tenants of the held responses naming it. `pop`: it is the oldest held."""
+        `receivers`: the held receivers of each page (`_receivers`). `pop`: it is the oldest held."""
         if pop:
             self.overlap.held.popleft()
         late = round(max(0.0, ts - held.ts), 3)
@@ -349,6 +351,7 @@ class DomainMonitor:
             "index_docs": idx["docs"],
             "index_fingerprints": idx["fingerprints"],
             "incidents_open": len(self.incidents.open),
+            "held_findings": len(self.overlap.held),
         }
 
     def dumps(self) -> bytes:
@@ -415,12 +418,15 @@ class _Plan:
         self.bare_observers = tuple(d.observe for name, d in observed.items() if name not in content_only)
 
 
-def _receivers(held: deque[Held]) -> dict[str, set[str]]:
-    """Per source, the tenants of the held responses naming it: the receivers of its pages while cold."""
-    out: dict[str, set[str]] = {}
+def _receivers(held: deque[Held]) -> dict[tuple[str, int], set[str]]:
+    """Per (source, fingerprint of one of its held runs), the tenants of the held responses holding it: the receivers
+    of that page of the source while the domain was cold."""
+    out: dict[tuple[str, int], set[str]] = {}
     for h in held:
-        for src in h.runs:
-            out.setdefault(src, set()).add(h.tenant_id)
+        for src, runs in h.runs.items():
+            for run in runs:
+                for fp in run.hashes:
+                    out.setdefault((src, fp), set()).add(h.tenant_id)
     return out
 
 

@@ -257,31 +257,29 @@ class OverlapDetector:
         }
         return signals, runs, {src: self.required_run(ov, src) for src in flagged}
 
-    def recheck(self, held: Held, receivers: dict[str, set[str]]) -> list[Signal]:
+    def recheck(self, held: Held, receivers: dict[tuple[str, int], set[str]]) -> list[Signal]:
         """The held response's signals, judged with what the domain knows now: a flagged source none of whose runs
-        still has the matches a page needs (`_stands`) is dismissed (info). `receivers`: per source, the tenants of
-        every response held naming it (this one's included). The runs that stand are tainted with their source, as
-        a flagged leak's are when it is judged at once."""
+        still has the matches a page needs (`_stands`) is dismissed (info). `receivers`: per (source, fingerprint),
+        the tenants of the held responses whose runs of that source hold it (this one's included). The runs that
+        stand are not tainted now: the receiver learned them while cold, and text tainted late, when wrongly held,
+        could never become common."""
         out = []
         for s in held.signals:
             src = s.source_tenant_id
-            if s.name == "cross_tenant_contamination" and src is not None and src in held.runs:
-                ignore = receivers.get(src, set()) | {src}
-                standing_runs = [r for r in held.runs[src] if self._stands(r, held.needs[src], ignore)]
-                if standing_runs:
-                    for r in standing_runs:
-                        self.tainted.update(dict.fromkeys(r.hashes, src))
-                    while len(self.tainted) > self.s.max_tainted:
-                        del self.tainted[next(iter(self.tainted))]
-                else:
-                    s = s.model_copy(update={"severity": "info", "figures": dict(s.figures, dismissed_when_warm=True)})
+            if (
+                s.name == "cross_tenant_contamination"
+                and src is not None
+                and src in held.runs
+                and not any(self._stands(r, src, held.needs[src], receivers) for r in held.runs[src])
+            ):
+                s = s.model_copy(update={"severity": "info", "figures": dict(s.figures, dismissed_when_warm=True)})
             out.append(s)
         return out
 
-    def _stands(self, run: HeldRun, need: int, ignore: set[str]) -> bool:
+    def _stands(self, run: HeldRun, src: str, need: int, receivers: dict[tuple[str, int], set[str]]) -> bool:
         """Whether a held run is still a page: with its fingerprints that are now public or common taken out, it keeps
         a strong run, or (a free run) the run its source needed. Common here counts independent holders: tenants in
-        the window other than the source and the held receivers of its pages (`ignore`). The long-horizon record
+        the window other than the source and the held receivers of that page (`receivers`). The long-horizon record
         cannot tell those apart (a page that reached two receivers while the domain was cold is in three tenants'
         texts, like a stock phrase), nor can the receiver's own history (its output was learned while cold); the
         window still holds the cold period, which ends at most `overlap_warmup_slow_s` after the first text. The
@@ -290,7 +288,12 @@ class OverlapDetector:
             return False
         others = self.s.common_min_tenants - 1
         holders = self.index.holders
-        explained = np.fromiter((len(holders(h) - ignore) >= others for h in run.hashes), bool, len(run.hashes))
+        none: set[str] = set()
+        explained = np.fromiter(
+            (len(holders(h) - receivers.get((src, h), none) - {src}) >= others for h in run.hashes),
+            bool,
+            len(run.hashes),
+        )
         if self.s.common_min_sessions:
             # The model's habit (`_common`): in the answers of that many sessions of two tenants or more. A page that
             # reached two receivers while cold is in two sessions' answers (three if it was a page of an answer).
