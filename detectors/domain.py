@@ -87,7 +87,9 @@ class DomainMonitor:
         alerts = self._release(float("inf"))
         held = self.overlap.held
         if held:
-            alerts += self._mature(max(self.watermark, held[-1].ts))
+            receivers, ts = _receivers(held), max(self.watermark, held[-1].ts)
+            while held:
+                alerts += self._judge(held[0], ts, receivers, pop=True)
         return alerts
 
     def _push(self, item: Item) -> list[Alert]:
@@ -151,8 +153,9 @@ class DomainMonitor:
         if incidents.open and ts - incidents._oldest_last_ts > incidents.quiet_s:
             incidents.advance(ts)
         overlap = self.overlap
-        # Findings held while the domain was cold are judged as soon as it is warm (detectors/held.py).
-        matured = self._mature(ts) if overlap.held and overlap.warm(ts) else None
+        # Findings held while the domain was cold are judged as soon as it is warm, or once they have waited
+        # `overlap_held_max_s` (detectors/held.py).
+        matured = self._mature(ts) if overlap.held and self._due(ts) else None
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
             plan = self._plan = _Plan(self.detectors)
@@ -222,11 +225,17 @@ class DomainMonitor:
             return self._judge(held[0], ex.ts, _receivers(held), pop=True)
         return []
 
+    def _due(self, ts: float) -> bool:
+        return self.overlap.warm(ts) or ts - self.overlap.held[0].ts >= self.s.overlap_held_max_s
+
     def _mature(self, ts: float) -> list[Alert]:
+        """Judge the held findings: all of them once the domain is warm (or at the end of input), else those that
+        have waited `overlap_held_max_s`."""
         held = self.overlap.held
         receivers = _receivers(held)
+        every = self.overlap.warm(ts)
         alerts: list[Alert] = []
-        while held:
+        while held and (every or ts - held[0].ts >= self.s.overlap_held_max_s):
             alerts += self._judge(held[0], ts, receivers, pop=True)
         return alerts
 

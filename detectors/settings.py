@@ -197,6 +197,12 @@ class DetectionSettings(BaseModel):
     overlap_held_max: int = Field(
         default=1000, ge=1, description="responses a cold domain holds; past it the oldest is judged at once"
     )
+    overlap_held_max_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="event time a held response waits at most for its domain to be warm (its judgment reads the "
+        "window: keep it below index_window_s)",
+    )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"

@@ -113,3 +113,12 @@ def test_standing_is_the_longest_run_of_unexplained_through_short_gaps(flags: li
                 cur = 0
     pieces.append(cur)
     assert standing(flags, bridge) == max(pieces)
+
+
+def test_a_held_finding_waits_at_most_overlap_held_max_s_for_a_domain_that_stays_cold() -> None:
+    # Its judgment reads the window (independent holders), so it must come while the window still holds the text.
+    m = Monitor(_settings(overlap_warmup_docs=10**6, overlap_held_max_s=300))
+    assert _run(m, _quote("src", "s0", 0, TEXTS[0]) + _echo("dst", "d0", 10, TEXTS[0])) == []
+    assert _run(m, _quote("x", "x0", 200, "a question before the held finding is due")) == []
+    (a,) = _run(m, _quote("y", "y0", 320, "a question once it is due"))
+    assert (a.tenant_id, a.source_tenant_id, a.ts) == ("dst", "src", 321)
