@@ -153,9 +153,8 @@ class DomainMonitor:
         if incidents.open and ts - incidents._oldest_last_ts > incidents.quiet_s:
             incidents.advance(ts)
         overlap = self.overlap
-        # Findings held while the domain was cold are judged as soon as it is warm, or once they have waited
-        # `overlap_held_max_s` (detectors/held.py).
-        matured = self._mature(ts) if overlap.held and self._due(ts) else None
+        # Findings held while the domain was cold are judged once they have waited `overlap_hold_s` (detectors/held.py).
+        matured = self._mature(ts) if overlap.held and ts - overlap.held[0].ts >= self.s.overlap_hold_s else None
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
             plan = self._plan = _Plan(self.detectors)
@@ -225,17 +224,13 @@ class DomainMonitor:
             return self._judge(held[0], ex.ts, _receivers(held), pop=True)
         return []
 
-    def _due(self, ts: float) -> bool:
-        return self.overlap.warm(ts) or ts - self.overlap.held[0].ts >= self.s.overlap_held_max_s
-
     def _mature(self, ts: float) -> list[Alert]:
-        """Judge the held findings: all of them once the domain is warm (or at the end of input), else those that
-        have waited `overlap_held_max_s`."""
+        """Judge the held findings that have waited `overlap_hold_s`, oldest first (the end of input judges all of
+        them: `flush`)."""
         held = self.overlap.held
         receivers = _receivers(held)
-        every = self.overlap.warm(ts)
         alerts: list[Alert] = []
-        while held and (every or ts - held[0].ts >= self.s.overlap_held_max_s):
+        while held and ts - held[0].ts >= self.s.overlap_hold_s:
             alerts += self._judge(held[0], ts, receivers, pop=True)
         return alerts
 
@@ -486,6 +481,6 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
         f = by["impossible_prefill"].figures
         parts.append(f"ttft {f['ttft_ms']:.0f} ms for {f['prompt_tokens']:,} tokens")
     if ts != ex.ts:
-        parts.append(f"response at {format_ts(ex.ts)}, judged once its domain was warm")
+        parts.append(f"response at {format_ts(ex.ts)}, held while its domain was cold")
     when = format_ts(ts)
     return f"{head} at {when}" + (f" ({'; '.join(parts)})" if parts else "")

@@ -197,11 +197,12 @@ class DetectionSettings(BaseModel):
     overlap_held_max: int = Field(
         default=1000, ge=1, description="responses a cold domain holds; past it the oldest is judged at once"
     )
-    overlap_held_max_s: float = Field(
+    overlap_hold_s: float = Field(
         default=600.0,
         gt=0,
-        description="event time a held response waits at most for its domain to be warm (its judgment reads the "
-        "window: keep it below index_window_s)",
+        description="event time a held response waits before it is judged (sooner only at the end of input, when the "
+        "domain goes idle or the held list is full): public text has shown up in other tenants' texts by then, and "
+        "the window (index_window_s) still holds the cold period",
     )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(

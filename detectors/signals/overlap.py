@@ -279,7 +279,8 @@ class OverlapDetector:
     def _stands(self, run: HeldRun, src: str, need: int, receivers: dict[tuple[str, int], set[str]]) -> bool:
         """Whether a held run is still a page: with its fingerprints that are now public or common taken out, it keeps
         a strong run, or (a free run) the run its source needed. Common here counts independent holders: tenants in
-        the window other than the source and the held receivers of that page (`receivers`). The long-horizon record
+        the window other than the source and the held receivers of that page (`receivers`), or a page held for
+        `common_min_tenants` receivers itself. The long-horizon record
         cannot tell those apart (a page that reached two receivers while the domain was cold is in three tenants'
         texts, like a stock phrase), nor can the receiver's own history (its output was learned while cold); the
         window still holds the cold period, which ends at most `overlap_warmup_slow_s` after the first text. The
@@ -289,11 +290,13 @@ class OverlapDetector:
         others = self.s.common_min_tenants - 1
         holders = self.index.holders
         none: set[str] = set()
-        explained = np.fromiter(
-            (len(holders(h) - receivers.get((src, h), none) - {src}) >= others for h in run.hashes),
-            bool,
-            len(run.hashes),
-        )
+        many = self.s.common_min_tenants
+        explained = np.zeros(len(run.hashes), dtype=bool)
+        for i, h in enumerate(run.hashes):
+            got = receivers.get((src, h), none)
+            # Held for that many receivers: what the model writes to everyone (a public text it echoes) more likely
+            # than one stale page read that often in a domain's first minutes.
+            explained[i] = len(got) >= many or len(holders(h) - got - {src}) >= others
         if self.s.common_min_sessions:
             # The model's habit (`_common`): in the answers of that many sessions of two tenants or more. A page that
             # reached two receivers while cold is in two sessions' answers (three if it was a page of an answer).

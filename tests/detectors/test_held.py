@@ -1,5 +1,6 @@
 """A cold domain holds the findings a warm one would raise on content alone, and judges them once it can
-(detectors/held.py): when warm, when the held list is full, when the domain goes idle, at the end of input."""
+(detectors/held.py): after `overlap_hold_s`, when the held list is full, when the domain goes idle, at the end of
+input."""
 
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
 
-WARM_AT = 600.0  # event time from which the domains below are warm (and 20 texts seen)
+HOLD = 600.0  # event time a held finding waits (overlap_hold_s)
 
 
 def _settings(**kw: object) -> DetectionSettings:
     base: dict[str, object] = {
-        "overlap_warmup_docs": 20,
-        "overlap_warmup_s": WARM_AT,
+        "overlap_warmup_docs": 10**6,
         "overlap_warmup_slow_docs": 10**6,
         "fingerprint_key": "held-findings-tests",
     }
@@ -38,29 +38,25 @@ def _echo(tenant: str, rid: str, ts: float, text: str) -> list:
     return [request(rid, tenant, ts, text="Please help with my question."), response(rid, tenant, ts + 1, text=text)]
 
 
-def _filler(start: float, n: int = 24) -> list:
-    """Unrelated traffic, so the domain has seen enough texts by WARM_AT."""
-    return [e for i in range(n) for e in _quote(f"f{i}", f"f{i}", start + i, f"filler question {i} number {i * 13}")]
-
-
-def test_a_cold_finding_is_raised_once_warm_if_its_page_is_still_rare() -> None:
+def test_a_cold_finding_is_raised_after_the_hold_if_its_page_is_still_rare() -> None:
     m = Monitor(_settings())
-    assert _run(m, _filler(0) + _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
-    (a,) = _run(m, _quote("x", "x0", WARM_AT + 5, "an unrelated question once the domain is warm"))
+    assert _run(m, _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
+    assert _run(m, _quote("x", "x0", 61 + HOLD - 10, "an unrelated question before the hold is over")) == []
+    (a,) = _run(m, _quote("x", "x1", 61 + HOLD, "an unrelated question once it is over"))
     assert (a.tenant_id, a.source_tenant_id, a.request_ids) == ("dst", "src", ["d0"])
     assert a.severity == "critical"
-    assert a.ts == WARM_AT + 6  # raised at the event time it was judged at: its delay shows
-    assert a.evidence[0].figures["held_s"] == WARM_AT + 6 - 61
-    assert "judged once its domain was warm" in a.summary
+    assert a.ts == 61 + HOLD + 1  # raised at the event time it was judged at: its delay shows
+    assert a.evidence[0].figures["held_s"] == HOLD + 1
+    assert "held while its domain was cold" in a.summary
 
 
 def test_a_cold_finding_on_text_that_turned_out_common_is_dismissed() -> None:
     m = Monitor(_settings())
-    events = _filler(0) + _quote("src", "s0", 50, TEXTS[1]) + _echo("dst", "d0", 60, TEXTS[1])
-    # Before the domain is warm, more tenants quote the same text: public text, not a page of src's.
+    events = _quote("src", "s0", 50, TEXTS[1]) + _echo("dst", "d0", 60, TEXTS[1])
+    # While it is held, more tenants quote the same text: public text, not a page of src's.
     events += _quote("c", "c0", 100, TEXTS[1]) + _quote("d", "d0x", 110, TEXTS[1])
     assert _run(m, events) == []
-    assert _run(m, _quote("x", "x0", WARM_AT + 5, "an unrelated question once the domain is warm")) == []
+    assert _run(m, _quote("x", "x0", 61 + HOLD, "an unrelated question once the hold is over")) == []
     assert m.flush() == []
 
 
@@ -113,12 +109,3 @@ def test_standing_is_the_longest_run_of_unexplained_through_short_gaps(flags: li
                 cur = 0
     pieces.append(cur)
     assert standing(flags, bridge) == max(pieces)
-
-
-def test_a_held_finding_waits_at_most_overlap_held_max_s_for_a_domain_that_stays_cold() -> None:
-    # Its judgment reads the window (independent holders), so it must come while the window still holds the text.
-    m = Monitor(_settings(overlap_warmup_docs=10**6, overlap_held_max_s=300))
-    assert _run(m, _quote("src", "s0", 0, TEXTS[0]) + _echo("dst", "d0", 10, TEXTS[0])) == []
-    assert _run(m, _quote("x", "x0", 200, "a question before the held finding is due")) == []
-    (a,) = _run(m, _quote("y", "y0", 320, "a question once it is due"))
-    assert (a.tenant_id, a.source_tenant_id, a.ts) == ("dst", "src", 321)
