@@ -89,7 +89,7 @@ class DomainMonitor:
         if held:
             receivers, ts = _receivers(held), max(self.watermark, held[-1].ts)
             while held:
-                alerts += self._judge(held[0], ts, receivers, pop=True)
+                alerts += self._judge_oldest(ts, receivers)
         return alerts
 
     def _push(self, item: Item) -> list[Alert]:
@@ -221,7 +221,7 @@ class DomainMonitor:
         )
         # Bounded: past the limit the oldest is judged now, with what the domain knows so far (never dropped).
         if len(held) > self.s.overlap_held_max:
-            return self._judge(held[0], ex.ts, _receivers(held), pop=True)
+            return self._judge_oldest(ex.ts, _receivers(held))
         return []
 
     def _mature(self, ts: float) -> list[Alert]:
@@ -231,25 +231,23 @@ class DomainMonitor:
         receivers = _receivers(held)
         alerts: list[Alert] = []
         while held and ts - held[0].ts >= self.s.overlap_hold_s:
-            alerts += self._judge(held[0], ts, receivers, pop=True)
+            alerts += self._judge_oldest(ts, receivers)
         return alerts
 
-    def _judge(
-        self, held: Held, ts: float, receivers: dict[tuple[str, int], set[str]], pop: bool = False
-    ) -> list[Alert]:
-        """A held response judged again at event time `ts`: its alerts if it is still high or critical.
-        `receivers`: the held receivers of each page (`_receivers`). `pop`: it is the oldest held."""
-        if pop:
-            self.overlap.held.popleft()
+    def _judge_oldest(self, ts: float, receivers: dict[tuple[str, int], set[str]]) -> list[Alert]:
+        """The oldest held response, judged again at event time `ts`: its alerts if it is still high or critical.
+        `receivers`: the held receivers of each page (`_receivers`)."""
+        held = self.overlap.held.popleft()
         late = round(max(0.0, ts - held.ts), 3)
         signals = [
             s.model_copy(update={"figures": dict(s.figures, held_s=late)}) if s.name in _CONTENT else s
             for s in self.overlap.recheck(held, receivers)
         ]
         main, others = _split_victims(signals)
+        if SEVERITY_RANK[severity_of(main)] < SEVERITY_RANK["high"]:
+            return []  # dismissed: nothing was raised for it, and nothing is
         alert = self._response_alert(held, main, ts)
-        if alert is None or SEVERITY_RANK[alert.severity] < SEVERITY_RANK["high"]:
-            return []
+        assert alert is not None
         return self._victim_alerts(held, alert, main, others, ts)
 
     def _pressure_signal(self) -> tuple[float | None, list[Signal]]:

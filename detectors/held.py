@@ -5,10 +5,11 @@ looks like a rare passage, so until the domain is warm a content-only match rais
 findings made a cold domain blind: a log of a few minutes replayed after the fact, or a small deployment's first
 ten minutes, gave no content alert at all. So a response that a warm domain would have flagged high or critical on
 content alone is held, text-free (ids, the signals as a warm domain gives them, the output fingerprints of each
-source's runs), and judged again when the domain is warm, when the held list is full (oldest first), when the
-domain goes idle, or at the end of the input. By then the domain knows what was common: a run stands if, with
-what the domain has learned since (long-horizon commonness, the model's stock phrases, the public corpus), it
-still has the matches a page needs. The alert raised then carries the event time it was judged at (its delay is
+source's runs), and judged again `overlap_hold_s` (600 s) of event time later, or sooner when the held list is
+full (oldest first), when the domain goes idle, or at the end of the input. By then the domain knows more of what
+is common: a run stands if, with what the domain has learned since (public corpus, the model's stock phrases,
+tenants other than the source and the page's held receivers holding it in the window), it still has the matches
+a page needs (`OverlapDetector.recheck`). The alert raised then carries the event time it was judged at (its delay is
 visible) and the id the response would have had at once.
 """
 

@@ -131,7 +131,7 @@ class Overlap:
     free_runs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     # Per source, every run of at least `long_run` matches: (first, last) output positions, matches, and whether it
     # continues the receiver's own text (attached, a junction or out of order): what a cold domain holds to judge
-    # again once warm (`detectors/held.py`).
+    # again later (`detectors/held.py`).
     run_spans: dict[str, list[tuple[int, int, int, bool]]] = field(default_factory=dict)
     # Per source, its runs where the output's positions are known: (first unit, last unit its k-grams cover, tokens per
     # unit of its text, first and last fingerprint in the output) (`ContentIndex._measure`).

@@ -192,7 +192,7 @@ class DetectionSettings(BaseModel):
     overlap_hold_cold: bool = Field(
         default=True,
         description="a cold domain holds the responses a warm one would flag on content alone and judges them again "
-        "once warm, when idle or at the end of input (detectors/held.py); off: they stay info",
+        "after overlap_hold_s, when idle or at the end of input (detectors/held.py); off: they stay info",
     )
     overlap_held_max: int = Field(
         default=1000, ge=1, description="responses a cold domain holds; past it the oldest is judged at once"

@@ -239,7 +239,7 @@ class OverlapDetector:
         self, ov: Overlap, hashes: list[int], tenants: list[str], base: dict[str, Any]
     ) -> tuple[list[Signal], dict[str, list[HeldRun]], dict[str, int]] | None:
         """What a warm domain would conclude, when that is high or critical: the signals, and per flagged source its
-        runs (output fingerprints) and the free run it needed, to be judged again once warm (`detectors/held.py`)."""
+        runs (output fingerprints) and the free run it needed, to be judged again later (`detectors/held.py`)."""
         signals = self._conclude([self._tenant_signal(ov, t, ov.by_tenant[t], base, True) for t in tenants])
         flagged = [
             s.source_tenant_id
@@ -272,7 +272,7 @@ class OverlapDetector:
                 and src in held.runs
                 and not any(self._stands(r, src, held.needs[src], receivers) for r in held.runs[src])
             ):
-                s = s.model_copy(update={"severity": "info", "figures": dict(s.figures, dismissed_when_warm=True)})
+                s = s.model_copy(update={"severity": "info", "figures": dict(s.figures, held_dismissed=True)})
             out.append(s)
         return out
 
@@ -280,11 +280,11 @@ class OverlapDetector:
         """Whether a held run is still a page: with its fingerprints that are now public or common taken out, it keeps
         a strong run, or (a free run) the run its source needed. Common here counts independent holders: tenants in
         the window other than the source and the held receivers of that page (`receivers`), or a page held for
-        `common_min_tenants` receivers itself. The long-horizon record
-        cannot tell those apart (a page that reached two receivers while the domain was cold is in three tenants'
-        texts, like a stock phrase), nor can the receiver's own history (its output was learned while cold); the
-        window still holds the cold period, which ends at most `overlap_warmup_slow_s` after the first text. The
-        model's stock phrases are asked as when judging at once."""
+        `common_min_tenants` receivers itself. The long-horizon record cannot tell those apart (a page that reached
+        two receivers while the domain was cold is in three tenants' texts, like a stock phrase), nor can the
+        receiver's own history (its output was learned while cold); the window (900 s) still holds the minutes
+        after the finding (judged `overlap_hold_s` = 600 s later). The model's stock phrases are asked as when
+        judging at once."""
         if not run.hashes:
             return False
         others = self.s.common_min_tenants - 1
