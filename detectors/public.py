@@ -32,10 +32,14 @@ class PublicSet:
     def __len__(self) -> int:
         return int(self._h.size)
 
-    def add(self, hashes: Iterable[int]) -> int:
+    def hashes(self) -> np.ndarray:
+        """The fingerprints, sorted and unique."""
+        return self._h
+
+    def add(self, hashes: Iterable[int] | np.ndarray) -> int:
         """Add fingerprints; returns how many were new."""
         before = self._h.size
-        extra = np.fromiter(hashes, dtype=np.uint64)
+        extra = hashes if isinstance(hashes, np.ndarray) else np.fromiter(hashes, dtype=np.uint64)
         self._h = np.union1d(self._h, extra)
         return int(self._h.size - before)
 

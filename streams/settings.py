@@ -331,6 +331,11 @@ class CorpusSettings(_Section):
         default=None,
         description="public-text corpus file (`crosstalk corpus add`): its fingerprints are common, never evidence",
     )
+    licences: bool = Field(
+        default=True,
+        description="count the texts of common open-source licences and their notices (streams/inputs/licences/) as "
+        "public too, with or without a corpus file",
+    )
 
 
 class Settings(BaseSettings):

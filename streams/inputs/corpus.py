@@ -46,9 +46,27 @@ def write(public: PublicSet, path: str | Path) -> None:
     os.replace(tmp, path)  # atomic: a crash mid-write never leaves a torn corpus behind
 
 
+LICENCES = Path(__file__).with_name("licences")
+
+
+def licences(settings: Settings) -> PublicSet:
+    """The built-in licence texts (`licences/`), every k-gram, fingerprinted with the monitor's key and parameters:
+    a few hundred kilobytes of text, so at start, never stored."""
+    public = empty_for(settings)
+    fp = make_fingerprinter(settings.detection)
+    for path in sorted(LICENCES.glob("*.txt")):
+        public.add(fp.kgram_hashes(fp.text_hashes(path.read_text(encoding="utf-8"))).tolist())
+    return public
+
+
 def load_public(settings: Settings) -> PublicSet | None:
-    """The configured corpus, or None when none is configured. A configured but unusable one is an error:
-    running without it would turn every public passage into a false alarm."""
-    if not settings.corpus.path:
-        return None
-    return read(settings.corpus.path, settings)
+    """The configured corpus with the built-in licences (`corpus.licences`), or None when neither is configured. A
+    configured but unusable corpus is an error: running without it would turn every public passage into a false
+    alarm."""
+    public = read(settings.corpus.path, settings) if settings.corpus.path else None
+    if settings.corpus.licences:
+        builtin = licences(settings)
+        if public is None:
+            return builtin
+        public.add(builtin.hashes())
+    return public
