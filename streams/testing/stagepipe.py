@@ -24,6 +24,7 @@ from streams.kafka.stages import (
     JoinState,
     Send,
 )
+from streams.inputs.corpus import load_public
 from streams.settings import Settings
 
 
@@ -46,8 +47,9 @@ class StagePipeline:
         self.join = JoinStage(settings, self.counters, started=0.0)
         self.domain = DomainStage(settings, self.counters, started=0.0)
         self.join_states = {p: JoinState.fresh(settings.detection) for p in range(k.internal_partitions)}
+        public = load_public(settings)  # as the worker loads it (streams/kafka/app.py)
         self.domain_states = {
-            q: DomainState.fresh(settings.detection, self.counters) for q in range(k.internal_partitions)
+            q: DomainState.fresh(settings.detection, self.counters, public) for q in range(k.internal_partitions)
         }
         self.join_topic: dict[int, deque[bytes]] = {p: deque() for p in range(k.internal_partitions)}
         self.domain_topic: dict[int, deque[bytes]] = {q: deque() for q in range(k.internal_partitions)}
