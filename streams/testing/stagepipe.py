@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from schemas.alert import Alert
+from streams.inputs.corpus import load_public
 from streams.kafka import frames
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.stages import (
@@ -24,7 +25,6 @@ from streams.kafka.stages import (
     JoinState,
     Send,
 )
-from streams.inputs.corpus import load_public
 from streams.settings import Settings
 
 
