@@ -12,12 +12,18 @@ import pytest
 
 from .report_fixtures import CHROMEDRIVER, CHROMIUM, Run, crosstalk
 
+# A pinned key, so the runs' figures are known: the 240-s runs never warm up, their content findings are held and
+# judged at the end of input, and under 4 of 9 keys tried the clean run's model writes one 10-unit comment of the
+# stdlib that another tenant holds (README, Evaluation, "Missed"): a false high the report would rightly show.
+KEY = {"CROSSTALK_DETECTION__FINGERPRINT_KEY": "a"}
+
 
 def _simulate(dir: Path, *flags: str) -> Run:
     crosstalk("simulate", "--out", str(dir), "--seed", "7", "--duration", "240", *flags)
     events = dir / "events.jsonl"
     alerts = dir / "alerts.jsonl"
-    crosstalk("replay", str(events), "--alerts-out", str(alerts), "--rejects", str(dir / "rejects.jsonl"), "--quiet")
+    replay = ("replay", str(events), "--alerts-out", str(alerts), "--rejects", str(dir / "rejects.jsonl"), "--quiet")
+    crosstalk(*replay, env=KEY)
     return Run(dir, events, alerts, orjson.loads((dir / "labels.json").read_bytes()))
 
 
