@@ -47,9 +47,9 @@ class StagePipeline:
         self.join = JoinStage(settings, self.counters, started=0.0)
         self.domain = DomainStage(settings, self.counters, started=0.0)
         self.join_states = {p: JoinState.fresh(settings.detection) for p in range(k.internal_partitions)}
-        public = load_public(settings)  # as the worker loads it (streams/kafka/app.py)
+        self.public = load_public(settings)  # as the worker loads it (streams/kafka/app.py), and gives it to restores
         self.domain_states = {
-            q: DomainState.fresh(settings.detection, self.counters, public) for q in range(k.internal_partitions)
+            q: DomainState.fresh(settings.detection, self.counters, self.public) for q in range(k.internal_partitions)
         }
         self.join_topic: dict[int, deque[bytes]] = {p: deque() for p in range(k.internal_partitions)}
         self.domain_topic: dict[int, deque[bytes]] = {q: deque() for q in range(k.internal_partitions)}

@@ -107,7 +107,9 @@ class _Stage:
         return await self.cp.maybe("domain", self.q, self.st, self.table, self.flush)
 
     def restored(self) -> DomainState | None:
-        got = Checkpointer(self.s.kafka, Counter()).restore("domain", self.q, self.table, self.s.detection)
+        got = Checkpointer(self.s.kafka, Counter()).restore(
+            "domain", self.q, self.table, self.s.detection, self.pipe.public
+        )
         assert got is None or isinstance(got, DomainState)
         return got
 
