@@ -85,8 +85,8 @@ def _write_all(cp: Checkpointer, pipe: StagePipeline, table: dict[bytes, bytes])
 
 def _restore_all(s: Settings, table: dict[bytes, bytes], pipe: StagePipeline) -> tuple[Any, Any]:
     cp = Checkpointer(s.kafka, pipe.counters)
-    domains = {q: cp.restore("domain", q, table, s.detection) for q in pipe.domain_states}
-    joins = {p: cp.restore("join", p, table, s.detection) for p in pipe.join_states}
+    domains = {q: cp.restore("domain", q, table, s.detection, pipe.public) for q in pipe.domain_states}
+    joins = {p: cp.restore("join", p, table, s.detection, pipe.public) for p in pipe.join_states}
     return domains, joins
 
 
@@ -170,14 +170,14 @@ def test_a_crash_before_the_manifest_restores_the_previous_checkpoint(lines: lis
     table.countdown = table.crash_key = None
     orphans = len(table)
     # A new worker: the last manifest's versions exactly, the half-written checkpoint swept away.
-    again = Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection)
+    again = Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection, pipe.public)
     assert canon(again) == covered
     assert len(table) < orphans
     assert set(table) == cp.manifests[("domain", q)].versions() | {checkpoint.snapshot_key("domain", q)}
     # The worker that failed goes on: its next checkpoint covers everything since the last good one.
     next(feed)
     cp.write("domain", q, st, table)
-    assert canon(Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection)) == canon(st)
+    assert canon(Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection, pipe.public)) == canon(st)
 
 
 def test_an_expired_domain_leaves_the_manifest_and_its_versions_are_deleted(lines: list[bytes]) -> None:
@@ -198,13 +198,13 @@ def test_an_expired_domain_leaves_the_manifest_and_its_versions_are_deleted(line
     after = cp.manifests[("domain", q)]
     assert not [n for n in after.chains if n[1:] == (gone,)]
     assert not old_keys & set(table)
-    restored = Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection)
+    restored = Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection, pipe.public)
     assert isinstance(restored, DomainState) and gone not in restored.table.domains
     # Back under the same name: a new monitor, copied whole (not chained onto the expired one's versions).
     st.table.get(gone, max(st.table._activity.values(), default=0.0))
     cp.write("domain", q, st, table)
     assert all(len(c.keys) == 1 for n, c in cp.manifests[("domain", q)].chains.items() if n[1:] == (gone,))
-    assert canon(Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection)) == canon(st)
+    assert canon(Checkpointer(s.kafka, Counter()).restore("domain", q, table, s.detection, pipe.public)) == canon(st)
 
 
 def test_a_checkpoint_missing_a_piece_starts_fresh_counted_and_cleared(lines: list[bytes]) -> None:
@@ -218,7 +218,7 @@ def test_a_checkpoint_missing_a_piece_starts_fresh_counted_and_cleared(lines: li
     named = sorted(cp.manifests[("domain", q)].versions())
     del table[named[0]]
     counters: Counter[str] = Counter()
-    assert Checkpointer(s.kafka, counters).restore("domain", q, table, s.detection) is None
+    assert Checkpointer(s.kafka, counters).restore("domain", q, table, s.detection, pipe.public) is None
     assert counters["restore_errors.domain"] == 1
     prefix = checkpoint.snapshot_key("domain", q)
     assert not [k for k in table if k.startswith(prefix)]

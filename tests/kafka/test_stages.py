@@ -81,11 +81,11 @@ def test_a_restart_from_snapshots_gives_the_same_alerts(incident: dict[str, Any]
     second = StagePipeline(s)
     second.counters = first.counters
     second.join_states = {
-        p: checkpoint.loads(checkpoint.dumps(st, first.counters), s.detection, first.counters)  # type: ignore[misc]
+        p: checkpoint.loads(checkpoint.dumps(st, first.counters), s.detection, first.counters, second.public)  # type: ignore[misc]
         for p, st in first.join_states.items()
     }
     second.domain_states = {
-        q: checkpoint.loads(checkpoint.dumps(st, first.counters), s.detection, first.counters)  # type: ignore[misc]
+        q: checkpoint.loads(checkpoint.dumps(st, first.counters), s.detection, first.counters, second.public)  # type: ignore[misc]
         for q, st in first.domain_states.items()
     }
     # Kafka's offsets go on: the input and join topics are not reset by a worker restart.
