@@ -103,6 +103,16 @@ class Corpus:
     files: tuple[File, ...]
     chain: dict[str, tuple[str, ...]]  # order-1 word chain for fresh prose
     starters: tuple[str, ...]
+    # Every VERBATIM-word window of the comments the chain learns from (hashes): prose writes none.
+    verbatim: frozenset[int] = frozenset()
+
+
+# Fresh prose shares at most VERBATIM - 1 consecutive words with any comment the chain learned from.
+# Those comments are also the tenants' private code, and where a rare word has a single successor an
+# order-1 chain copies a whole comment line: a model writing out private text it could never have seen,
+# an accident of the corpus rather than a decoy. Five words are far below a page (16 tokens) and give
+# the detector at most one shared k-gram per run.
+VERBATIM = 6
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,6 +120,7 @@ def corpus() -> Corpus:
     root = Path(sysconfig.get_paths()["stdlib"])
     paths = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
     seen: set[int] = set()
+    verbatim: set[int] = set()
     files: list[File] = []
     comments: list[str] = []
     for rel in paths:
@@ -119,7 +130,12 @@ def corpus() -> Corpus:
             text = (root / rel).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        comments.extend(m.group(1) for m in _COMMENT.finditer(text))
+        own = [m.group(1) for m in _COMMENT.finditer(text)]
+        comments.extend(own)
+        # Every comment the chain learns from, not only the files tenants get: the same licence header or
+        # grammar comment stands in many files, and two answers copying it would share it verbatim.
+        said = words_of(" ".join(own))  # a file's comment lines read on as one text, as the detector reads them
+        verbatim.update(hash(tuple(said[i : i + VERBATIM])) for i in range(len(said) - VERBATIM + 1))
         if not 3_000 <= len(text) <= 400_000:
             continue
         words = words_of(text)
@@ -140,29 +156,50 @@ def corpus() -> Corpus:
         if toks and toks[0][0].isupper() and len(toks) >= 5:
             starters.append(toks[0])
     chain = {k: tuple(v) for k, v in nexts.items()}
-    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",))
+    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",), frozenset(verbatim))
 
 
 def prose(rng: random.Random, corpus: Corpus, sentences: int) -> str:
     """Fresh text: sentences from an order-1 word chain over stdlib comments.
 
-    Order 1 keeps long verbatim runs of the corpus (and between two outputs) practically impossible,
-    so fresh text never creates overlap a detector could mistake for a leak.
+    No VERBATIM consecutive words of it are a file's comment (see VERBATIM), so fresh text never creates
+    overlap with a tenant's code that a detector could mistake for a leak.
     """
     out = []
+    said: list[str] = []  # read on across sentences, as the detector reads them
     for _ in range(sentences):
         word = rng.choice(corpus.starters)
+        for _retry in range(8):
+            if not _copies(corpus, said, word):
+                break
+            word = rng.choice(corpus.starters)
         toks = [word]
+        said += words_of(word)
         target = rng.randint(8, 22)
         while len(toks) < target:
             follow = corpus.chain.get(word)
             word = rng.choice(follow) if follow else rng.choice(corpus.starters).lower()
+            if _copies(corpus, said, word):
+                # The successor would complete a comment verbatim: another successor, else a new clause.
+                others = [w for w in dict.fromkeys(follow or ()) if not _copies(corpus, said, w)]
+                word = rng.choice(others) if others else rng.choice(corpus.starters).lower()
+                if not others and _copies(corpus, said, word):
+                    break
             toks.append(word)
+            said += words_of(word)
             if word.endswith(".") and len(toks) >= 6:
                 break
         sentence = " ".join(toks).rstrip(".,;:")
         out.append(sentence[0].upper() + sentence[1:] + ".")
     return " ".join(out)
+
+
+def _copies(corpus: Corpus, said: list[str], word: str) -> bool:
+    """Whether appending `word` makes the last VERBATIM words a window of some file's comments."""
+    if not corpus.verbatim:
+        return False
+    tail = said[-(VERBATIM - 1) :] + words_of(word)
+    return any(hash(tuple(tail[i : i + VERBATIM])) in corpus.verbatim for i in range(max(0, len(tail) - VERBATIM + 1)))
 
 
 def length_class(words: int) -> str:

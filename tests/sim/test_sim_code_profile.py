@@ -339,3 +339,34 @@ def test_cli_no_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert (tmp_path / "events.jsonl.gz").exists()
     labels = orjson.loads((tmp_path / "labels.json").read_bytes())
     assert labels["meta"]["seed"] == 2 and not any(r["contaminated"] for r in labels["responses"])
+
+
+def _comment_windows(n: int) -> set[tuple[str, ...]]:
+    from streams.sim.corpus import _COMMENT, corpus
+
+    grams: set[tuple[str, ...]] = set()
+    for f in corpus().files:
+        said = words_of(" ".join(m.group(1) for m in _COMMENT.finditer(f.text)))
+        grams.update(tuple(said[i : i + n]) for i in range(len(said) - n + 1))
+    return grams
+
+
+def test_fresh_prose_never_copies_a_files_comment() -> None:
+    """The model's own text shares fewer than VERBATIM consecutive words with any file a tenant could hold:
+    clean overlap between tenants is a decoy the profile plants, never the chain copying private code."""
+    import dataclasses
+    import random
+
+    from streams.sim.corpus import VERBATIM, corpus, prose
+
+    grams = _comment_windows(VERBATIM)
+    c = corpus()
+
+    def copies(cor: Any, seed: int) -> int:
+        rng = random.Random(seed)
+        texts = [words_of(prose(rng, cor, 4)) for _ in range(1500)]
+        return sum(tuple(ws[i : i + VERBATIM]) in grams for ws in texts for i in range(len(ws) - VERBATIM + 1))
+
+    assert copies(c, 1) == 0 and copies(c, 2) == 0
+    # The unguarded chain does copy comment lines (rare words with one successor): the guard is what holds.
+    assert copies(dataclasses.replace(c, verbatim=frozenset()), 1) > 0
