@@ -8,8 +8,11 @@ prompts, popular files, stock phrases), never an accident of the corpus.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import itertools
+import math
 import random
 import re
 import sysconfig
@@ -105,6 +108,7 @@ class Corpus:
     starters: tuple[str, ...]
     # Every VERBATIM-word window of the comments the chain learns from (hashes): prose writes none.
     verbatim: frozenset[int] = frozenset()
+    counts: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # chain[w] counted by successor
 
 
 # Fresh prose shares at most VERBATIM - 1 consecutive words with any comment the chain learned from.
@@ -113,6 +117,9 @@ class Corpus:
 # an accident of the corpus rather than a decoy. Five words are far below a page (16 tokens) and give
 # the detector at most one shared k-gram per run.
 VERBATIM = 6
+# Nor is any run of VERBATIM words one the chain writes with a probability above this, given its first word:
+# 5,000 answers of a few dozen words each then share such a run by chance a handful of times, never a page.
+LIKELY = 1 / 4096
 
 
 @functools.lru_cache(maxsize=1)
@@ -156,17 +163,20 @@ def corpus() -> Corpus:
         if toks and toks[0][0].isupper() and len(toks) >= 5:
             starters.append(toks[0])
     chain = {k: tuple(v) for k, v in nexts.items()}
-    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",), frozenset(verbatim))
+    counts = {k: dict(collections.Counter(v)) for k, v in chain.items()}
+    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",), frozenset(verbatim), counts)
 
 
 def prose(rng: random.Random, corpus: Corpus, sentences: int) -> str:
     """Fresh text: sentences from an order-1 word chain over stdlib comments.
 
-    No VERBATIM consecutive words of it are a file's comment (see VERBATIM), so fresh text never creates
-    overlap with a tenant's code that a detector could mistake for a leak.
+    No VERBATIM consecutive words of it are a comment the chain learned from, and none are a path the chain
+    takes with a probability above LIKELY (see both), so fresh text overlaps neither a tenant's code nor
+    another answer's fresh text in a way a detector could mistake for a leak.
     """
     out = []
     said: list[str] = []  # read on across sentences, as the detector reads them
+    odds: list[float] = []  # per word of `said`: the probability the chain gave it, 1 for a token's later words
     for _ in range(sentences):
         word = rng.choice(corpus.starters)
         for _retry in range(8):
@@ -174,24 +184,66 @@ def prose(rng: random.Random, corpus: Corpus, sentences: int) -> str:
                 break
             word = rng.choice(corpus.starters)
         toks = [word]
-        said += words_of(word)
+        _say(said, odds, word, 1 / len(corpus.starters))
         target = rng.randint(8, 22)
         while len(toks) < target:
-            follow = corpus.chain.get(word)
-            word = rng.choice(follow) if follow else rng.choice(corpus.starters).lower()
-            if _copies(corpus, said, word):
-                # The successor would complete a comment verbatim: another successor, else a new clause.
-                others = [w for w in dict.fromkeys(follow or ()) if not _copies(corpus, said, w)]
-                word = rng.choice(others) if others else rng.choice(corpus.starters).lower()
-                if not others and _copies(corpus, said, word):
+            picked = _next(rng, corpus, word, said, odds)
+            if picked is None:  # every successor would copy or repeat: a new clause
+                word = rng.choice(corpus.starters).lower()
+                if _copies(corpus, said, word):
                     break
+                _say(said, odds, word, 1 / len(corpus.starters))
+            else:
+                _say(said, odds, picked, _odds(corpus, word, picked))
+                word = picked
             toks.append(word)
-            said += words_of(word)
             if word.endswith(".") and len(toks) >= 6:
                 break
         sentence = " ".join(toks).rstrip(".,;:")
         out.append(sentence[0].upper() + sentence[1:] + ".")
     return " ".join(out)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _words(token: str) -> tuple[str, ...]:
+    return tuple(words_of(token))
+
+
+def _say(said: list[str], odds: list[float], token: str, p: float) -> None:
+    ws = _words(token)
+    said += ws
+    odds += [p] + [1.0] * (len(ws) - 1)
+
+
+def _likely(odds: list[float], token: str, p: float) -> bool:
+    """Whether the last VERBATIM words, with `token` said at probability p, are a likely path of the chain."""
+    n = len(_words(token))
+    before = VERBATIM - n - 1  # words before the token's inside the window, not counting the window's first
+    return p * (math.prod(odds[-before:]) if before > 0 else 1.0) > LIKELY
+
+
+def _odds(corpus: Corpus, word: str, nxt: str) -> float:
+    """The probability the chain gives `nxt` after `word`."""
+    follow = corpus.chain[word]
+    counts = corpus.counts.get(word)
+    return (counts[nxt] if counts is not None else follow.count(nxt)) / len(follow)
+
+
+def _next(rng: random.Random, corpus: Corpus, word: str, said: list[str], odds: list[float]) -> str | None:
+    """A successor drawn from the chain among those that neither copy a comment nor repeat a likely path."""
+    follow = corpus.chain.get(word) or ()
+    if not follow:
+        return None
+
+    def ok(w: str) -> bool:
+        return not _likely(odds, w, _odds(corpus, word, w)) and not _copies(corpus, said, w)
+
+    for _try in range(8):  # rejection sampling: most words have many successors and the first draw is fine
+        w = rng.choice(follow)
+        if ok(w):
+            return w
+    allowed = {w: n for w, n in collections.Counter(follow).items() if ok(w)}
+    return rng.choices(list(allowed), list(allowed.values()))[0] if allowed else None
 
 
 def _copies(corpus: Corpus, said: list[str], word: str) -> bool:

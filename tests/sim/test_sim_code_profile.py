@@ -351,22 +351,35 @@ def _comment_windows(n: int) -> set[tuple[str, ...]]:
     return grams
 
 
-def test_fresh_prose_never_copies_a_files_comment() -> None:
-    """The model's own text shares fewer than VERBATIM consecutive words with any file a tenant could hold:
-    clean overlap between tenants is a decoy the profile plants, never the chain copying private code."""
+def test_fresh_prose_never_copies_a_files_comment_or_repeats_another_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's own text shares fewer than VERBATIM consecutive words with any file a tenant could hold,
+    and two answers' fresh text share no 8-word run: clean overlap between tenants is a decoy the profile
+    plants, never the chain copying private code or walking the same rare path twice."""
+    import collections
     import dataclasses
     import random
 
-    from streams.sim.corpus import VERBATIM, corpus, prose
+    from streams.sim import corpus as texts
 
-    grams = _comment_windows(VERBATIM)
-    c = corpus()
+    grams = _comment_windows(texts.VERBATIM)
+    c = texts.corpus()
 
-    def copies(cor: Any, seed: int) -> int:
+    def answers(cor: Any, seed: int) -> list[list[str]]:
         rng = random.Random(seed)
-        texts = [words_of(prose(rng, cor, 4)) for _ in range(1500)]
-        return sum(tuple(ws[i : i + VERBATIM]) in grams for ws in texts for i in range(len(ws) - VERBATIM + 1))
+        return [words_of(texts.prose(rng, cor, 4)) for _ in range(1500)]
 
-    assert copies(c, 1) == 0 and copies(c, 2) == 0
-    # The unguarded chain does copy comment lines (rare words with one successor): the guard is what holds.
-    assert copies(dataclasses.replace(c, verbatim=frozenset()), 1) > 0
+    def copies(said: list[list[str]]) -> int:
+        n = texts.VERBATIM
+        return sum(tuple(ws[i : i + n]) in grams for ws in said for i in range(len(ws) - n + 1))
+
+    def repeats(said: list[list[str]]) -> int:
+        seen = collections.Counter(g for ws in said for g in {tuple(ws[i : i + 8]) for i in range(len(ws) - 7)})
+        return sum(1 for n in seen.values() if n > 1)
+
+    for seed in (1, 2):
+        said = answers(c, seed)
+        assert copies(said) == 0 and repeats(said) == 0
+    # The unguarded chain does both (rare words with one successor): the guards are what holds.
+    monkeypatch.setattr(texts, "LIKELY", 1.0)
+    said = answers(dataclasses.replace(c, verbatim=frozenset()), 1)
+    assert copies(said) > 0 and repeats(said) > 0
