@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from streams.testing.kafkanames import KafkaNames
 from streams.testing.workerproc import WorkerProcess
@@ -18,6 +19,11 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 # Workers refuse to start without a configured fingerprint key; the test processes and the workers they
 # start share this one (a test of the refusal removes it).
 os.environ.setdefault("CROSSTALK_DETECTION__FINGERPRINT_KEY", "crosstalk-test-key-not-secret")
+# Property tests explore new examples on every local run, where a counterexample is a finding to keep (as an
+# @example). CI runs the same examples every time, so that a change lands or not on what it changed.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI") == "true":
+    hypothesis_settings.load_profile("ci")
 
 
 def _broker_reachable(bootstrap: str, timeout_s: float = 5.0) -> str | None:
