@@ -304,7 +304,10 @@ def main() -> int:
 
 def render(doc: dict[str, Any], args: argparse.Namespace) -> None:
     table = markdown(doc["runs"], doc["summary"], doc.get("splits")) + "\n" + detail(doc["summary"])
-    args.md.write_text(f"<!-- written by scripts/evaluate_seeds.py from a run on {doc['generated']} -->\n\n{table}")
+    # A profile re-run alone (its rows merged into --out) is dated apart: generated_<profile>.
+    also = "".join(f"; {k[10:]} rows from a run on {v}" for k, v in doc.items() if k.startswith("generated_"))
+    head = f"<!-- written by scripts/evaluate_seeds.py from a run on {doc['generated']}{also} -->"
+    args.md.write_text(f"{head}\n\n{table}")
     print(table)
     if plot(doc["summary"], args.plot):
         print(f"plot: {args.plot}", file=sys.stderr)
