@@ -55,7 +55,7 @@ def licences(settings: Settings) -> PublicSet:
     public = empty_for(settings)
     fp = make_fingerprinter(settings.detection)
     for path in sorted(LICENCES.glob("*.txt")):
-        public.add(fp.kgram_hashes(fp.text_hashes(path.read_text(encoding="utf-8"))).tolist())
+        public.add(fp.kgram_hashes(fp.text_hashes(path.read_text(encoding="utf-8"))))
     return public
 
 

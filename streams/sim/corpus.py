@@ -9,7 +9,6 @@ prompts, popular files, stock phrases), never an accident of the corpus.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import itertools
 import math
@@ -108,7 +107,11 @@ class Corpus:
     starters: tuple[str, ...]
     # Every VERBATIM-word window of the comments the chain learns from (hashes): prose writes none.
     verbatim: frozenset[int] = frozenset()
-    counts: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)  # chain[w] counted by successor
+
+    @functools.cached_property
+    def counts(self) -> dict[str, dict[str, int]]:
+        """chain[w] counted by successor: the chain's probabilities without scanning its tuples."""
+        return {k: dict(collections.Counter(v)) for k, v in self.chain.items()}
 
 
 # Fresh prose shares at most VERBATIM - 1 consecutive words with any comment the chain learned from.
@@ -163,8 +166,7 @@ def corpus() -> Corpus:
         if toks and toks[0][0].isupper() and len(toks) >= 5:
             starters.append(toks[0])
     chain = {k: tuple(v) for k, v in nexts.items()}
-    counts = {k: dict(collections.Counter(v)) for k, v in chain.items()}
-    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",), frozenset(verbatim), counts)
+    return Corpus(tuple(files), chain, tuple(dict.fromkeys(starters)) or ("The",), frozenset(verbatim))
 
 
 def prose(rng: random.Random, corpus: Corpus, sentences: int) -> str:
@@ -224,9 +226,7 @@ def _likely(odds: list[float], token: str, p: float) -> bool:
 
 def _odds(corpus: Corpus, word: str, nxt: str) -> float:
     """The probability the chain gives `nxt` after `word`."""
-    follow = corpus.chain[word]
-    counts = corpus.counts.get(word)
-    return (counts[nxt] if counts is not None else follow.count(nxt)) / len(follow)
+    return corpus.counts[word][nxt] / len(corpus.chain[word])
 
 
 def _next(rng: random.Random, corpus: Corpus, word: str, said: list[str], odds: list[float]) -> str | None:
@@ -247,10 +247,10 @@ def _next(rng: random.Random, corpus: Corpus, word: str, said: list[str], odds: 
 
 
 def _copies(corpus: Corpus, said: list[str], word: str) -> bool:
-    """Whether appending `word` makes the last VERBATIM words a window of some file's comments."""
+    """Whether appending `word` makes the last VERBATIM words a window of a comment the chain learned from."""
     if not corpus.verbatim:
         return False
-    tail = said[-(VERBATIM - 1) :] + words_of(word)
+    tail = said[-(VERBATIM - 1) :] + list(_words(word))
     return any(hash(tuple(tail[i : i + VERBATIM])) in corpus.verbatim for i in range(max(0, len(tail) - VERBATIM + 1)))
 
 

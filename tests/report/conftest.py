@@ -12,9 +12,9 @@ import pytest
 
 from .report_fixtures import CHROMEDRIVER, CHROMIUM, Run, crosstalk
 
-# A pinned key, so the runs' figures are known: the 240-s runs never warm up, their content findings are held and
-# judged at the end of input, and under 4 of 9 keys tried the clean run's model writes one 10-unit comment of the
-# stdlib that another tenant holds (README, Evaluation, "Missed"): a false high the report would rightly show.
+# A pinned key, so the runs' figures are known: the 240-s runs never warm up and their content findings are held
+# and judged at the end of input, so which of them stand can depend on the key (before the stdlib-code profile
+# stopped copying its tenants' comments, 4 of 9 keys gave the clean run one false high; ADR 0004).
 KEY = {"CROSSTALK_DETECTION__FINGERPRINT_KEY": "a"}
 
 
