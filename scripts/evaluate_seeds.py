@@ -4,7 +4,8 @@ Per (profile, seed): simulate (default 20 minutes, fault from the middle) -> the
 -> `streams.sim.evaluate`. `multilingual+corpus` is the multilingual run with the operator's corpus loaded:
 the profile's public documents (`crosstalk simulate --public-corpus-out`) added with `crosstalk corpus add`
 (same process, so the same per-process fingerprint key). Writes docs/evaluation.json (every figure, per
-scenario and language group), docs/evaluation.md (the tables pasted into the README) and docs/img/evaluation.png.
+scenario and language group), docs/evaluation-seeds.md (the per-seed
+tables that docs/evaluation.md summarises) and docs/img/evaluation.png.
 
     .venv/bin/python scripts/evaluate_seeds.py [--profiles multilingual stdlib-code] [--seeds 7 1 2 3 4 5 11]
         [--held-out 3 4 5 11] [--duration 1200] [--fault-at 600] [--no-fault] [--tenants 24] [--rate 4]
@@ -254,7 +255,7 @@ def main() -> int:
     ap.add_argument("--tenants", type=int, default=24, help="regular tenants (other traffic than the table's)")
     ap.add_argument("--rate", type=float, default=4.0, help="regular tenants' requests per second")
     ap.add_argument("--out", type=Path, default=ROOT / "docs/evaluation.json")
-    ap.add_argument("--md", type=Path, default=ROOT / "docs/evaluation.md")
+    ap.add_argument("--md", type=Path, default=ROOT / "docs/evaluation-seeds.md")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs/img/evaluation.png")
     ap.add_argument("--from-json", action="store_true", help="only re-render the tables and plot from --out")
     args = ap.parse_args()

@@ -110,7 +110,7 @@ def test_readme_produce_path_is_the_mounted_one() -> None:
     produce = _compose()["services"]["produce"]
     [events] = [m for m in produce["volumes"] if m.startswith("./events:")]
     target = events.split(":")[1]
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
     runs = [line for line in readme.splitlines() if "docker compose run --rm produce" in line]
     assert runs and all(f" {target}/" in line for line in runs), runs
 
