@@ -1,7 +1,7 @@
 """When content alone may alert: a domain is warm after `overlap_warmup_docs` texts and `overlap_warmup_s` of event
 time, or, for a slow domain, after `overlap_warmup_slow_s` with `overlap_warmup_slow_docs` texts. A slow deployment
 (1-2 requests/s over a few domains) took 12-25 minutes to reach 1,000 texts and was blind to content-only leaks all
-that time (README, "Other traffic than the table's")."""
+that time (docs/evaluation.md, "Other traffic than the table's")."""
 
 from __future__ import annotations
 
