@@ -1,6 +1,6 @@
 """Markdown summary of bench/results/*.json: every figure beside its baseline, and the targets.
 
-python bench/report.py            # prints the table pasted into the README
+python bench/report.py            # prints the table pasted into docs/benchmarks.md
 """
 
 from __future__ import annotations
