@@ -7,6 +7,8 @@ moves between files stays checked."""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import shlex
@@ -17,6 +19,7 @@ import pytest
 import yaml
 
 from schemas.alert import Alert
+from schemas.events import parse_event
 from streams.cli.main import build_parser
 from streams.settings import load_settings
 
@@ -155,3 +158,12 @@ def test_every_crosstalk_command_in_a_recipe_parses(line: str) -> None:
         build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on an unknown flag or a bad value
         pytest.fail(f"crosstalk {line}: exit {exc.code}")
+
+
+@pytest.mark.parametrize(("where", "block"), _blocks("python"), ids=[w for w, _ in _blocks("python")])
+def test_every_python_example_compiles_and_its_events_are_valid(where: str, block: str) -> None:
+    tree = ast.parse(block)
+    # An event a recipe publishes must be one the contract accepts, not an approximation of it.
+    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "publish"]:
+        event = ast.literal_eval(call.args[0])
+        parse_event(json.dumps(event).encode())
