@@ -189,6 +189,24 @@ class TenantSpread:
             seen |= self._test(self._old.bits[0], ppos)
         return seen
 
+    def tag(self, label: str, hashes: list[int] | np.ndarray, ts: float) -> None:
+        """Note a property of these fingerprints (`label`, e.g. authored in a prompt) without counting a tenant: only
+        the pair row is set, with a key no tenant id can have, so levels and `tenants()` are untouched."""
+        if len(hashes) == 0:
+            return
+        self._rotate(ts)
+        cur = self._cur
+        assert cur is not None
+        pos = self._positions(np.asarray(hashes, dtype=np.uint64) ^ self._tenant_key("\x00" + label))
+        new = ~self._test(cur.bits[0], pos)
+        if new.any():
+            self._set(0, pos[:, new])
+            cur.inserts += int(new.sum())
+
+    def tagged(self, label: str, hashes: list[int] | np.ndarray) -> np.ndarray:
+        """Whether each fingerprint was tagged `label` (over the horizon; false positives at the pair rate)."""
+        return self.had("\x00" + label, hashes)
+
     def false_positive_rate(self) -> float:
         """The current generation's bound f = (1 - e^(-h n / m))^h for the fullest filter (pairs)."""
         if self._cur is None:

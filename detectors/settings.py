@@ -113,7 +113,10 @@ class DetectionSettings(BaseModel):
     index_max_docs: int = Field(default=20_000, ge=1, description="texts per domain index")
     index_max_fingerprints: int = Field(default=3_000_000, ge=1, description="fingerprints per domain index")
     common_min_tenants: int = Field(
-        default=3, ge=2, description="a fingerprint in this many tenants' texts is boilerplate, not evidence"
+        default=2,
+        ge=2,
+        description="a fingerprint in this many tenants' texts is shared (a template, a public text), not one tenant's "
+        "private data, for every holder (docs/adr/0004, precision)",
     )
     overlap_min_matches: int = Field(
         default=1, ge=1, description="unexplained shared fingerprints that make overlap evidence at all"
@@ -213,10 +216,11 @@ class DetectionSettings(BaseModel):
     )
     spread_epoch_s: float = Field(default=3 * 86400.0, gt=0, description="a generation lasts at most this long")
     common_min_sessions: int = Field(
-        default=3,
+        default=2,
         ge=0,
         le=3,
-        description="a fingerprint in this many sessions' outputs is the model's stock phrase, not evidence (0: off)",
+        description="a fingerprint in this many sessions' outputs that no prompt introduced first is the model's stock "
+        "phrase, not evidence (0: off; docs/adr/0004, precision)",
     )
     model_spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter of the model's stock-phrase record (sessions' outputs)"

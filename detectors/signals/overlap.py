@@ -44,6 +44,8 @@ from schemas.alert import SEVERITY_RANK, Severity, Signal
 from schemas.exchange import Exchange
 
 _MAX_SOURCE_IDS = 5
+# Tag of the long-horizon record: fingerprints first seen in a prompt (a tenant wrote them), not in the model's answers.
+_AUTHORED = "authored"
 _MAX_OTHER_SOURCES = 3
 # Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.
 _RARITY = np.array([1.0, 1.0, 0.5, 0.0], dtype=np.float64)
@@ -86,6 +88,7 @@ class OverlapDetector:
         self.model_spread = _model_record(settings)
         self.public = public
         self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
+        self.victims: dict[int, str] = {}  # fingerprint of a flagged leak -> the tenant that received it
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
@@ -115,6 +118,8 @@ class OverlapDetector:
             self.model_spread = _model_record(self.s)
         if "held" not in state:  # likewise from before cold domains held their findings
             self.cold, self.held = None, deque()
+        if "victims" not in state:  # from before leaks remembered their receiver: every re-send stays the source's
+            self.victims = {}
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
@@ -143,13 +148,18 @@ class OverlapDetector:
         """Per fingerprint: common over the long horizon (`spread`: its tenants there, `TenantSpread.tenants`)."""
         common = spread >= self.s.common_min_tenants
         if self.s.common_min_sessions:
-            # The model's habit across tenants: in that many sessions' answers, of at least two tenants (a phrase the
-            # model writes for one tenant only may be that tenant's own matter, e.g. told by its system prompt).
-            # Only fingerprints two tenants had are asked (most have one or none): the query costs per fingerprint.
-            ask = np.flatnonzero((spread >= 2) & ~common)
+            # The model's habit: in that many sessions' answers. Provenance decides whose text it is: a phrase that
+            # first came from the model (never introduced by a prompt: a greeting, a disclaimer, a stock opener, and
+            # every re-send of it in a multi-turn history) is the model's whatever tenant received it; a phrase a
+            # tenant introduced in a prompt and the model then repeats (told by a system prompt) stays that tenant's
+            # matter until a second tenant holds it. Only fingerprints some tenant had are asked.
+            ask = np.flatnonzero((spread >= 1) & ~common)
             if ask.size:
-                sessions = self.model_spread.tenants(np.asarray(hashes, dtype=np.uint64)[ask])
-                common[ask[sessions >= self.s.common_min_sessions]] = True
+                asked = np.asarray(hashes, dtype=np.uint64)[ask]
+                habit = self.model_spread.tenants(asked) >= self.s.common_min_sessions
+                if habit.any():
+                    habit &= (spread[ask] >= 2) | ~self.spread.tagged(_AUTHORED, asked)
+                    common[ask[habit]] = True
         return common
 
     def observe(self, ex: Exchange, domain: DomainFacts | None = None) -> list[Signal]:
@@ -438,10 +448,11 @@ class OverlapDetector:
         return idx["docs"] + idx["fingerprints"] + len(self.tainted)
 
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
-        """Add the exchange's own texts to the index and the long-horizon record, after it was judged.
+        """Add the exchange's own texts to the index and the long-horizon records, after it was judged.
 
         `include_output=False` marks the output as a flagged leak: its matched fingerprints are tainted with their
-        sources, and only the rest of it (what no other tenant's text explains) is learned as the receiver's."""
+        sources and its receiver, and only the rest of it (what no other tenant's text explains) is learned as the
+        receiver's. The model's session record learns the whole output (`_learn_texts`)."""
         own_output: list[int] = []
         # An output a cold domain holds (`detectors/held.py`): its leaked pages go into the long-horizon records (a
         # stock phrase must become common, which is what dismisses it later) but not into the window as the
@@ -451,10 +462,7 @@ class OverlapDetector:
             own_output = self._last[1]
         elif not include_output and self._last is not None:
             leaked, own_output = self._last
-            tainted = self.tainted
-            tainted.update(leaked)
-            while len(tainted) > self.s.max_tainted:
-                del tainted[next(iter(tainted))]
+            self._taint(leaked, ex.tenant_id)
         self._last = None
         # Tokens per unit from the answer: the engine counted exactly that text (a prompt's count also holds the
         # template, tools and text the producer cut). The prompt is taken to be in the answer's script.
@@ -463,27 +471,47 @@ class OverlapDetector:
         if self.s.overlap_usage_tokens:
             usage = ex.response.usage if ex.response is not None else None
             tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
-        # A flagged output is learned without what other tenants' text explains (the leaked pages and their
-        # seams): the rest is the receiver's own answer, which may be on the next freed page.
+        prompt = ex.prompt_print.hashes if ex.prompt_print is not None else []
+        if prompt and self.s.common_min_sessions:
+            # Provenance: prompt text the model had not written before was introduced by a tenant (authored); text it
+            # had (a re-sent answer in a multi-turn history) stays the model's (`_common`).
+            fp = np.asarray(prompt, dtype=np.uint64)
+            self.spread.tag(_AUTHORED, fp[self.model_spread.tenants(fp) == 0], ex.ts)
+        if out is not None and out.hashes and self.s.common_min_sessions:
+            # The model wrote the whole answer, a flagged one too: leaving a flagged answer out of this record made a
+            # stock phrase flagged once rare for good, and flagged again at every later appearance (docs/adr/0004,
+            # precision). Keyed by session (a request without one is a session of its own), tenant-qualified.
+            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", out.hashes, ex.ts)
         for tp, hashes in (
-            (ex.prompt_print, ex.prompt_print.hashes if ex.prompt_print is not None else []),
+            (ex.prompt_print, prompt),
             (out, out.hashes if include_output and out is not None else own_output),
         ):
             if tp is None or not hashes:
                 continue
-            if self.tainted:
-                # Leaked passages a victim re-sends stay the source's: never the victim's context, never common.
-                tenant = ex.tenant_id
-                tainted = self.tainted
-                foreign = {h for h in tainted.keys() & hashes if tainted[h] != tenant}
-                if foreign:
-                    hashes = [h for h in hashes if h not in foreign]
+            hashes = self._not_resent(ex.tenant_id, hashes)
             if hashes:
                 indexed = own_output if held and tp is out else hashes
                 if indexed:
                     self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
-                if tp is out and self.s.common_min_sessions:
-                    # Keyed by session (a request without one is a session of its own), tenant-qualified so two
-                    # tenants' equal session ids stay apart.
-                    self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", hashes, ex.ts)
+
+    def _taint(self, leaked: dict[int, str], receiver: str) -> None:
+        """Remember a flagged leak's fingerprints: their source, and the receiver whose later re-sends must not make the
+        page its own (bounded, oldest first)."""
+        tainted, victims = self.tainted, self.victims
+        tainted.update(leaked)
+        victims.update(dict.fromkeys(leaked, receiver))
+        while len(tainted) > self.s.max_tainted:
+            victims.pop(next(iter(tainted)), None)
+            del tainted[next(iter(tainted))]
+
+    def _not_resent(self, tenant: str, hashes: list[int]) -> list[int]:
+        """`hashes` without the leaked passages this tenant received and now re-sends: they stay the source's, never
+        the victim's context and never common through it. Another tenant holding the same text is an independent
+        holder and is learned (before, nobody's later copy counted, so a public text flagged once stayed rare)."""
+        tainted = self.tainted
+        if not tainted:
+            return hashes
+        victims = self.victims
+        foreign = {h for h in tainted.keys() & hashes if tainted[h] != tenant and victims.get(h, tenant) == tenant}
+        return [h for h in hashes if h not in foreign] if foreign else hashes

@@ -69,11 +69,13 @@ def test_held_findings_are_judged_at_the_end_of_input() -> None:
 
 def test_the_held_list_is_bounded_and_its_oldest_is_judged_first() -> None:
     m = Monitor(_settings(overlap_held_max=2))
-    events = _quote("src", "s0", 0, TEXTS[0] + " " + TEXTS[2])
+    events = _quote("src", "s0", 0, TEXTS[0] + " " + TEXTS[2] + " " + TEXTS[3])
     for i in range(2):
         events += _echo(f"dst{i}", f"d{i}", 10 + 10 * i, TEXTS[0] if i == 0 else TEXTS[2])
     assert _run(m, events) == []
-    (a,) = _run(m, _echo("dst2", "d2", 40, TEXTS[0]))  # the third held: the first is judged now
+    # The third held (another page of src's: a page that reached two receivers is shared by then, ADR 0004):
+    # the first is judged now.
+    (a,) = _run(m, _echo("dst2", "d2", 40, TEXTS[3]))
     assert (a.request_ids, a.ts) == (["d0"], 41)
     assert sorted(r for a in m.flush() for r in a.request_ids) == ["d1", "d2"]
 

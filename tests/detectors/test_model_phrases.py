@@ -1,10 +1,11 @@
-"""The model's stock phrases are common however few tenants write their language (docs/adr/0004, "stock phrases").
+"""The model's stock phrases are common however few tenants write their language (docs/adr/0004, "precision").
 
-A phrase the model writes in the answers of `common_min_sessions` sessions of at least two tenants is its habit,
-not a tenant's private text. Where only two tenants write Japanese, the model's Japanese quoting formula is held by
-two tenants, and the tenant rule (`common_min_tenants` = 3) never calls it common. Prompts never count, and one
-tenant's sessions never suffice: a tenant's private text that it sends in every session (a system prompt, its
-files), or that the model writes for it alone, stays rare, and a page of it is still a leak."""
+Provenance decides whose a text is. A phrase that first appeared in the model's answers (a greeting, a disclaimer, a
+stock opener, and its re-sends in multi-turn histories) is the model's once it is in `common_min_sessions` (2)
+sessions' answers, whatever tenants received them: where only two tenants write Japanese, the model's Japanese
+opener is no evidence either. A phrase a tenant introduced in a prompt (its system prompt, its files) stays that
+tenant's however often the model repeats it, until a second tenant holds it (`common_min_tenants` = 2: then it is a
+shared template or a public text)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _high(alerts: list[Alert]) -> list[Alert]:
 
 
 def _world(seed: int, sessions: list[tuple[str, str]], **kw: object) -> tuple[set[int], list[Alert]]:
-    """Each (tenant, where) is a session holding one 24-word phrase, in the model's answer or in the user's prompt,
+    """Each (tenant, where) is a session holding one 24-word phrase, in the model's answer, the user's prompt or both,
     beside words of its own; then R's answer holds the phrase between R's own words. Returns how the overlap
     detector explains the phrase's fingerprints just before R's answer (3: common), and the alerts."""
     rng = random.Random(seed)
@@ -42,8 +43,8 @@ def _world(seed: int, sessions: list[tuple[str, str]], **kw: object) -> tuple[se
     out: list[Alert] = []
     for i, (tenant, where) in enumerate(sessions):
         sid, words = f"{tenant}-{i}", " ".join(other[i * 10 : i * 10 + 10])
-        prompt = f"{words} {phrase}" if where == "prompt" else words
-        answer = f"{phrase} {words}" if where == "output" else f"noted {words}"
+        prompt = f"{words} {phrase}" if where in ("prompt", "both") else words
+        answer = f"{phrase} {words}" if where in ("output", "both") else f"noted {words}"
         out += m.observe(request(f"{tenant}{i}", tenant, 1.0 + i, text=prompt, session_id=sid))
         out += m.observe(response(f"{tenant}{i}", tenant, 1.5 + i, text=answer, session_id=sid))
     out += m.observe(request("r1", "R", 50, text="tell me something", session_id="r"))
@@ -54,23 +55,30 @@ def _world(seed: int, sessions: list[tuple[str, str]], **kw: object) -> tuple[se
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_a_phrase_in_three_sessions_answers_of_two_tenants_is_the_models_and_no_evidence(seed: int) -> None:
-    why, alerts = _world(seed, [("A", "output"), ("A", "output"), ("B", "output")])
+def test_a_phrase_the_model_wrote_in_two_sessions_answers_is_its_habit(seed: int) -> None:
+    # Only one other tenant writes R's language: its two sessions' answers are enough (the model's opener).
+    why, alerts = _world(seed, [("A", "output"), ("A", "output")])
     assert why == {3} and _high(alerts) == []
-    # Control: with the record off the same fingerprints are unexplained (two tenants are not "common").
-    why, _ = _world(seed, [("A", "output"), ("A", "output"), ("B", "output")], common_min_sessions=0)
+    # Control: with the record off the same fingerprints are unexplained and R's answer is flagged naming A.
+    why, alerts = _world(seed, [("A", "output"), ("A", "output")], common_min_sessions=0)
     assert 3 not in why
+    assert [a.source_tenant_id for a in _high(alerts)] == ["A"]
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_one_tenants_sessions_and_prompts_never_make_it_common(seed: int) -> None:
-    # The model writing it for one tenant in many sessions: that tenant's matter, and a page of it is a leak.
-    why, alerts = _world(seed, [("A", "output")] * 5)
+def test_a_phrase_a_tenant_introduced_stays_its_own_however_often_the_model_repeats_it(seed: int) -> None:
+    # A's system prompt holds it and the model writes it in every A session: A's matter, and a page of it is a leak.
+    why, alerts = _world(seed, [("A", "both")] * 5)
     assert 3 not in why
     assert [a.source_tenant_id for a in _high(alerts)] == ["A"]  # and R's answer is judged warm
-    # Two tenants sending it in their prompts, in many sessions: prompts do not count.
-    why, _ = _world(seed, [("A", "prompt")] * 5 + [("B", "prompt")])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_answer_is_its_tenants_and_two_tenants_share_what_both_hold(seed: int) -> None:
+    # One session's answer (a whole response delivered elsewhere is this): A's, a page of it is a leak.
+    why, alerts = _world(seed, [("A", "output")])
     assert 3 not in why
-    # Two sessions' answers of two tenants: below the count.
-    why, _ = _world(seed, [("A", "output"), ("B", "output")])
-    assert 3 not in why
+    assert [a.source_tenant_id for a in _high(alerts)] == ["A"]
+    # Two tenants sending it in their prompts (one vendor's template): shared for both, no one's secret.
+    why, alerts = _world(seed, [("A", "prompt"), ("B", "prompt")])
+    assert why == {3} and _high(alerts) == []
