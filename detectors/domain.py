@@ -34,7 +34,7 @@ class DomainMonitor:
     def __init__(self, cache_domain: str, settings: DetectionSettings, public: PublicSet | None = None) -> None:
         self.cache_domain = cache_domain
         self.s = settings
-        self.capacity = CapacityTracker()
+        self.capacity = CapacityTracker(settings.index_window_s)
         # Every registered per-exchange detector, in evidence order; overlap is also kept by name (index, learn).
         self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in registry.registered()}
         self.overlap = self._overlap()
@@ -133,6 +133,12 @@ class DomainMonitor:
         self.exchanges += 1
         request = d["request"]
         capacity = self.capacity
+        resp = d["response"]
+        if resp is not None:
+            usage = resp.__dict__["usage"]
+            if usage is not None:  # what the engine allocated for it: the pool clock (detectors/pool.py)
+                u = usage.__dict__
+                capacity.clock.add(ts, (u["input_tokens"] or 0) + (u["output_tokens"] or 0))
         gap_alert = None
         # Both calls below are skipped when they cannot change anything (the window seen before; no open
         # incident): their cheap preconditions, tested here, spare a call per exchange.

@@ -94,6 +94,7 @@ class Joiner:
         # cache, and this runs for every request.
         d = req.__dict__ if fields is None else fields
         tp: TextFingerprint | None = None
+        prompt_hits: Sequence[CanaryHit] = _NO_HITS
         stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
         if d["prompt_fingerprint"] is not None or d["prompt_text"] is not None:
             fpr = self.fingerprinter
@@ -106,6 +107,10 @@ class Joiner:
                     tp = self.sessions.fingerprint_text(f"{req.tenant_id}\0{req.session_id}", text)
                 else:
                     tp = fpr.fingerprint_text(text)
+            if req.prompt_text is not None and self.canaries.state_size():
+                # Markers the receiver sends itself (its history re-sending an answer that carried one): an output
+                # repeating them is its own context, not a new leak (the first one was judged when it happened).
+                prompt_hits = self.canaries.scan(words_of(req.prompt_text))
             stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
         if d["canaries"]:
             for marker in req.canaries:
@@ -115,7 +120,7 @@ class Joiner:
         resp = self._responses.pop(rid, None)
         if resp is not None:
             rts = resp.event.ts
-            return [_exchange(stripped, tp, resp, rts if rts > ts else ts)]
+            return [_exchange(stripped, tp, resp, rts if rts > ts else ts, prompt_hits)]
         requests = self._requests
         if rid in requests:
             return []  # a second request with the same id: keep the first (event ids differ, ids clash)
@@ -123,7 +128,7 @@ class Joiner:
         half.event = stripped
         half.deadline = ts + self._request_wait_s
         half.text_print = tp
-        half.canary_hits = _NO_HITS
+        half.canary_hits = prompt_hits  # of a request: the markers its own prompt holds
         requests[rid] = half
         if len(requests) + len(self._responses) > self._max_pending:
             return self._enforce_bound()
@@ -156,7 +161,9 @@ class Joiner:
             qev = req.event
             assert isinstance(qev, Request)
             qts = qev.ts
-            return [joined(ts if ts > qts else qts, qev, stripped, req.text_print, tp, hits)]
+            return [
+                joined(ts if ts > qts else qts, qev, stripped, req.text_print, tp, _unexplained(hits, req.canary_hits))
+            ]
         responses = self._responses
         if rid in responses:
             return []
@@ -211,6 +218,16 @@ class Joiner:
         return len(self._requests) + len(self._responses)
 
 
-def _exchange(req: Request, prompt: TextFingerprint | None, resp: _Half, ts: float) -> Exchange:
+def _exchange(
+    req: Request, prompt: TextFingerprint | None, resp: _Half, ts: float, prompt_hits: Sequence[CanaryHit]
+) -> Exchange:
     assert isinstance(resp.event, Response)
-    return joined(ts, req, resp.event, prompt, resp.text_print, resp.canary_hits)
+    return joined(ts, req, resp.event, prompt, resp.text_print, _unexplained(resp.canary_hits, prompt_hits))
+
+
+def _unexplained(hits: Sequence[CanaryHit], prompt_hits: Sequence[CanaryHit]) -> Sequence[CanaryHit]:
+    """The output's marker hits less those its own prompt holds."""
+    if not hits or not prompt_hits:
+        return hits
+    own = {h.marker_id for h in prompt_hits}
+    return [h for h in hits if h.marker_id not in own]

@@ -207,6 +207,13 @@ class DetectionSettings(BaseModel):
         "domain goes idle or the held list is full): public text has shown up in other tenants' texts by then, and "
         "the window (index_window_s) still holds the cold period",
     )
+    overlap_pool_turnovers: float = Field(
+        default=2.0,
+        ge=0,
+        description="a content match whose newest source text is older than this many turnovers of the domain's "
+        "largest KV pool (tokens allocated since, over capacity; detectors/pool.py) cannot be a stale page or a "
+        "prefix-cache hit: at most a warning. 0 = off; no effect without cache_stats and token counts",
+    )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"

@@ -6,16 +6,30 @@ pool (681,280). Raised once per domain and again whenever the figures change.
 
 from __future__ import annotations
 
+from typing import Any
+
+from detectors.pool import PoolClock
 from schemas.alert import Signal
 from schemas.events import CacheStats
 
 
 class CapacityTracker:
-    def __init__(self) -> None:
+    def __init__(self, horizon_s: float = 900.0) -> None:
         self.prefill_capacity: int | None = None
         self.context_window: int | None = None
         self.used: dict[str, tuple[int, int]] = {}  # role -> (used, capacity)
         self._alerted: tuple[int, int] | None = None
+        # Tokens the domain allocated over event time, from every exchange's engine counts (`detectors/pool.py`).
+        self.clock = PoolClock(horizon_s)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "clock" not in state:  # a snapshot from before the clock: it starts now
+            self.clock = PoolClock(900.0)
+
+    def allocated_since(self, ts: float) -> float:
+        """Tokens the domain allocated after event time `ts` (never more than the truth)."""
+        return self.clock.since(ts)
 
     def observe_stats(self, ev: CacheStats) -> None:
         # The fields read from the model's __dict__, once: a model's attribute read is slow (BaseModel.__getattr__).
@@ -50,6 +64,12 @@ class CapacityTracker:
             score=min(1.0, (win - cap) / win + 0.3),
             figures={"context_window": win, "prefill_capacity_tokens": cap, "gap_tokens": win - cap},
         )
+
+    @property
+    def pool_tokens(self) -> int | None:
+        """The largest KV pool of the domain (any role), in tokens: how much it holds before freed pages are reused."""
+        caps = [c for _, c in self.used.values() if c > 0]
+        return max(caps) if caps else None
 
     def pressure(self) -> float | None:
         """Highest used/capacity over the roles, or None before any cache_stats."""

@@ -89,6 +89,8 @@ class OverlapDetector:
         self.public = public
         self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
         self.victims: dict[int, str] = {}  # fingerprint of a flagged leak -> the tenant that received it
+        # The domain's facts as of the exchange being judged: its largest pool and what it allocated since a time.
+        self._domain: DomainFacts | None = None
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
@@ -110,6 +112,7 @@ class OverlapDetector:
         # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
         state = self.__dict__.copy()
         state["public"] = None
+        state["_domain"] = None  # the domain's own object, read while judging
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -120,6 +123,7 @@ class OverlapDetector:
             self.cold, self.held = None, deque()
         if "victims" not in state:  # from before leaks remembered their receiver: every re-send stays the source's
             self.victims = {}
+        self._domain = None
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
@@ -168,6 +172,7 @@ class OverlapDetector:
         if ex.output_print is None or not ex.output_print.hashes:
             return []
         hashes = ex.output_print.hashes
+        self._domain = domain
         own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
         why, rarity = self._explain(ex.tenant_id, hashes)
         s = self.s
@@ -381,6 +386,7 @@ class OverlapDetector:
         )
         long = ov.long_passages[tenant]
         scattered = ov.passages[tenant] - long - ov.attached[tenant]
+        turnovers = self._turnovers(ov, tenant)
         if warm and severity != "critical" and free >= need:
             # A run of consecutive matches is one passage of at least k + (run - 1) units; winnowing puts a run
             # of >= floor((16 - k + 1) / w) = 3 matches into every shared 16-unit passage (docs/adr/0003).
@@ -391,6 +397,9 @@ class OverlapDetector:
                 severity = "critical"
             elif evidence >= self.s.overlap_high_evidence:
                 severity = "high"
+        if turnovers is not None and turnovers > self.s.overlap_pool_turnovers and severity in ("high", "critical"):
+            # The source's text is gone from every pool of the domain: no stale page or cached prefix carries it.
+            severity = "warning"
         figures = dict(
             base,
             evidence=evidence,
@@ -411,7 +420,18 @@ class OverlapDetector:
             ],
             warm=warm,
         )
+        if turnovers is not None:
+            figures["pool_turnovers"] = round(turnovers, 2)
         return self._signal("cross_tenant_contamination", severity, n, run, ov.total, figures, tenant, ov)
+
+    def _turnovers(self, ov: Overlap, tenant: str) -> float | None:
+        """Turnovers of the domain's largest pool since the newest text of `tenant` that the output matched; None when
+        the pool, the token counts or the check are unknown or off."""
+        domain, newest = self._domain, ov.newest.get(tenant)
+        if domain is None or newest is None or self.s.overlap_pool_turnovers <= 0:
+            return None
+        pool = domain.pool_tokens
+        return domain.allocated_since(newest) / pool if pool else None
 
     def _signal(
         self,
@@ -462,7 +482,7 @@ class OverlapDetector:
             own_output = self._last[1]
         elif not include_output and self._last is not None:
             leaked, own_output = self._last
-            self._taint(leaked, ex.tenant_id)
+            self._taint(leaked, ex.tenant_id, ex.ts)
         self._last = None
         # Tokens per unit from the answer: the engine counted exactly that text (a prompt's count also holds the
         # template, tools and text the producer cut). The prompt is taken to be in the answer's script.
@@ -495,10 +515,20 @@ class OverlapDetector:
                     self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
 
-    def _taint(self, leaked: dict[int, str], receiver: str) -> None:
+    def _taint(self, leaked: dict[int, str], receiver: str, ts: float) -> None:
         """Remember a flagged leak's fingerprints: their source, and the receiver whose later re-sends must not make the
-        page its own (bounded, oldest first)."""
+        page its own (bounded, oldest first). A text flagged for a second receiver is what the model writes to
+        everyone (a passage it knows and echoes) more likely than one stale page read twice: both receivers then
+        count as its holders, so it is shared from now on, and a third sight is no evidence."""
         tainted, victims = self.tainted, self.victims
+        again: dict[str, list[int]] = {}
+        for h in leaked:
+            first = victims.get(h)
+            if first is not None and first != receiver:
+                again.setdefault(first, []).append(h)
+        for first, hashes in again.items():
+            self.spread.add(first, hashes, ts)
+            self.spread.add(receiver, hashes, ts)
         tainted.update(leaked)
         victims.update(dict.fromkeys(leaked, receiver))
         while len(tainted) > self.s.max_tainted:

@@ -103,3 +103,17 @@ def test_huge_but_valid_numbers_flow_through_the_core() -> None:
     alerts += m.flush()
     for a in alerts:
         json.loads(a.model_dump_json())
+
+
+def test_a_marker_the_receiver_resends_is_its_own_context_not_a_new_leak() -> None:
+    m = Monitor(DetectionSettings())
+    m.observe(canary("probe-canary-a", MARK, ts=1))
+    m.observe(request("r1", "bob", 2))
+    (alert,) = m.observe(response("r1", "bob", 3, text=f"here: {MARK}."))
+    assert alert.kind == "canary_leak"
+    # bob's next turn re-sends that answer as history, and the model repeats it: the leak was judged already.
+    m.observe(request("r2", "bob", 4, text=f"Earlier you said: here: {MARK}. Go on."))
+    assert [a.kind for a in m.observe(response("r2", "bob", 5, text=f"As I said: {MARK}."))] == []
+    # Another tenant getting it without sending it is a leak again.
+    m.observe(request("r3", "carol", 6, text="Go on."))
+    assert [a.kind for a in m.observe(response("r3", "carol", 7, text=f"{MARK}"))] == ["canary_leak"]
