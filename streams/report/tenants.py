@@ -134,7 +134,7 @@ def _cell(value: Any) -> str:
     return "'" + text if text.lstrip(" ").startswith(_FORMULA_START) else text
 
 
-class _SafeWriter(csv.DictWriter):  # type: ignore[type-arg]
+class _SafeWriter(csv.DictWriter):
     def writerow(self, rowdict: Any) -> Any:
         return super().writerow({k: _cell(v) for k, v in rowdict.items()})
 
