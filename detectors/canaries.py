@@ -2,7 +2,7 @@
 
 Global on purpose: a marker planted in domain X may surface in any domain's output.
 
-A marker is `PREFIX-<at least 24 lowercase hex digits>` (schemas.events.CANARY_MARKER: >= 96
+A marker is `PREFIX-<12 or more random lowercase hex digits>` (schemas.events.marker_weakness: >= 48
 random bits, so it can neither be guessed nor occur by chance), and only tenants matching
 `detection.canary_tenants` may plant one (`CanaryPolicy`). The registry never holds a marker's
 text: it keeps the keyed 64-bit hash of the marker's random part ("token key") and the keyed id of
@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from detectors.fingerprint import Fingerprinter
-from schemas.events import Canary, EventError, Request
+from schemas.events import MIN_MARKER_HEX, Canary, EventError, Request
 from schemas.exchange import CanaryHit
 
-MIN_HEX = 24
+# Output words this long and all hex are looked up (keyed hash) among the markers: the shortest marker.
+MIN_HEX = MIN_MARKER_HEX
 _HEX_WORD = re.compile(rf"[0-9a-f]{{{MIN_HEX},}}")
 
 

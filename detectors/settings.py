@@ -99,9 +99,32 @@ class DetectionSettings(BaseModel):
     overlong_min_status: int = 200
     overlong_max_status: int = 299
     accounting_min_ratio: float = Field(
-        default=0.5, gt=0, lt=1, description="engine input_tokens below this share of the gateway's count is a mismatch"
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="engine input_tokens below this share of what the normal engine/gateway ratio (learned per "
+        "model and tenant in the domain) makes of the gateway's count is a mismatch",
+    )
+    accounting_floor_ratio: float = Field(
+        default=0.0625,
+        gt=0,
+        lt=1,
+        description="engine input_tokens below this share of the gateway's count is a mismatch from the first "
+        "exchange, learned or not, and never learned as normal: the placeholder (1 token for 800k). Tokenizers "
+        "differ by up to ~4x, not 16x",
     )
     accounting_min_gateway_tokens: int = Field(default=1024, ge=0, description="ignore small prompts (noise)")
+    accounting_learn_min: int = Field(
+        default=8,
+        ge=1,
+        description="exchanges of a (model, tenant) before its learned ratio is used (until then: only the floor)",
+    )
+    accounting_window: int = Field(
+        default=32, ge=1, le=4096, description="last ratios kept per (model, tenant); their median is the norm"
+    )
+    accounting_max_keys: int = Field(
+        default=4096, ge=1, description="(model, tenant) ratios learned per domain at most (least recent evicted)"
+    )
     prefill_max_tokens_per_s: float = Field(
         default=400_000.0, gt=0, description="physical bound on prefill rate for one request"
     )

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
@@ -45,16 +46,37 @@ NonNegInt = Annotated[int, Field(ge=0, le=2**53)]
 Duration = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 
-# A canary marker: an ASCII prefix, '-', then >= 24 lowercase hex digits (>= 96 random bits), e.g.
-# CTK-CANARY-<32 hex>. Anything weaker could be guessed, or planted to frame other tenants' outputs.
-CANARY_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}-[0-9a-f]{24,128}")
+# A canary marker: an ASCII prefix, '-', then a random part of lowercase hex digits, e.g. CTK-CANARY-<32 hex>.
+# 24 or more digits (>= 96 random bits) are taken as they are. 12 to 23 digits (48..92 bits: what probe tools
+# in the wild use, token_hex(6..8)) are taken when they look random: a digit and a letter, at least 4 distinct
+# digits -- a hex *word* (deadbeefcafe), a number (a date, a phone number) or a run (000000000000) is not a
+# marker, since it can be guessed, or planted to frame other tenants' outputs, or occur in them by chance.
+CANARY_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}-[0-9a-f]{12,128}")
+MIN_MARKER_HEX = 12
+STRONG_MARKER_HEX = 24
+_WEAK_CANARY = "canary marker must be PREFIX-<12 or more random lowercase hex digits> (at least 48 random bits)"
+
+
+def marker_weakness(value: object) -> str | None:
+    """Why `value` is not a canary marker (without quoting it: a marker is a secret), or None."""
+    if not isinstance(value, str):
+        return "not a string"
+    if not CANARY_MARKER.fullmatch(value):
+        token = value.rpartition("-")[2]
+        if value.count("-") and token and all(c in "0123456789abcdef" for c in token):
+            return f"{len(token)} hex digits, at least {MIN_MARKER_HEX} needed"
+        return "not PREFIX-<lowercase hex digits>"
+    token = value.rpartition("-")[2]
+    if len(token) >= STRONG_MARKER_HEX:
+        return None
+    if token.isdigit() or not any(c.isdigit() for c in token) or len(set(token)) < 4:
+        return f"{len(token)} hex digits that do not look random (a word, a number or a run)"
+    return None
 
 
 def _strong_marker(value: str) -> str:
-    if not CANARY_MARKER.fullmatch(value):
-        raise PydanticCustomError(
-            "weak_canary", "canary marker must be PREFIX-<at least 24 lowercase hex digits> (96 random bits)"
-        )
+    if marker_weakness(value) is not None:
+        raise PydanticCustomError("weak_canary", _WEAK_CANARY)
     return value
 
 
@@ -141,7 +163,12 @@ class Request(_EventBase):
     context_window: NonNegInt | None = None
     prompt_text: str | None = Field(default=None, description="may be truncated by the producer")
     prompt_fingerprint: Fingerprint | None = None
-    canaries: list[Marker] = Field(default_factory=list, max_length=64, description="only from probe tenants")
+    canaries: list[Marker] = Field(
+        default_factory=list,
+        max_length=64,
+        description="only from probe tenants; a marker that is not one (weak_canary) is dropped with a warning, "
+        "the request kept",
+    )
 
 
 class Usage(_Model):
@@ -179,8 +206,21 @@ class CacheStats(_EventBase):
 class Canary(_EventBase):
     type: Literal["canary"]
     tenant_id: Id
-    marker: Marker = Field(description="PREFIX-<at least 24 lowercase hex digits>; only from probe tenants")
+    marker: Marker = Field(description="PREFIX-<12 or more random lowercase hex digits>; only from probe tenants")
     session_id: Id | None = None
+
+
+class TrimmedRequest(Request):
+    """A request whose `canaries` held entries that are not markers: kept without them (the prompt is
+    what detection needs; losing it makes its answer look like a leak), with why each was dropped.
+    Made only on that path, so the private attribute costs the valid requests nothing."""
+
+    _dropped: tuple[str, ...] = PrivateAttr(default=())
+
+
+def dropped_canaries(event: object) -> tuple[str, ...]:
+    """Why each of an event's canary markers was dropped at validation (empty for nearly every event)."""
+    return event._dropped if type(event) is TrimmedRequest else ()
 
 
 Event = Annotated[Request | Response | CacheStats | Canary, Field(discriminator="type")]
@@ -231,9 +271,35 @@ def parse_event(raw: bytes | str, *, max_bytes: int = 4 * 1024 * 1024) -> Event:
         types = {e["type"] for e in exc.errors()}
         if "json_invalid" in types:
             raise EventError("not_json", exc.errors()[0]["msg"]) from None
+        trimmed = _without_bad_canaries(raw, exc)
+        if trimmed is not None:
+            return trimmed
         if "weak_canary" in types:
             raise EventError("weak_canary", _describe(exc)) from None
         raise EventError("invalid", _describe(exc)) from None
+
+
+def _without_bad_canaries(raw: bytes | str, exc: ValidationError) -> TrimmedRequest | None:
+    """The request of `raw` without the `canaries` entries that failed, when they are all that failed;
+    else None (the event is rejected as before). Only this failure path pays for the second parse."""
+    bad: set[int] = set()
+    for err in exc.errors():
+        loc = err["loc"]
+        if len(loc) < 3 or loc[0] != "request" or loc[1] != "canaries" or not isinstance(loc[2], int):
+            return None
+        bad.add(loc[2])
+    obj = orjson.loads(raw)
+    markers = obj.get("canaries") if isinstance(obj, dict) else None
+    if not isinstance(markers, list):
+        return None
+    notes = tuple(f"canaries[{i}]: {marker_weakness(markers[i]) or 'invalid'}" for i in sorted(bad))
+    obj["canaries"] = [m for i, m in enumerate(markers) if i not in bad]
+    try:
+        trimmed = TrimmedRequest.model_validate_json(orjson.dumps(obj))
+    except ValidationError:
+        return None
+    trimmed._dropped = notes
+    return trimmed
 
 
 def parse_event_obj(obj: object) -> Event:

@@ -13,11 +13,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from detectors.settings import DetectionSettings
+from streams.redact import Url, check_webhook_url
 
 
 class _Section(BaseModel):
@@ -117,27 +118,29 @@ class KafkaSettings(_Section):
     )
 
 
-def _http_url(value: str) -> str:
-    # A receiver URL is where alerts go: file://, gopher:// or a bare host would make the webhook
-    # client read local files or speak other protocols on an operator's typo (or an attacker's config).
-    scheme, sep, rest = value.partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or not rest or rest.startswith("/"):
-        raise ValueError(f"webhook receiver url must be http:// or https:// with a host, got {value!r}")
-    return value
-
-
 class WebhookReceiver(_Section):
     name: str
-    url: str = Field(description="http:// or https:// only")
+    url: Url = Field(description="http:// or https:// only; shown redacted (userinfo, query values, path tokens)")
     format: Literal["json", "alertmanager", "slack"] = "json"
     min_severity: Literal["info", "warning", "high", "critical"] = "high"
     kinds: list[str] = Field(default_factory=list, description="empty: all kinds")
     cache_domains: list[str] = Field(default_factory=list, description="empty: all domains")
     tenants: list[str] = Field(default_factory=list, description="non-empty: tenant-scoped receiver")
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, SecretStr] = Field(default_factory=dict, description="extra request headers (auth): secret")
     secret: SecretStr | None = Field(default=None, description="HMAC secret; falls back to webhooks.secret")
+    allow_metadata_address: bool = Field(
+        default=False,
+        description="allow a link-local or cloud-metadata host (169.254.0.0/16, fe80::/10, fd00:ec2::254, "
+        "metadata.google.internal): refused by default; a receiver there posts alerts to the host's credentials "
+        "service",
+    )
 
-    _check_url = field_validator("url")(classmethod(lambda cls, v: _http_url(v)))
+    @model_validator(mode="after")
+    def _check_url(self) -> WebhookReceiver:
+        # A receiver URL is where alerts go: file://, gopher:// or a bare host would make the webhook
+        # client read local files or speak other protocols on an operator's typo (or an attacker's config).
+        check_webhook_url(self.url, self.allow_metadata_address)
+        return self
 
 
 class WebhookSettings(_Section):
@@ -167,7 +170,7 @@ class WebhookSettings(_Section):
         "(a lost resolution must not keep it firing for ever); Alertmanager then lets it lapse at its endsAt",
     )
     close_timeout_s: float = Field(default=10.0, ge=0, description="close() drains at most this long")
-    external_url: str = Field(default="http://127.0.0.1:6066", description="base of Alertmanager generatorURL")
+    external_url: Url = Field(default="http://127.0.0.1:6066", description="base of Alertmanager generatorURL")
     outbox_path: str = Field(default=".crosstalk-data/outbox", description="directory of the embedded-mode outbox")
     outbox_fsync: bool = Field(default=False, description="fsync every outbox write (survives power loss)")
     deadletter_path: str = ".crosstalk-data/webhook-deadletter.jsonl"
@@ -179,7 +182,7 @@ class WebhookSettings(_Section):
 
 class OtelSettings(_Section):
     enabled: bool = False
-    endpoint: str = Field(default="http://127.0.0.1:4318", description="OTLP/HTTP base; /v1/traces, /v1/metrics")
+    endpoint: Url = Field(default="http://127.0.0.1:4318", description="OTLP/HTTP base; /v1/traces, /v1/metrics")
     console: bool = False
     service_name: str = "crosstalk"
     export_interval_s: float = 5.0
@@ -243,7 +246,7 @@ class OtlpSettings(_Section):
 
 
 class ScrapeTarget(_Section):
-    url: str = Field(description="engine base URL, e.g. http://10.0.0.5:30000")
+    url: Url = Field(description="engine base URL, e.g. http://10.0.0.5:30000")
     engine: Literal["sglang", "vllm"]
     cache_domain: str
     role: Literal["prefill", "decode", "unified"] = "unified"
@@ -271,7 +274,7 @@ class LiteLLMSettings(_Section):
     cache_domains: dict[str, str] = Field(default_factory=dict, description="model -> cache domain")
     default_cache_domain: str | None = Field(default=None, description="else the model name")
     guard: bool = True
-    limits_url: str | None = Field(default="http://127.0.0.1:6067/limits", description="GET; None: off")
+    limits_url: Url | None = Field(default="http://127.0.0.1:6067/limits", description="GET; None: off")
     limits_from_kafka: bool = Field(default=False, description="also read the compacted limits topic")
     limits_refresh_s: float = Field(default=5.0, gt=0)
     limits_max_age_s: float = Field(

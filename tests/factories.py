@@ -86,3 +86,31 @@ def canary(tenant: str, marker: str, ts: float = 0.0, session: str | None = None
     e = ev(obj)
     assert isinstance(e, Canary)
     return e
+
+
+# A probe marker of 64 random bits, the size probe tools in the wild use (token_hex(8)).
+PROBE_MARKER = "CTK-CANARY-3f9a0c1be27d5a60"
+
+
+def weak_canary_story(t0: float) -> list[bytes]:
+    """Issue 24's data loss, as input lines: two probe identities send one shared prompt; the second request
+    also lists a weak marker (beside a good one) and its answer quotes the prompt; later another tenant's
+    answer carries the good marker. Rejecting the second request whole loses its prompt (its answer then
+    looks like probe-a's text leaking to probe-b) and its good marker (the real leak goes unseen)."""
+    shared = TEXTS[0] + " " + TEXTS[3]
+
+    def pair(i: int, tenant: str, ts: float, prompt: str, output: str, **req: Any) -> list[dict[str, Any]]:
+        common = {"request_id": f"r{i}", "tenant_id": tenant, "model": "m", "session_id": f"{tenant}-s"}
+        return [
+            {"type": "request", "event_id": f"q{i}", "ts": ts, **common, "prompt_tokens": 300,
+             "cache_domain": "d1", "prompt_text": prompt, **req},
+            {"type": "response", "event_id": f"p{i}", "ts": ts + 1, **common, "cache_domain": "d1",
+             "status_code": 200, "usage": {"input_tokens": 300, "output_tokens": 60}, "output_text": output},
+        ]  # fmt: skip
+
+    events = [
+        *pair(1, "probe-a", t0, shared, "Sure. " + TEXTS[4]),
+        *pair(2, "probe-b", t0 + 10, shared, "You wrote: " + shared, canaries=["CTK-1234", PROBE_MARKER]),
+        *pair(3, "acme", t0 + 20, TEXTS[5], f"as noted in {PROBE_MARKER} earlier"),
+    ]
+    return [orjson.dumps(e) for e in events]

@@ -6,8 +6,9 @@ several are read: a model's attribute read is several times slower than a dict r
 BaseModel.__getattr__ defeats CPython's attribute cache.
 
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
-- token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent
-  (a one-token placeholder), beyond tokenizer differences of a few percent.
+- token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent (a one-token
+  placeholder): below a floor share at once, or below half of the ratio learned as normal for the model and
+  tenant (another tokenizer at the gateway: detectors/signals/accounting.py).
 - impossible_prefill: time-to-first-token implies a prefill rate no hardware reaches.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from detectors.settings import DetectionSettings
+from detectors.signals.accounting import RatioNorms
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
 from schemas.events import Response
@@ -83,6 +85,36 @@ class OverlongDetector(_Mechanism):
 
 
 class AccountingDetector(_Mechanism):
+    """Engine input tokens against the gateway's count, judged against the normal ratio of the exchange's
+    (model, tenant) in this domain, learned as traffic goes (RatioNorms), and against a fixed floor.
+
+    `_quick`: a ratio at or above it raises nothing, whatever the key (the floor, and the largest learned
+    norm times `accounting_min_ratio`, kept an upper bound between exact recomputations): the screen's and
+    observe's first test, so that an ordinary exchange costs one division."""
+
+    _REQUICK_EVERY = 256  # learns between exact recomputations of `_quick`
+
+    def __init__(self, settings: DetectionSettings) -> None:
+        self.norms = _norms(settings)
+        self._learned = 0
+        super().__init__(settings)
+        self._requick()
+
+    def _requick(self) -> None:
+        s = self.s
+        self._floor = s.accounting_floor_ratio
+        self._quick = max([s.accounting_floor_ratio, *(n * self._min_ratio for n in self.norms.normals())])
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"s": self._s, "norms": self.norms}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A snapshot from before the norms were learned holds the settings alone: it starts learning afresh.
+        self.norms = state.get("norms") or _norms(state["s"])
+        self._learned = 0
+        self.s = state["s"]
+        self._requick()
+
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
         d = ex.__dict__
         request, response = d["request"], d["response"]
@@ -95,22 +127,59 @@ class AccountingDetector(_Mechanism):
         gateway = request.prompt_tokens
         if engine is None:
             return []
-        # The ratio decides for almost every exchange, so it is tested first; a zero gateway count
-        # is left to the division below, after the other tests, as it always was.
-        if gateway and engine / gateway >= self._min_ratio:
+        # The ratio decides for almost every exchange, so it is tested first (a zero count is judged below).
+        if gateway and engine / gateway >= self._quick:
             return []
         s = self.s
-        if gateway < s.accounting_min_gateway_tokens or not _accepted(response, s):
+        if not gateway or gateway < s.accounting_min_gateway_tokens or not _accepted(response, s):
             return []
         ratio = engine / gateway
+        normal = self.norms.normal(_key(request, response))
+        if ratio >= self._floor and (normal is None or ratio >= normal * self._min_ratio):
+            return []
+        relative = ratio / (normal or 1.0)
+        figures: dict[str, Any] = {"gateway_prompt_tokens": gateway, "engine_input_tokens": engine}
+        figures |= {"ratio": round(ratio, 6), "normal_ratio": None if normal is None else round(normal, 4)}
+        figures["basis"] = "floor" if ratio < self._floor else "learned"
         return [
             Signal(
                 name="token_accounting_mismatch",
                 severity="high",
-                score=min(1.0, 0.6 + 0.4 * (1 - ratio / self.s.accounting_min_ratio)),
-                figures={"gateway_prompt_tokens": gateway, "engine_input_tokens": engine, "ratio": round(ratio, 6)},
+                score=min(1.0, 0.6 + 0.4 * max(0.0, 1 - relative / self._min_ratio)),
+                figures=figures,
             )
         ]
+
+    def learn(self, ex: Exchange, include_output: bool = True) -> None:
+        d = ex.__dict__
+        request, response = d["request"], d["response"]
+        if request is None or response is None or response.usage is None:
+            return
+        engine = response.usage.input_tokens
+        gateway = request.prompt_tokens
+        if engine is None or not gateway or gateway < self.s.accounting_min_gateway_tokens:
+            return
+        ratio = engine / gateway
+        if ratio < self._floor or not _accepted(response, self.s):
+            return  # the placeholder is never normal; an error's count says nothing of the tokenizers
+        normal = self.norms.learn(_key(request, response), ratio)
+        if normal is not None and normal * self._min_ratio > self._quick:
+            self._quick = normal * self._min_ratio
+        self._learned += 1
+        if self._learned % self._REQUICK_EVERY == 0:
+            self._requick()  # exact again: norms that fell (or keys evicted) no longer hold the bound up
+
+    def state_size(self) -> int:
+        return self.norms.state_size()
+
+
+def _norms(s: DetectionSettings) -> RatioNorms:
+    return RatioNorms(s.accounting_window, s.accounting_max_keys, s.accounting_learn_min)
+
+
+def _key(request: Any, response: Response) -> tuple[str, str]:
+    # The engine's model (the response's) and the tenant: the tokenizer pair and the tenant's language.
+    return (response.model, request.tenant_id)
 
 
 class PrefillDetector(_Mechanism):
@@ -178,11 +247,11 @@ class MechanismScreen:
         capacity = domain.prefill_capacity
         if capacity is not None and tokens > capacity:
             out += self.overlong.observe(ex, domain)
-        # accounting: the engine counted below the ratio of the gateway's tokens (or the gateway counted 0).
+        # accounting: the engine counted below the quick bound of the gateway's tokens (or the gateway counted 0).
         usage = r["usage"]
         if usage is not None:
             engine = usage.input_tokens
-            if engine is not None and not (tokens and engine / tokens >= self.accounting._min_ratio):
+            if engine is not None and not (tokens and engine / tokens >= self.accounting._quick):
                 out += self.accounting.observe(ex, domain)
         # prefill: a long prompt with a 2xx status whose ttft implies a rate beyond the bound.
         ttft_ms = r["ttft_ms"]

@@ -24,6 +24,10 @@ def _canary(settings: DetectionSettings) -> Detector:
     return CanaryDetector()
 
 
+def _accounting_bound(s: DetectionSettings) -> int:
+    return s.accounting_max_keys * s.accounting_window
+
+
 def _overlap_bound(s: DetectionSettings) -> int:
     return s.index_max_docs + s.index_max_fingerprints + s.max_tainted
 
@@ -38,6 +42,7 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
         "accounting",
         (Raises("token_accounting_mismatch", kind="token_accounting_mismatch", precedence=20, mechanism=True),),
         AccountingDetector,
+        _accounting_bound,
     ),
     Registration(
         "prefill",

@@ -41,6 +41,8 @@ def print_summary(result: RunResult, console: Console = err) -> None:
         t.add_row(f"events: {typ}", f"{n:,}")
     for reason, n in sorted(result.rejects.items()):
         t.add_row(f"rejected: {reason}", f"{n:,}")
+    for reason, n in sorted(result.warnings.items()):
+        t.add_row(f"kept with a warning: {reason}", f"{n:,}", style="yellow")
     keys = ("exchanges", "orphans.no_request", "orphans.no_response", "exchanges.unroutable", "late")
     for key in (*keys, "domains.expired", "domains.evicted"):
         if result.counters.get(key):

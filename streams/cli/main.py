@@ -122,8 +122,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
             alerts_out.close()
     if not args.quiet:
         print_summary(result)
-        if result.rejects:
-            err.print(f"rejected lines written to {args.rejects} (run id {result.run_id})", style="yellow")
+        if result.rejects or result.warnings:
+            what = " and ".join(w for w, n in (("rejected lines", result.rejects), ("warnings", result.warnings)) if n)
+            err.print(f"{what} written to {args.rejects} (run id {result.run_id})", style="yellow")
     for problem in result.input_errors:
         err.print(f"crosstalk: error: {problem}", style="red", markup=False)
     if result.interrupted:

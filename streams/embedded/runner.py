@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from detectors.monitor import Monitor, Observed
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.alert import Alert, IncidentResolved
-from schemas.events import Event, EventError
+from schemas.events import Event, EventError, dropped_canaries
 from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
@@ -24,6 +24,7 @@ from streams.sinks.base import ByteOut, Sink, SinkSet
 class RunResult:
     events: Counter[str] = field(default_factory=Counter)
     rejects: Counter[str] = field(default_factory=Counter)
+    warnings: Counter[str] = field(default_factory=Counter)  # events kept with a part dropped (weak_canary)
     alerts: list[Alert] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     state_size: dict[str, int] = field(default_factory=dict)
@@ -102,6 +103,9 @@ class EmbeddedRunner:
             self.reject(source, line, "internal_error", f"{type(exc).__name__}: {exc}", raw)
             return []
         self.result.events[event.type] += 1
+        dropped = dropped_canaries(event)
+        if dropped:
+            self._warn_dropped(event, dropped, source, line)
         self.sinks.on_event(event.type)
         self._emit(observed)
         if event.ts >= self._next_resolved_check:
@@ -109,6 +113,13 @@ class EmbeddedRunner:
             self._next_resolved_check = event.ts + 1.0
             self._tell_resolved(self.monitor.drain_resolved(event.ts))
         return observed.alerts
+
+    def _warn_dropped(self, event: Event, dropped: tuple[str, ...], source: str, line: int | None) -> None:
+        # The request was taken without the markers that are not markers: said once per request, counted
+        # per marker, so that a prober with a weak marker format hears of it without losing its prompts.
+        self.result.counters["canaries.dropped_weak"] += len(dropped)
+        detail = "; ".join(dropped) + "; the request was kept without them"
+        self.rejects.warn(source, line, "weak_canary", detail, event.event_id)
 
     def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
         self.rejects.add(source, line, reason, detail, raw)
@@ -165,6 +176,7 @@ class EmbeddedRunner:
         self.rejects.close()
         r = self.result
         r.rejects = self.rejects.counts
+        r.warnings = self.rejects.warnings
         r.counters.update(self.monitor.counters)
         r.state_size = self.monitor.state_size()
         r.bytes_in = self._progress["bytes"]

@@ -101,6 +101,18 @@ class Rejects:
     listener: Callable[[str, str], None] | None = None  # e.g. metrics: told (reason, detail) of each reject
     counts: Counter[str] = field(default_factory=Counter)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    warnings: Counter[str] = field(default_factory=Counter)  # kept lines with a part dropped, by reason
+
+    def warn(self, source: str, line: int | None, reason: str, detail: str, event_id: str) -> None:
+        """A line that was *kept* with a part of it dropped (e.g. a weak canary marker): one record with
+        `"severity": "warning"`, the reason and the event id, but not the line (it was processed, and
+        its text is fingerprinted and discarded like any other)."""
+        self.warnings[reason] += 1
+        if self.out is None:
+            return
+        record = {"run_id": self.run_id, "source": source, "line": line, "severity": "warning", "kept": True}
+        record |= {"reason": reason, "detail": detail, "event_id": event_id}
+        self.out.write(orjson.dumps(record) + b"\n")
 
     def add(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
         self.counts[reason] += 1

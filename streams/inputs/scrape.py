@@ -27,14 +27,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from schemas.events import CacheStats, parse_event_obj
 from streams.inputs.engine_metrics import READERS, MetricsError, max_model_len
+from streams.redact import protect_client_logs, redact_text, redact_url
 from streams.settings import ScrapeTarget, Settings, load_settings
 
 log = logging.getLogger("crosstalk.scrape")
+protect_client_logs()
 LIMIT_ROLES = ("prefill", "unified")  # the pools a prompt is prefilled into
 
 
 def target_name(t: ScrapeTarget) -> str:
-    return t.name or f"{t.engine}:{t.url}"
+    return t.name or f"{t.engine}:{redact_url(t.url)}"
 
 
 class Limits:
@@ -101,7 +103,7 @@ class Scraper:
 
     def fail(self, t: ScrapeTarget, reason: str, detail: str) -> None:
         self.failures.labels(target_name(t), reason).inc()
-        log.warning("scrape of %s (%s) failed: %s: %s", target_name(t), t.cache_domain, reason, detail)
+        log.warning("scrape of %s (%s) failed: %s: %s", target_name(t), t.cache_domain, reason, redact_text(detail))
 
     async def _models_of(self, client: httpx.AsyncClient, t: ScrapeTarget, now: float) -> tuple[str | None, int | None]:
         name = target_name(t)

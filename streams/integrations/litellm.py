@@ -35,9 +35,11 @@ import litellm
 import orjson
 from litellm.integrations.custom_logger import CustomLogger
 
+from streams.redact import protect_client_logs, redact_text, redact_url
 from streams.settings import LiteLLMSettings, Settings, load_settings
 
 log = logging.getLogger("crosstalk.litellm")
+protect_client_logs()
 
 # tenant_from value -> (field of the proxy's UserAPIKeyAuth, key of LiteLLM's request/standard-logging metadata)
 _TENANT_FIELDS = {
@@ -134,7 +136,7 @@ class LimitsClient:
                 self.counters["limits.http"] += 1
             except (httpx.HTTPError, ValueError, AttributeError) as exc:
                 self.counters["limits.http_error"] += 1
-                log.warning("crosstalk limits from %s unavailable: %s", self.s.limits_url, exc)
+                log.warning("crosstalk limits from %s unavailable: %s", redact_url(self.s.limits_url), redact_text(exc))
 
     async def get(self, domain: str, now: float) -> dict[str, Any] | None:
         """The domain's limit if fresher than limits_max_age_s, else None."""

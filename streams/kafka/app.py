@@ -54,6 +54,7 @@ H_SRC_TOPIC = "x-crosstalk-source-topic"
 H_SRC_PARTITION = "x-crosstalk-source-partition"
 H_SRC_OFFSET = "x-crosstalk-source-offset"
 H_SRC_LINE = "x-crosstalk-source-line"
+H_SEVERITY = "x-crosstalk-severity"  # "warning" on records of events that were kept (absent: rejected)
 
 
 class KafkaPipeline:
@@ -176,6 +177,7 @@ class KafkaPipeline:
             "assigned": sorted(f"{tp.topic}:{tp.partition}" for tp in self.assigned),
             "counters": dict(sorted(self.counters.items())),
             "deadletter": {k[len("deadletter.") :]: v for k, v in self.counters.items() if k.startswith("deadletter.")},
+            "warnings": {k[len("warning.") :]: v for k, v in self.counters.items() if k.startswith("warning.")},
             "state_size": self.state_size(),
             "consumer_lag": self.consumer_lag(),
             "event_time": self.event_time(),
@@ -283,7 +285,8 @@ class KafkaPipeline:
     async def _dead_letter(self, dl: DeadLetter) -> None:
         """Park what cannot be used, with the reason and where it came from (topic, partition, offset,
         and the line within a batched input message)."""
-        self.counters[f"deadletter.{dl.reason}"] += 1
+        warning = dl.severity == "warning"
+        self.counters[f"{'warning' if warning else 'deadletter'}.{dl.reason}"] += 1
         topic = self.names.input if dl.source.topic == frames.INPUT else self.names.join
         headers = [
             (H_REASON, dl.reason.encode()),
@@ -294,8 +297,12 @@ class KafkaPipeline:
         ]
         if dl.line is not None:
             headers.append((H_SRC_LINE, str(dl.line).encode()))
+        if warning:
+            # Not to be replayed: the event was used; the record says what of it was left out.
+            headers.append((H_SEVERITY, b"warning"))
         await self.dlq_topic.send(key=dl.key, value=dl.payload, headers=headers)
-        self.sinks.on_reject(dl.reason, dl.detail)
+        if not warning:
+            self.sinks.on_reject(dl.reason, dl.detail)
 
     async def _send(self, topic: Any, send: Send, counter: str) -> None:
         """Items to one partition in as many messages as their size needs. The event-time progress (a

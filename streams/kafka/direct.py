@@ -34,7 +34,7 @@ from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.events import CacheStats, EventError, Response
 from streams.kafka.frames import INPUT, Source
-from streams.kafka.ingest import InputMessage, message_lines, parse_bounded, reason_of
+from streams.kafka.ingest import InputMessage, dropped_warning, message_lines, parse_bounded, reason_of
 from streams.kafka.stages import NEG_INF, DeadLetter, DomainResult, DomainState, publish
 from streams.settings import Settings
 
@@ -108,6 +108,9 @@ class DirectStage:
                     res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
                     continue
                 counters[f"ingest.{event.type}"] += 1
+                warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
+                if warning is not None:
+                    res.dead.append(warning)
                 res.event_types.append(event.type)
                 if (
                     msg.key is not None

@@ -12,11 +12,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import orjson
+
 from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.fingerprint import positions_of, words_of
 from detectors.monitor import make_fingerprinter
 from detectors.ordering import FUTURE_TS, EventClock
-from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, parse_event
+from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
 from streams.kafka import records
 from streams.kafka.frames import INPUT, Item, Source
 from streams.kafka.routing import partition_of, routing_key
@@ -55,6 +57,20 @@ def parse_bounded(line: bytes, max_bytes: int, clock: EventClock, wall: float) -
     if future is not None:
         raise EventError(FUTURE_TS, future)
     return event
+
+
+def dropped_warning(
+    event: Event, source: Source, offset: int, line: int | None, key: bytes | None, counters: Counter[str]
+) -> DeadLetter | None:
+    """The dead-letter warning of an event kept without the canary markers that are not markers, or None.
+    Its payload identifies the event (not its text: the event itself went on, fingerprinted)."""
+    dropped = dropped_canaries(event)
+    if not dropped:
+        return None
+    counters["canaries.dropped_weak"] += len(dropped)
+    detail = "; ".join(dropped) + "; the request was kept without them"
+    ids = {"event_id": event.event_id, "type": event.type, "dropped": len(dropped)}
+    return DeadLetter(orjson.dumps(ids), "weak_canary", detail, source, offset, line, key, severity="warning")
 
 
 def reason_of(exc: Exception, otherwise: str = "invalid") -> tuple[str, str]:
@@ -117,6 +133,9 @@ class IngestStage:
                     res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
                     continue
                 self.counters[f"ingest.{event.type}"] += 1
+                warning = dropped_warning(event, source, msg.offset, line_no, msg.key, self.counters)
+                if warning is not None:
+                    res.dead.append(warning)
                 if event.ts > res.newest.get(msg.partition, NEG_INF):
                     res.newest[msg.partition] = event.ts
                 res.event_types.append(event.type)

@@ -51,6 +51,8 @@ class DeadLetter:
     offset: int
     line: int | None = None  # within a batched (NDJSON) input message
     key: bytes | None = None
+    # "warning": the event was used, a part of it was dropped (weak_canary); the payload names it, no more.
+    severity: str = "error"
 
 
 @dataclass(slots=True)

@@ -88,7 +88,8 @@ def domain_svg(timeline: Timeline, series: DomainSeries, incidents: list[Inciden
             ax_tok.set_yscale("log")
         ax_tok.set_ylabel("prompt tokens")
         ax_tok.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncols=3, frameon=False)
-        ax_tok.set_title(series.name, loc="left", fontsize=10, fontweight="bold")
+        # A cache domain name is input: "$...$" in it must stay text, never mathtext (a bad macro raised).
+        ax_tok.set_title(series.name, loc="left", fontsize=10, fontweight="bold", parse_math=False, usetex=False)
         # Cache pressure.
         use = [(x, b.max_used_share * 100) for x, b in zip(xs, buckets, strict=True) if b.max_used_share >= 0]
         if use:

@@ -6,6 +6,7 @@ few are kept with source and line number, and the report shows them.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -16,9 +17,11 @@ from pydantic import ValidationError
 
 from schemas.alert import RESOLVED_RECORD, Alert, IncidentResolved
 from streams.inputs.files import open_binary
-from streams.report.timeline import Timeline
+from streams.report.timeline import BadField, Timeline
 
 Progress = Callable[[int], None]  # told the bytes read so far
+_NOT_OBJECT = "not a JSON object"
+_GENERIC = {_NOT_OBJECT: _NOT_OBJECT}  # our own messages; any other exception is named by its class only
 
 
 @dataclass
@@ -30,6 +33,8 @@ class Problems:
     examples: list[str] = field(default_factory=list)
 
     def add(self, reason: str, where: str, detail: str) -> None:
+        """`detail` names a field and what is wrong with it, never its value: a bad line can be prompt
+        text, and the report is read by more people than the logs (callers build it from our own words)."""
         self.counts[reason] += 1
         if len(self.examples) < self.keep:
             self.examples.append(f"{where}: {reason}: {detail[:200]}")
@@ -50,9 +55,19 @@ def _alert_of(raw: bytes | str, where: str, problems: Problems) -> Alert | None:
     try:
         return Alert.model_validate_json(raw)
     except ValidationError as exc:
-        reason = "not_json" if any(e["type"] == "json_invalid" for e in exc.errors()) else "invalid_alert"
-        problems.add(reason, where, str(exc.errors(include_url=False)[0]["msg"]))
+        errors = exc.errors(include_url=False, include_input=False)
+        reason = "not_json" if any(e["type"] == "json_invalid" for e in errors) else "invalid_alert"
+        first = errors[0]
+        problems.add(reason, where, f"field {_loc(first['loc'])}: {first['type']}" if first["loc"] else first["type"])
         return None
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    # Model field names and list positions are ours; a dict key (under figures) is the sender's: hidden.
+    return ".".join(str(p) if isinstance(p, int) or _NAME.fullmatch(p) else "<key>" for p in loc)
 
 
 def read_alert_files(paths: Iterable[str], problems: Problems) -> Iterator[Alert]:
@@ -124,14 +139,16 @@ def read_events(paths: Iterable[str], timeline: Timeline, problems: Problems, pr
                     try:
                         ev = orjson.loads(line)
                         if not isinstance(ev, dict):
-                            raise TypeError("not a JSON object")
+                            raise TypeError(_NOT_OBJECT)
                         timeline.feed(ev)
                     except orjson.JSONDecodeError as exc:
-                        problems.add("not_json", f"{src}:{lineno}", str(exc))
+                        problems.add("not_json", f"{src}:{lineno}", f"at character {exc.pos}")
                     except KeyError as exc:
-                        problems.add("missing_field", f"{src}:{lineno}", f"no field {exc}")
-                    except (TypeError, ValueError) as exc:
+                        problems.add("missing_field", f"{src}:{lineno}", f"no field {_loc((str(exc.args[0]),))}")
+                    except BadField as exc:
                         problems.add("invalid_event", f"{src}:{lineno}", str(exc))
+                    except (TypeError, ValueError) as exc:
+                        problems.add("invalid_event", f"{src}:{lineno}", _GENERIC.get(str(exc), type(exc).__name__))
                 if progress is not None and lineno % 2000 == 0:
                     progress(done)
     if progress is not None:

@@ -123,9 +123,25 @@ def tenant_notice(view: TenantView, alerts: dict[str, Alert], party: Counterpart
     }
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...) exfiltrates,
+# =cmd|... ran commands in old Excel); fullwidth forms are read as the ASCII ones by some locales.
+_FORMULA_START = tuple("=+-@\t\r\n\uff1d\uff0b\uff0d\uff20")
+
+
+def _cell(value: Any) -> str:
+    """A CSV cell that no spreadsheet evaluates: a leading formula character is quoted with "'" (OWASP)."""
+    text = str(value)
+    return "'" + text if text.lstrip(" ").startswith(_FORMULA_START) else text
+
+
+class _SafeWriter(csv.DictWriter):
+    def writerow(self, rowdict: Any) -> Any:
+        return super().writerow({k: _cell(v) for k, v in rowdict.items()})
+
+
 def notice_csv(notice: dict[str, Any]) -> str:
     buf = io.StringIO()
-    out = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    out = _SafeWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
     out.writeheader()
     for r in notice["received"]:
         out.writerow(
@@ -156,11 +172,17 @@ def notice_csv(notice: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+_STEM_CHARS = 96
+
+
 def _file_stem(tenant: str) -> str:
+    """A file name of the tenant id: the id itself when it is short, plain and lower case; else a
+    readable prefix plus a hash of the *whole* id, so two ids never share a file (not when they differ
+    only past the prefix, only in characters replaced, nor only in case on a case-blind filesystem)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", tenant).strip("._") or "tenant"
-    if safe != tenant:  # two odd ids must not collide on one file name
-        safe += "-" + hashlib.sha256(tenant.encode()).hexdigest()[:8]
-    return safe[:120]
+    if safe == tenant and len(tenant) <= _STEM_CHARS and tenant == tenant.lower():
+        return tenant
+    return safe[:_STEM_CHARS] + "-" + hashlib.sha256(tenant.encode()).hexdigest()[:16]
 
 
 def write_per_tenant(

@@ -15,6 +15,32 @@ from typing import Any
 from schemas.timefmt import parse_ts
 
 
+class BadField(ValueError):
+    """A malformed event field, named without its value: a bad line can hold prompt text, and the
+    report quotes its reasons for all readers."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"field {name}: {reason}")
+        self.field, self.reason = name, reason
+
+
+def _int(ev: dict[str, Any], name: str) -> int:
+    value = ev[name]
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise BadField(name, "not an integer")
+    try:
+        return int(value)
+    except (ValueError, OverflowError):  # "many", NaN, inf
+        raise BadField(name, "not an integer") from None
+
+
+def _ts(ev: dict[str, Any]) -> float:
+    try:
+        return parse_ts(ev["ts"])
+    except ValueError:
+        raise BadField("ts", "not a time (RFC 3339 with offset or epoch seconds, years 1970..9999)") from None
+
+
 @dataclass(slots=True)
 class Bucket:
     requests: int = 0
@@ -143,9 +169,9 @@ class Timeline:
     def feed(self, ev: dict[str, Any]) -> None:
         """One decoded event. Raises (KeyError, TypeError, ValueError) on a malformed one; the caller counts it."""
         kind = ev["type"]
-        ts = parse_ts(ev["ts"])
+        ts = _ts(ev)
         if kind == "request":
-            rid, tokens = str(ev["request_id"]), int(ev["prompt_tokens"])
+            rid, tokens = str(ev["request_id"]), _int(ev, "prompt_tokens")
             self.tenants.add(str(ev["tenant_id"]))
             if rid in self.watch:
                 seen = self.requests.setdefault(rid, Seen())
@@ -154,7 +180,7 @@ class Timeline:
             if domain:
                 self._add_prompt(rid, str(domain), ts, tokens, None)
                 if ev.get("context_window"):
-                    self.domains[str(domain)].context_window = int(ev["context_window"])
+                    self.domains[str(domain)].context_window = _int(ev, "context_window")
             else:
                 if len(self._pending) >= self.max_pending:
                     self._pending.pop(next(iter(self._pending)))  # the oldest: its response is long overdue
@@ -163,7 +189,7 @@ class Timeline:
         elif kind == "response":
             rid = str(ev["request_id"])
             self.tenants.add(str(ev["tenant_id"]))
-            status = int(ev["status_code"])
+            status = _int(ev, "status_code")
             if rid in self.watch:
                 self.requests.setdefault(rid, Seen()).status = status
             pending = self._pending.pop(rid, None)
@@ -176,17 +202,17 @@ class Timeline:
             if ev["role"] == "decode":
                 self.counters["cache_stats_decode_not_plotted"] += 1
                 return  # the prefill pool is the one whose overflow the incident was about
-            capacity, used = int(ev["capacity_tokens"]), int(ev["used_tokens"])
+            capacity, used = _int(ev, "capacity_tokens"), _int(ev, "used_tokens")
             series, b = self._bucket(str(ev["cache_domain"]), ts)
             series.capacity = b.capacity = capacity
             if ev.get("context_window"):
-                series.context_window = int(ev["context_window"])
+                series.context_window = _int(ev, "context_window")
             if capacity > 0:
                 b.max_used_share = max(b.max_used_share, used / capacity)
         elif kind == "canary":
             pass
         else:
-            raise ValueError(f"unknown event type {kind!r}")
+            raise BadField("type", "unknown event type")
         self.counters[kind] += 1
 
     def add_alert(self, domain: str, ts: float, severity: str) -> None:

@@ -57,9 +57,15 @@ def describe(
                 f"pool holds ({_n(f['prefill_capacity_tokens'])}), yet it was answered with HTTP {f['status_code']}."
             )
         if name == "token_accounting_mismatch":
+            normal = f.get("normal_ratio")
+            usual = (
+                f" Its usual count for this model and tenant is {_pct(normal)} of the gateway's."
+                if isinstance(normal, int | float)
+                else ""
+            )
             return (
                 f"The gateway counted {_n(f['gateway_prompt_tokens'])} prompt tokens; the engine reported "
-                f"{_n(f['engine_input_tokens'])}."
+                f"{_n(f['engine_input_tokens'])}.{usual}"
             )
         if name == "impossible_prefill":
             return (

@@ -42,11 +42,13 @@ from opentelemetry.util.types import AttributeValue
 
 from schemas.alert import Alert, IncidentResolved
 from schemas.exchange import Exchange
+from streams.redact import protect_client_logs, redact_url
 from streams.settings import OtelSettings
 from streams.sinks.base import Sink, SizeSource
 from streams.sinks.otel_export import CountedMetrics, CountedSpans, ExportStats
 
 log = logging.getLogger(__name__)
+protect_client_logs()
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _NS = 1_000_000_000
@@ -93,7 +95,7 @@ class OtelSink(Sink):
     ) -> None:
         self.settings = settings
         self.wall_clock = wall_clock
-        self.export_stats = ExportStats(settings.endpoint)
+        self.export_stats = ExportStats(redact_url(settings.endpoint))
         self.close_report: dict[str, Any] = {}
         resource = Resource.create({"service.name": settings.service_name})
         base = settings.endpoint.rstrip("/")
@@ -475,7 +477,7 @@ class OtelSink(Sink):
                 "otel: could not export %d span(s) and %d metric batch(es) to %s%s",
                 dropped_spans,
                 dropped_metrics,
-                self.settings.endpoint,
+                redact_url(self.settings.endpoint),
                 ""
                 if finished
                 else f" so far; stopped waiting after {bound:g} s (what is still queued is dropped, counted)",

@@ -38,6 +38,8 @@ SETTINGS = DetectionSettings(
     overlap_warmup_s=0.0,
     spread_bits_log2=12,
     spread_capacity=1_000,
+    accounting_max_keys=6,  # one fewer than the (model, tenant) keys below: eviction runs
+    accounting_window=16,
 )
 CAPACITY = 681_280
 TENANTS = [f"tenant-{i}" for i in range(7)]
@@ -57,6 +59,11 @@ def _halves(rng: random.Random, i: int, ts: float) -> tuple[Request, Response]:
         type="request", event_id=f"q{i}", ts=ts, request_id=rid, tenant_id=tenant, model="m", prompt_tokens=tokens
     )
     placeholder = rng.random() < 0.2  # the incident's one-token placeholder
+    # A gateway tokenizer that counts 3x the engine's for one tenant (normal, once learned), and now and then a
+    # prompt the engine counted at a third of that tenant's norm (a departure only a learned norm sees).
+    engine = tokens // 3 if tenant == TENANTS[-1] else tokens
+    if i % 29 == 0:
+        engine = engine * 3 // 10
     resp = Response.model_validate(
         {
             "type": "response",
@@ -68,7 +75,7 @@ def _halves(rng: random.Random, i: int, ts: float) -> tuple[Request, Response]:
             "cache_domain": "d1",
             "status_code": rng.choice([200, 200, 200, 500]),
             "session_id": f"{tenant}-s{rng.randrange(3)}",
-            "usage": {"input_tokens": 1 if placeholder else tokens, "output_tokens": 40},
+            "usage": {"input_tokens": 1 if placeholder else engine, "output_tokens": 40},
             "ttft_ms": 5.0 if placeholder else 300.0,
         }
     )
@@ -244,6 +251,20 @@ def test_picklable_and_the_copy_carries_on_alike(reg: Registration) -> None:
     assert copy.state_size() == det.state_size()
     rest = list(hostile_traffic(800, seed=1))[400:]
     assert _feed(copy, iter(rest)) == _feed(det, iter(rest))
+
+
+@REGISTERED
+def test_what_a_detector_learned_is_in_its_snapshot(reg: Registration) -> None:
+    """A detector that keeps state judges by it: a copy pickled after learning judges the rest as the original
+    does, and differently from a fresh detector that learned nothing (else the state would be dead weight,
+    or the snapshot would lose it)."""
+    det = reg.make(SETTINGS)
+    _feed(det, hostile_traffic(400, seed=1))
+    if det.state_size() == 0:
+        pytest.skip(f"{reg.name} keeps no state")
+    copy = pickle.loads(pickle.dumps(det, protocol=pickle.HIGHEST_PROTOCOL))
+    rest = list(hostile_traffic(800, seed=1))[400:]
+    assert _feed(copy, iter(rest)) == _feed(det, iter(rest)) != _feed(reg.make(SETTINGS), iter(rest))
 
 
 def test_snapshots_survive_a_change_of_the_registry() -> None:

@@ -96,7 +96,13 @@ def test_big_pool_accepting_long_prompts_is_fine() -> None:
 def test_placeholder_accounting_is_flagged() -> None:
     (a,) = run([request("r1", "a", 1, tokens=50_000), response("r1", "a", 2, input_tokens=1, ttft_ms=2_000)])
     assert a.kind == "token_accounting_mismatch"
-    assert a.evidence[0].figures == {"gateway_prompt_tokens": 50_000, "engine_input_tokens": 1, "ratio": 0.00002}
+    assert a.evidence[0].figures == {
+        "gateway_prompt_tokens": 50_000,
+        "engine_input_tokens": 1,
+        "ratio": 0.00002,
+        "normal_ratio": None,  # nothing learned yet: the floor decides
+        "basis": "floor",
+    }
 
 
 def test_tokenizer_noise_and_small_prompts_are_tolerated() -> None:

@@ -218,20 +218,55 @@ def test_huge_durations_are_invalid() -> None:
     assert info.value.reason == "invalid" and "response.ttft_ms" in info.value.detail
 
 
+WEAK_MARKERS = [
+    "that",
+    "CTK-CANARY-1234",
+    "CTK-CANARY-0123456789a",  # 11 digits: 44 bits, too few
+    "CTK-CANARY-deadbeefcafe",  # a hex word: no digit
+    "CTK-CANARY-202608271000",  # a number (a date): no letter
+    "CTK-CANARY-a1a1a1a1a1a1a1",  # a run: 2 distinct digits
+    "CTK-CANARY-0123456789ABCDEF0123456789ABCDEF",  # upper case: not the format
+    "-0123456789abcdef0123456789abcdef",  # no prefix
+    "CTK CANARY 0123456789abcdef0123456789abcdef",
+]
+
+
+@pytest.mark.parametrize("marker", WEAK_MARKERS)
+def test_weak_canary_markers_are_rejected_with_their_own_reason(marker: str) -> None:
+    # A canary event is its marker: a weak one rejects the event.
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID["canary"] | {"marker": marker}))
+    assert info.value.reason == "weak_canary"
+    assert marker not in str(info.value)  # a marker is a secret: never echoed
+
+
+@pytest.mark.parametrize("marker", WEAK_MARKERS)
+def test_a_weak_marker_in_a_request_is_dropped_and_the_request_kept(marker: str) -> None:
+    from schemas.events import dropped_canaries
+
+    strong = VALID["request"]["canaries"][0]
+    ev = parse_event(json.dumps(VALID["request"] | {"canaries": [marker, strong, 7], "prompt_text": "the prompt"}))
+    assert isinstance(ev, Request) and ev.canaries == [strong] and ev.prompt_text == "the prompt"
+    notes = dropped_canaries(ev)
+    assert [n.split(":")[0] for n in notes] == ["canaries[0]", "canaries[2]"] and "not a string" in notes[1]
+    assert all(marker not in n for n in notes)  # the dropped marker is not quoted either
+    # Every other field still decides: an invalid request with a weak marker is rejected as before.
+    with pytest.raises(EventError) as info:
+        parse_event(json.dumps(VALID["request"] | {"canaries": [marker], "prompt_tokens": -1}))
+    assert info.value.reason in ("invalid", "weak_canary")
+    assert dropped_canaries(parse_event(json.dumps(VALID["request"]))) == ()
+
+
 @pytest.mark.parametrize(
     "marker",
     [
-        "that",
-        "CTK-CANARY-1234",
-        "CTK-CANARY-0123456789abcdef",  # 64 bits: too few
-        "CTK-CANARY-0123456789ABCDEF0123456789ABCDEF",  # upper case: not the format
-        "-0123456789abcdef0123456789abcdef",  # no prefix
-        "CTK CANARY 0123456789abcdef0123456789abcdef",
+        "CTK-CANARY-0123456789abcdef",  # 64 bits (token_hex(8))
+        "CTK-CANARY-3f9a0c1be27d",  # 48 bits (token_hex(6))
+        "probe-5e0c8a1f9d2b7",  # 52 bits, another prefix
+        "CTK-CANARY-00ff00ff00ff00ff00ff00ff00ff00ff",  # 24+ digits: taken as before, whatever they look like
     ],
 )
-def test_weak_canary_markers_are_rejected_with_their_own_reason(marker: str) -> None:
-    for obj in (VALID["canary"] | {"marker": marker}, VALID["request"] | {"canaries": [marker]}):
-        with pytest.raises(EventError) as info:
-            parse_event(json.dumps(obj))
-        assert info.value.reason == "weak_canary"
-        assert marker not in str(info.value)  # a marker is a secret: never echoed
+def test_markers_of_48_to_64_random_bits_are_taken(marker: str) -> None:
+    assert parse_event(json.dumps(VALID["canary"] | {"marker": marker})).marker == marker  # type: ignore[union-attr]
+    ev = parse_event(json.dumps(VALID["request"] | {"canaries": [marker]}))
+    assert isinstance(ev, Request) and ev.canaries == [marker]

@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 import httpx
 import orjson
 
+from streams.redact import protect_client_logs, redact_url, target_id
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.formats import (
     ALERT_IDS_HEADER,
@@ -33,6 +34,7 @@ from streams.sinks.webhook.render import Envelope
 from streams.sinks.webhook.signing import sign
 
 log = logging.getLogger(__name__)
+protect_client_logs()
 
 USER_AGENT = "crosstalk-webhook/1"
 _MAX_ALERT_IDS_HEADER = 6000  # proxies commonly cap a header line at 8 KiB
@@ -81,11 +83,17 @@ class DeadLetterStore:
         self.path = Path(path)
         self._lock = threading.Lock()
 
-    def write(self, env: Envelope, url: str, reason: str, attempts: int, status_code: int | None) -> None:
+    def write(
+        self, env: Envelope, url: str, reason: str, attempts: int, status_code: int | None, key: str | None = None
+    ) -> None:
+        """Append one dead letter. The URL is stored redacted (a password or `?token=` in it must not
+        outlive the settings file in a log-like store), beside a stable id of the full URL, keyed with
+        `key` (the receiver's signing secret) when given."""
         rec = {
             "ts": time.time(),
             "receiver": env.receiver,
-            "url": url,
+            "url": redact_url(url),
+            "target": target_id(url, key) if url else None,
             "reason": reason,
             "status_code": status_code,
             "attempts": attempts,
@@ -140,7 +148,7 @@ class Deliverer:
     def headers(self, receiver: WebhookReceiver, env: Envelope) -> dict[str, str]:
         ts = int(self.wall_clock())
         # Receiver-configured headers first so that configuration can never override the signature.
-        headers = dict(receiver.headers)
+        headers = {k: v.get_secret_value() for k, v in receiver.headers.items()}
         ids = ",".join(env.alert_ids)
         if len(ids) > _MAX_ALERT_IDS_HEADER:
             ids = ids[: ids.rfind(",", 0, _MAX_ALERT_IDS_HEADER)]
@@ -172,7 +180,9 @@ class Deliverer:
 
     def _finish(self, receiver: WebhookReceiver, env: Envelope, outcome: Outcome) -> Outcome:
         if outcome.status == "deadlettered":
-            self.deadletter.write(env, receiver.url, outcome.reason, outcome.attempts, outcome.status_code)
+            secret = receiver.secret or self.settings.secret
+            key = secret.get_secret_value() if secret is not None else None
+            self.deadletter.write(env, receiver.url, outcome.reason, outcome.attempts, outcome.status_code, key)
             log.warning(
                 "webhook %s: dead-lettered notification %s (%s)", receiver.name, env.notification_id, outcome.reason
             )

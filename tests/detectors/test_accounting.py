@@ -1,0 +1,124 @@
+"""token_accounting_mismatch against the normal engine/gateway ratio, learned per model and tenant (issue 24):
+a gateway counting with another tokenizer is normal once learned; the placeholder is an alert from the start."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from factories import request, response
+
+from detectors.domain import DomainMonitor
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert
+from schemas.exchange import Exchange
+
+GATEWAY = 30_000
+
+
+def _call(m: Monitor, i: int, tenant: str, engine: int, gateway: int = GATEWAY, model: str = "glm") -> list[Alert]:
+    ts = 10.0 * i
+    rid = f"{tenant}-{i}"
+    out = m.observe(request(rid, tenant, ts, tokens=gateway, model=model))
+    return out + m.observe(response(rid, tenant, ts + 1, input_tokens=engine, ttft_ms=2_000, model=model))
+
+
+def _accounting(alerts: list[Alert]) -> list[Alert]:
+    return [a for a in alerts if a.kind == "token_accounting_mismatch"]
+
+
+def test_a_steady_3x_ratio_raises_nothing_after_it_is_learned() -> None:
+    # Through a real LiteLLM proxy: 9 of 9 normal calls raised a high alert (gateway 3x the engine's count).
+    m = Monitor(DetectionSettings())
+    alerts = [a for i in range(60) for a in _call(m, i, "acme", GATEWAY // 3)]
+    assert _accounting(alerts) == []
+
+
+def test_the_placeholder_is_high_from_the_first_event_and_after_learning() -> None:
+    m = Monitor(DetectionSettings())
+    (first,) = _accounting(_call(m, 0, "acme", 1, gateway=800_000))
+    assert first.severity == "high" and first.evidence[0].figures["basis"] == "floor"
+    for i in range(1, 40):
+        assert _accounting(_call(m, i, "acme", GATEWAY // 3)) == []
+    (late,) = _accounting(_call(m, 40, "acme", 1, gateway=800_000))
+    f = late.evidence[0].figures
+    # The norm is kept in eighths of an octave: within 5 % of a third.
+    assert late.severity == "high" and f["normal_ratio"] == pytest.approx(1 / 3, rel=0.05)
+    assert f["engine_input_tokens"] == 1
+
+
+def test_a_sudden_change_from_the_learned_ratio_raises() -> None:
+    m = Monitor(DetectionSettings())
+    for i in range(20):
+        assert _accounting(_call(m, i, "acme", GATEWAY // 3)) == []
+    # A tenth of the gateway's count: above the floor, so only the learned norm (a third) makes it an alert,
+    # and the fixed rule of old (half the gateway's count) would have raised the 3x calls too.
+    (a,) = _accounting(_call(m, 20, "acme", GATEWAY // 10))
+    f = a.evidence[0].figures
+    assert a.severity == "high" and f["basis"] == "learned" and f["ratio"] == 0.1
+    assert f["normal_ratio"] == pytest.approx(1 / 3, rel=0.05)
+    assert _accounting(_call(m, 21, "acme", GATEWAY // 3)) == []  # and the norm holds
+
+
+def test_each_tenant_and_model_has_its_own_norm() -> None:
+    # A tenant writing Japanese counts 3x at the gateway, one writing English 1x, on one model; another model
+    # counts alike for both. None of them is abnormal, whatever the mix.
+    m = Monitor(DetectionSettings())
+    calls = [("ja", "glm", GATEWAY // 3), ("en", "glm", GATEWAY), ("en", "llama", GATEWAY // 2)]
+    for i in range(30):
+        for tenant, model, engine in calls:
+            assert _accounting(_call(m, i, tenant, engine, model=model)) == []
+    # The English tenant at the Japanese tenant's ratio is a departure for it.
+    (a,) = _accounting(_call(m, 31, "en", GATEWAY // 3, model="glm"))
+    assert a.tenant_id == "en" and a.evidence[0].figures["normal_ratio"] == 1.0
+
+
+def test_a_lasting_change_becomes_the_norm_within_half_a_window() -> None:
+    s = DetectionSettings()
+    m = Monitor(s)
+    for i in range(s.accounting_window):
+        _call(m, i, "acme", GATEWAY)
+    # The gateway moves to another tokenizer: alerts until the new ratio is the majority of the window.
+    raised = [bool(_accounting(_call(m, 100 + i, "acme", GATEWAY // 3))) for i in range(s.accounting_window)]
+    assert raised[0] and not raised[-1]
+    assert sum(raised) <= s.accounting_window // 2 + 1
+
+
+def _exchange(i: int, engine: int) -> Exchange:
+    req = request(f"r{i}", "acme", 10.0 * i, tokens=GATEWAY, model="glm")
+    return Exchange(ts=10.0 * i + 1, request=req, response=response(f"r{i}", "acme", 10.0 * i + 1, input_tokens=engine))
+
+
+def test_the_learned_norm_survives_a_snapshot() -> None:
+    dm = DomainMonitor("d1", DetectionSettings())
+    for i in range(20):
+        assert dm.observe_exchange(_exchange(i, GATEWAY)) == []
+    # The domain's snapshot, as the Kafka checkpoints store it: a third of the gateway's count departs from
+    # the learned 1x for the restored domain ...
+    restored = DomainMonitor.loads(dm.dumps(), DetectionSettings())
+    assert restored.detectors["accounting"].state_size() == 20
+    assert _accounting(restored.observe_exchange(_exchange(20, GATEWAY // 3)))
+    # ... while a fresh one, which has learned nothing, lets it pass (it is above the floor).
+    assert DomainMonitor("d1", DetectionSettings()).observe_exchange(_exchange(20, GATEWAY // 3)) == []
+
+
+def test_a_snapshot_from_before_the_norms_restores_and_learns() -> None:
+    from detectors.signals.mechanism import AccountingDetector
+
+    s = DetectionSettings()
+    old = AccountingDetector.__new__(AccountingDetector)
+    old.__setstate__({"s": s})  # what a snapshot of the stateless detector held
+    assert old.state_size() == 0 and old._quick == s.accounting_floor_ratio
+    assert pickle.loads(pickle.dumps(old)).norms.learn_min == s.accounting_learn_min
+
+
+def test_errors_small_prompts_and_the_placeholder_are_never_learned() -> None:
+    m = Monitor(DetectionSettings())
+    for i in range(20):
+        _call(m, i, "acme", 1, gateway=800_000)  # each one an alert, none of them normal
+        m.observe(request(f"e{i}", "acme", 10.0 * i + 5, tokens=GATEWAY, model="glm"))
+        m.observe(response(f"e{i}", "acme", 10.0 * i + 6, input_tokens=10, status=500, model="glm"))
+    det = m.domain("d1").detectors["accounting"]
+    assert det.state_size() == 0
+    assert len(_accounting(_call(m, 30, "acme", 1, gateway=800_000))) == 1
