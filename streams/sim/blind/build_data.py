@@ -112,7 +112,12 @@ def catalogs(dl: Path) -> list[dict[str, Any]]:
         ("wagtail", "wagtail/wagtail", "**/locale/{lang}/LC_MESSAGES/*.po", "BSD-3-Clause"),
         ("django-allauth", "django_allauth/allauth", "locale/{lang}/LC_MESSAGES/*.po", "MIT"),
         ("trac", "Trac/trac", "locale/{lang}/LC_MESSAGES/*.mo", "BSD-3-Clause"),
-        ("jupyterlab-language-packs", "", "jupyterlab_language_pack_*/*/locale/{lang}/LC_MESSAGES/*.json", "BSD-3-Clause"),
+        (
+            "jupyterlab-language-packs",
+            "",
+            "jupyterlab_language_pack_*/*/locale/{lang}/LC_MESSAGES/*.json",
+            "BSD-3-Clause",
+        ),
     ]
     out = []
     for name, sub, pattern, licence in specs:
@@ -124,7 +129,8 @@ def catalogs(dl: Path) -> list[dict[str, Any]]:
                 for f in files:
                     pairs = parse_mo(f) if f.suffix == ".mo" else _json_cat(f) if f.suffix == ".json" else parse_po(f)
                     for mid, mstr in pairs:
-                        mid, mstr = mid.strip(), mstr.strip()
+                        # a gettext context ("ctx\x04msgid") is the program's, not text anybody reads
+                        mid, mstr = mid.split("\x04")[-1].strip(), mstr.strip()
                         if len(mid) < 4 or mstr == mid:
                             continue
                         if mid not in table:
@@ -156,7 +162,7 @@ def zh_news(dl: Path, limit_chars: int) -> list[str]:
         text = "".join(words).strip()
         if not text:
             continue
-        if len(text) < 40 and "。" not in text or not articles:
+        if (len(text) < 40 and "。" not in text) or not articles:
             articles.append([text])
         else:
             articles[-1].append(text)
@@ -244,15 +250,40 @@ def code_files(site: Path, n_stdlib: int, n_site: int) -> dict[str, list[dict[st
         {"path": f"Lib/{f.name}", "source": "CPython 3.11", "licence": "PSF-2.0", "text": f.read_text(encoding="utf-8")}
         for f in rnd.sample(std, n_stdlib)
     ]
-    pkgs = ["attr", "click", "h11", "idna", "jmespath", "markdown_it", "packaging", "sortedcontainers", "yarl",
-            "wsproto", "sniffio", "outcome", "cfgv.py", "pluggy", "iniconfig", "annotated_types", "pathspec"]  # fmt: skip
+    pkgs = [
+        "attr",
+        "click",
+        "h11",
+        "idna",
+        "jmespath",
+        "markdown_it",
+        "packaging",
+        "sortedcontainers",
+        "yarl",
+        "wsproto",
+        "sniffio",
+        "outcome",
+        "cfgv.py",
+        "pluggy",
+        "iniconfig",
+        "annotated_types",
+        "pathspec",
+    ]
     files = []
     for p in pkgs:
         root = site / p
-        files += [root] if root.is_file() else [f for f in sorted(root.rglob("*.py")) if 2000 < f.stat().st_size < 80000]
+        files += (
+            [root] if root.is_file() else [f for f in sorted(root.rglob("*.py")) if 2000 < f.stat().st_size < 80000]
+        )
     for f in rnd.sample(files, min(n_site, len(files))):
-        code.append({"path": str(f.relative_to(site)), "source": f.relative_to(site).parts[0], "licence": "see package",
-                     "text": f.read_text(encoding="utf-8")})  # fmt: skip
+        code.append(
+            {
+                "path": str(f.relative_to(site)),
+                "source": f.relative_to(site).parts[0],
+                "licence": "see package",
+                "text": f.read_text(encoding="utf-8"),
+            }
+        )
     vendored = [
         {"path": name, "text": (site / name).read_text(encoding="utf-8")[:60000]}
         for name in ("six.py", "typing_extensions.py", "socks.py", "mypy_extensions.py")
@@ -262,8 +293,12 @@ def code_files(site: Path, n_stdlib: int, n_site: int) -> dict[str, list[dict[st
 
 
 def licences(site: Path) -> list[dict[str, str]]:
-    picks = {"MIT": "attrs-*.dist-info/licenses/LICENSE", "Apache-2.0": "yarl-*.dist-info/licenses/LICENSE",
-             "BSD-3-Clause": "httpx-*.dist-info/licenses/LICENSE.md", "PSF-2.0": "typing_extensions-*.dist-info/licenses/LICENSE"}  # fmt: skip
+    picks = {
+        "MIT": "attrs-*.dist-info/licenses/LICENSE",
+        "Apache-2.0": "yarl-*.dist-info/licenses/LICENSE",
+        "BSD-3-Clause": "httpx-*.dist-info/licenses/LICENSE.md",
+        "PSF-2.0": "typing_extensions-*.dist-info/licenses/LICENSE",
+    }
     out = []
     for lid, pattern in picks.items():
         for f in sorted(site.glob(pattern))[:1]:
