@@ -5,7 +5,7 @@ For each shape and seed the profile writes events and labels; for each key `cros
 no operator corpus: CROSSTALK_CORPUS__PATH is cleared) writes alerts and `crosstalk evaluate` scores them.
 Every figure is reported per shape and key, and as the WORST over keys and shapes.
 
-    python scripts/evaluate_blind.py            # default: 4 shapes x 1 seed x 3 keys (about 5-15 min)
+    python scripts/evaluate_blind.py            # default: 4 shapes x 3 seeds x 3 keys (about 10 min)
     python scripts/evaluate_blind.py --quick    # 2 small shapes, short runs (about 2 min)
 
 Writes bench/results/blind-<date>.json and .md (or --out PREFIX).
@@ -35,7 +35,7 @@ from streams.sim.evaluate import evaluate, load_alerts  # noqa: E402
 
 SHAPES: dict[str, dict[str, Any]] = {
     # a small, slow deployment over a long stretch; two of its nine tenants write Japanese
-    "small-slow-ja": {"tenants": 9, "rate": 0.7, "duration_s": 1200.0, "domains": 1, "ja_tenants": 2},
+    "small-slow-ja": {"tenants": 9, "rate": 0.7, "duration_s": 3600.0, "domains": 1, "ja_tenants": 2},
     "eight-2pools": {
         "tenants": 8,
         "rate": 1.0,
@@ -45,8 +45,8 @@ SHAPES: dict[str, dict[str, Any]] = {
         "zh_tenants": 1,
         "de_tenants": 1,
     },
-    "mid-24": {"tenants": 24, "rate": 2.0, "duration_s": 900.0, "domains": 2, "ja_tenants": 2},
-    "busy-60": {"tenants": 60, "rate": 6.0, "duration_s": 600.0, "domains": 4, "ja_tenants": 3},
+    "mid-24": {"tenants": 24, "rate": 2.0, "duration_s": 1200.0, "domains": 2, "ja_tenants": 2},
+    "busy-60": {"tenants": 60, "rate": 6.0, "duration_s": 900.0, "domains": 4, "ja_tenants": 3},
 }
 QUICK = {
     "quick-small-ja": {"tenants": 9, "rate": 0.8, "duration_s": 420.0, "domains": 1, "ja_tenants": 2},
@@ -209,7 +209,7 @@ def markdown(report: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="two small shapes, short runs")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1])
+    ap.add_argument("--seeds", type=int, nargs="+", help="default 1 2 3 (--quick: 1)")
     ap.add_argument("--keys", type=int, default=3, help="fingerprint keys per run (3..5)")
     ap.add_argument("--shapes", nargs="+", help="names of shapes to run (default: all)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/crosstalk-blind"), help="events, labels, alerts")
@@ -218,6 +218,7 @@ def main() -> int:
     shapes = QUICK if a.quick else SHAPES
     if a.shapes:
         shapes = {k: v for k, v in {**SHAPES, **QUICK}.items() if k in a.shapes}
+    a.seeds = a.seeds or ([1] if a.quick else [1, 2, 3])
     keys = KEY_LABELS[: max(1, min(a.keys, len(KEY_LABELS)))]
     date = dt.date.today().isoformat()
     out = a.out or ROOT / "bench" / "results" / (f"blind-{date}" + ("-quick" if a.quick else ""))

@@ -107,7 +107,7 @@ class Simulator:
             prompt_text = render(turn.messages, self.world.prompt_format)
         self.n += 1
         rid = self._id("chatcmpl-")
-        request = {
+        request: dict[str, Any] = {
             "event_id": self._id("evt-", 64),
             "type": "request",
             "ts": round(ts, 3),
@@ -239,7 +239,7 @@ class Simulator:
         dur = ttft + (out_tokens * rnd.uniform(18, 35) if status == 200 else rnd.uniform(2, 40))
         ex.resp_ts = ex.ts + dur / 1000.0
         ok = status == 200
-        resp = {
+        resp: dict[str, Any] = {
             "event_id": self._id("evt-", 64),
             "type": "response",
             "ts": round(ex.resp_ts, 3),
