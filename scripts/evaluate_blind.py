@@ -5,8 +5,8 @@ For each shape and seed the profile writes events and labels; for each key `cros
 no operator corpus: CROSSTALK_CORPUS__PATH is cleared) writes alerts and `crosstalk evaluate` scores them.
 Every figure is reported per shape and key, and as the WORST over keys and shapes.
 
-    python scripts/evaluate_blind.py            # default: 4 shapes x 3 seeds x 3 keys (about 10 min)
-    python scripts/evaluate_blind.py --quick    # 2 small shapes, short runs (about 2 min)
+    python scripts/evaluate_blind.py            # default: 4 shapes x 3 seeds x 3 keys (about 7 min)
+    python scripts/evaluate_blind.py --quick    # 2 small shapes, short runs (under a minute)
 
 Writes bench/results/blind-<date>.json and .md (or --out PREFIX).
 """
@@ -154,7 +154,15 @@ def worst(results: list[dict[str, Any]]) -> dict[str, Any]:
         at = [r["figures"]["per_class"][c]["attribution"] for r in results if c in r["figures"]["per_class"]]
         n = sum(r["figures"]["per_class"][c]["n"] for r in results if c in r["figures"]["per_class"])
         if ex:
-            w["per_class"][c] = {"exposure": min(ex), "attribution": min(at), "n_total": n}
+            pooled = [r["figures"]["per_class"][c] for r in results if c in r["figures"]["per_class"]]
+            w["per_class"][c] = {
+                "exposure": min(ex),
+                "attribution": min(at),
+                "n_total": n,
+                # all runs together: a small run with three leaks of a class and none flagged reads 0 %
+                "pooled_exposure": sum(x["n"] * x["exposure"] for x in pooled) / n,
+                "pooled_attribution": sum(x["n"] * x["attribution"] for x in pooled) / n,
+            }
     return w
 
 
@@ -192,13 +200,17 @@ def markdown(report: dict[str, Any]) -> str:
     )
     lines += [
         "",
-        "Per leak class, worst over shapes and keys:",
+        "Per leak class: the worst run over shapes, seeds and keys, and all runs pooled:",
         "",
-        "| class | leaks (all runs) | exposure | attribution |",
-        "|---|---|---|---|",
+        "| class | leaks, summed over runs (each once per key) | exposure, worst | attribution, worst "
+        "| exposure, pooled | attribution, pooled |",
+        "|---|---|---|---|---|---|",
     ]
     for c, v in w["per_class"].items():
-        lines.append(f"| {c} | {v['n_total']} | {_pct(v['exposure'])} | {_pct(v['attribution'])} |")
+        lines.append(
+            f"| {c} | {v['n_total']} | {_pct(v['exposure'])} | {_pct(v['attribution'])} | "
+            f"{_pct(v.get('pooled_exposure'))} | {_pct(v.get('pooled_attribution'))} |"
+        )
     lines += ["", "Shapes:", ""]
     for name, s in report["shapes"].items():
         lines.append(f"- `{name}`: {', '.join(f'{k}={v}' for k, v in s.items())}")
@@ -214,7 +226,14 @@ def main() -> int:
     ap.add_argument("--shapes", nargs="+", help="names of shapes to run (default: all)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/crosstalk-blind"), help="events, labels, alerts")
     ap.add_argument("--out", type=Path, help="output prefix (default bench/results/blind-<date>)")
+    ap.add_argument("--render", type=Path, help="only re-write the .md (and worst figures) of this results JSON")
     a = ap.parse_args()
+    if a.render:
+        report = orjson.loads(a.render.read_bytes())
+        report["worst"] = worst(report["runs"])
+        a.render.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        a.render.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+        return 0
     shapes = QUICK if a.quick else SHAPES
     if a.shapes:
         shapes = {k: v for k, v in {**SHAPES, **QUICK}.items() if k in a.shapes}

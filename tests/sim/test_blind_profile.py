@@ -168,3 +168,35 @@ def test_pasted_and_quoted_text_is_real_vendored_text(task: str) -> None:
                             missing += 1
     # a sentence that ran over a dropped markup line (READMEs) misses; made-up text would miss wholesale
     assert found >= 10 and missing <= 0.1 * (found + missing), (task, found, missing)
+
+
+def test_what_a_label_says_leaked_is_in_the_receivers_output_and_the_sources_request() -> None:
+    """Label integrity, without any detector: the leaked text is where the label says it came from."""
+    events, labels = _run()
+    req = {e["request_id"]: e for e in events if e["type"] == "request"}
+    resp = {e["request_id"]: e for e in events if e["type"] == "response"}
+    rows = {r["request_id"]: r for r in labels["responses"]}
+    checked = 0
+    for r in rows.values():
+        if not r["contaminated"]:
+            continue
+        out, kind = resp[r["request_id"]]["output_text"], r["leak_kind"]
+        if kind == "whole_response":
+            src = rows[r["source_request_ids"][0]]
+            # a copy of the source's answer; or the two swapped (then the source is labelled with the receiver);
+            # or the source's own answer was swapped away later (then it is labelled too)
+            assert out == resp[src["request_id"]]["output_text"] or src["contaminated"]
+            checked += 1
+            continue
+        source = _norm(
+            "\n".join(
+                _plain(req[s]["prompt_text"]) + "\n" + (resp[s].get("output_text") or "")
+                for s in r["source_request_ids"]
+            )
+        )
+        # a prefix collision answers the source's prompt in the model's words: only its quotes are verbatim
+        w = 8 if kind == "prefix_collision" else min(16, r["shortest_passage_tokens"])
+        n = len(units(out))
+        assert any(_norm(unit_slice(out, i, w)) in source for i in range(max(1, n - w + 1))), (kind, out[:200])
+        checked += 1
+    assert checked >= 20
