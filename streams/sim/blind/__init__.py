@@ -1,0 +1,1 @@
+"""The blind profile: multi-tenant traffic written without reading the detector (see README.md). Frozen."""
