@@ -39,7 +39,7 @@ class PoolClock:
                 marks.popleft()
 
     def since(self, ts: float) -> float:
-        """Tokens allocated after event time `ts`, never more than the truth: counted from the first mark at or after
+        """Tokens allocated at or after event time `ts`, never more than the truth: counted from the first mark at or after
         `ts` (the allocation between `ts` and that mark is left out), 0 when no mark is that late."""
         marks = self._marks
         i = bisect_left(marks, (ts, float("-inf")))

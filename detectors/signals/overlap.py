@@ -305,18 +305,22 @@ class OverlapDetector:
         others = self.s.common_min_tenants - 1
         holders = self.index.holders
         none: set[str] = set()
-        many = self.s.common_min_tenants
+        # Held for one receiver more than makes text shared: what the model writes to everyone (a public text it
+        # echoes) more likely than one stale page read that often in a domain's first minutes.
+        many = self.s.common_min_tenants + 1
         explained = np.zeros(len(run.hashes), dtype=bool)
+        got_n = np.zeros(len(run.hashes), dtype=np.int64)
         for i, h in enumerate(run.hashes):
             got = receivers.get((src, h), none)
-            # Held for that many receivers: what the model writes to everyone (a public text it echoes) more likely
-            # than one stale page read that often in a domain's first minutes.
+            got_n[i] = len(got)
             explained[i] = len(got) >= many or len(holders(h) - got - {src}) >= others
         if self.s.common_min_sessions:
-            # The model's habit (`_common`): in the answers of that many sessions of two tenants or more. A page that
-            # reached two receivers while cold is in two sessions' answers (three if it was a page of an answer).
-            habit = self.model_spread.tenants(np.asarray(run.hashes, dtype=np.uint64)) >= self.s.common_min_sessions
-            explained |= habit & (self.spread.tenants(run.hashes) >= 2)
+            # The model's habit (`_common`), with the same provenance: text the model wrote first, in that many
+            # sessions' answers besides the held receivers' own (their outputs were learned while cold, so each of
+            # them adds a session of its own to the record).
+            fp = np.asarray(run.hashes, dtype=np.uint64)
+            sessions = self.model_spread.tenants(fp).astype(np.int64) - got_n
+            explained |= (sessions >= self.s.common_min_sessions) & ~self.spread.tagged(_AUTHORED, fp)
         if self.public is not None:
             explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
         left = standing((~explained).tolist(), BRIDGE)

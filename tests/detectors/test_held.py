@@ -111,3 +111,17 @@ def test_standing_is_the_longest_run_of_unexplained_through_short_gaps(flags: li
                 cur = 0
     pieces.append(cur)
     assert standing(flags, bridge) == max(pieces)
+
+
+def test_a_page_the_source_quoted_itself_is_still_its_own_when_judged() -> None:
+    # The source's answer quotes its own prompt (one session of the model's), and the held receiver's output was
+    # learned while cold (a second): two sessions, yet the text came from a prompt and only the receiver got it.
+    m = Monitor(_settings())
+    events = [
+        request("s0", "src", 0, text=TEXTS[1]),
+        response("s0", "src", 1, text="You wrote: " + TEXTS[1]),
+        *_echo("dst", "d0", 10, TEXTS[1]),
+    ]
+    assert _run(m, events) == []
+    (a,) = m.flush()
+    assert (a.tenant_id, a.source_tenant_id, a.request_ids) == ("dst", "src", ["d0"])
