@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import json
 import os
@@ -83,7 +84,7 @@ class Sampler(threading.Thread):
         return (time.monotonic() - t0) * 1000
 
 
-def start_receiver(port: int, env_extra: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_receiver(port: int, env_extra: dict[str, str], tree: Path = ROOT) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "CROSSTALK_OTLP__PORT": str(port),
@@ -93,7 +94,10 @@ def start_receiver(port: int, env_extra: dict[str, str]) -> subprocess.Popen[byt
     tmp = tempfile.mkdtemp(prefix="otlp-hostile-")
     cmd = [sys.executable, "-m", "streams.cli", "otlp", "--to", "jsonl", "--events-out", os.devnull]
     proc = subprocess.Popen(
-        [*cmd, "--rejects", f"{tmp}/rejects.jsonl"], env=env, cwd=ROOT, stderr=subprocess.DEVNULL
+        [*cmd, "--rejects", f"{tmp}/rejects.jsonl"],
+        env={**env, "PYTHONPATH": str(tree)},
+        cwd=tree,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -106,14 +110,17 @@ def start_receiver(port: int, env_extra: dict[str, str]) -> subprocess.Popen[byt
     raise SystemExit("receiver did not start")
 
 
+TOKEN: str | None = None  # --token: sent as a bearer token with every POST
+
+
 def post_raw(port: int, body: bytes, headers: dict[str, str], timeout: float = 120) -> int:
+    if TOKEN:
+        headers = {**headers, "Authorization": f"Bearer {TOKEN}"}
     head = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        try:
+        with contextlib.suppress(OSError):  # the receiver may answer 413 and close before the body is sent
             s.sendall(head.encode() + body)
-        except OSError:
-            pass  # the receiver may answer 413 and close before the whole body is sent
         data = s.recv(200)
     try:
         return int(data.split()[1])
@@ -127,8 +134,7 @@ def bomb_body(mib: int) -> bytes:
     return b"".join([*(c.compress(chunk) for _ in range(mib)), c.flush()])
 
 
-def scenario_bombs(port: int, pid: int, n: int, mib: int) -> dict[str, Any]:
-    body = bomb_body(mib)
+def scenario_bombs(port: int, pid: int, n: int, body: bytes, mib: int) -> dict[str, Any]:
     statuses: list[int] = []
 
     def one() -> None:
@@ -183,7 +189,7 @@ def scenario_slowloris(port: int, pid: int, n: int, seconds: float) -> dict[str,
     return {"connections": opened, "seconds": seconds, "still_open_at_end": still}
 
 
-def scenario_big(port: int, pid: int, spans: int) -> dict[str, Any]:
+def big_body(spans: int) -> bytes:
     from streams.testing.otlp import export_request, span_of
 
     batch = []
@@ -195,7 +201,10 @@ def scenario_big(port: int, pid: int, spans: int) -> dict[str, Any]:
                 {"model": "m", "cache_domain": "d1", "status_code": 200, "ts": 1.7e9 + i / 1000 + 0.5},
             )
         )
-    body = gzip.compress(json.dumps(export_request(batch)).encode())
+    return gzip.compress(json.dumps(export_request(batch)).encode())
+
+
+def scenario_big(port: int, pid: int, spans: int, body: bytes) -> dict[str, Any]:
     t0 = time.monotonic()
     status = post_raw(port, body, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
     return {"spans": spans, "status": status, "wire_bytes": len(body), "post_s": round(time.monotonic() - t0, 2)}
@@ -209,21 +218,27 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=40.0)
     p.add_argument("--spans", type=int, default=29_000)
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the receiver (settings)")
+    p.add_argument("--token", help="bearer token to send (the receiver's otlp.tokens via --env)")
+    p.add_argument("--tree", type=Path, default=ROOT, help="run the receiver of this source tree (a before/after)")
     a = p.parse_args()
+    global TOKEN
+    TOKEN = a.token
     n = min(a.n, 1000)
     port = free_port()
-    proc = start_receiver(port, dict(kv.split("=", 1) for kv in a.env))
+    proc = start_receiver(port, dict(kv.split("=", 1) for kv in a.env), a.tree)
+    # The attack's payload is built before the clock starts: building it takes CPU from the receiver.
+    body = bomb_body(a.bomb_mib) if a.scenario == "bombs" else big_body(a.spans) if a.scenario == "big" else b""
     try:
         time.sleep(1.0)
         idle = rss_mib(proc.pid)
         sampler = Sampler(proc.pid, port)
         sampler.start()
         if a.scenario == "bombs":
-            row = scenario_bombs(port, proc.pid, n, a.bomb_mib)
+            row = scenario_bombs(port, proc.pid, n, body, a.bomb_mib)
         elif a.scenario == "slowloris":
             row = scenario_slowloris(port, proc.pid, n, min(a.seconds, 600))
         else:
-            row = scenario_big(port, proc.pid, a.spans)
+            row = scenario_big(port, proc.pid, a.spans, body)
         sampler.stop_flag.set()
         sampler.join(35)
         row.update(

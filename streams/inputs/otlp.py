@@ -74,8 +74,15 @@ _MAX_MESSAGE_DEPTH = 8
 @dataclass
 class Mapped:
     events: list[Event] = field(default_factory=list)
-    rejects: list[SpanReject] = field(default_factory=list)
+    rejects: list[SpanReject] = field(default_factory=list)  # one per span (or one for the whole payload)
     skipped: Counter[str] = field(default_factory=Counter)  # spans that are not GenAI inference: not errors
+    payload_error: SpanReject | None = None  # the payload was not OTLP at all (also in `rejects`)
+    refused: list[SpanReject] = field(default_factory=list)  # events of mapped spans the detection core refused
+
+    @property
+    def rejected_spans(self) -> int:
+        """Spans not taken: each mapping reject, and each span with an event the core refused (once)."""
+        return len(self.rejects) + len({(r.trace_id, r.span_id) for r in self.refused})
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,12 +373,13 @@ class SpanMapper:
             response["output_fingerprint"] = self._fingerprint(output_text, "output")
         return [parse_event_obj(request), parse_event_obj(response)]
 
-    def map_payload(self, data: bytes, encoding: str, sender: Sender | None = None) -> Mapped:
+    def map_payload(self, data: bytes | bytearray, encoding: str, sender: Sender | None = None) -> Mapped:
         """A whole ExportTraceServiceRequest; an undecodable payload is one reject (without span ids)."""
         try:
             spans = decode_spans(data, encoding)
         except OtlpDecodeError as exc:
-            out = Mapped(rejects=[SpanReject(exc.reason, exc.detail)])
+            whole = SpanReject(exc.reason, exc.detail)
+            out = Mapped(rejects=[whole], payload_error=whole)
             self.counters[f"rejects.{exc.reason}"] += 1
             return out
         return self.map_spans(spans, sender)

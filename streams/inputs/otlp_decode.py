@@ -283,7 +283,7 @@ def _pb_attrs(kvs: Iterable[Any]) -> dict[str, Any]:
     return {kv.key: _pb_any(kv.value) for kv in kvs}
 
 
-def spans_from_proto(data: bytes) -> Iterator[Span | SpanReject]:
+def spans_from_proto(data: bytes | bytearray) -> Iterator[Span | SpanReject]:
     """Spans of a protobuf-encoded ExportTraceServiceRequest (OTLP/HTTP protobuf, Kafka otlp_proto)."""
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -310,7 +310,7 @@ def spans_from_proto(data: bytes) -> Iterator[Span | SpanReject]:
                 )
 
 
-def decode_spans(data: bytes, encoding: str) -> list[Span | SpanReject]:
+def decode_spans(data: bytes | bytearray, encoding: str) -> list[Span | SpanReject]:
     """encoding: otlp_proto | otlp_json | auto (JSON when the payload starts with '{')."""
     if encoding == "auto":
         encoding = "otlp_json" if data.lstrip()[:1] == b"{" else "otlp_proto"
