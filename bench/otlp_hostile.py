@@ -19,18 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gzip
 import json
-import os
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def rss_mib(pid: int, field: str = "VmRSS") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+from streams.testing.otlp_attacks import bomb_body, post_raw, rss_mib, start_receiver, stop_receiver  # noqa: E402
+from streams.testing.workerproc import free_port  # noqa: E402
 
 
 class Sampler(threading.Thread):
@@ -84,61 +68,20 @@ class Sampler(threading.Thread):
         return (time.monotonic() - t0) * 1000
 
 
-def start_receiver(port: int, env_extra: dict[str, str], tree: Path = ROOT) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "CROSSTALK_OTLP__PORT": str(port),
-        "CROSSTALK_DETECTION__FINGERPRINT_KEY": os.environ.get("CROSSTALK_DETECTION__FINGERPRINT_KEY", "bench-key"),
-        **env_extra,
-    }
-    tmp = tempfile.mkdtemp(prefix="otlp-hostile-")
-    cmd = [sys.executable, "-m", "streams.cli", "otlp", "--to", "jsonl", "--events-out", os.devnull]
-    proc = subprocess.Popen(
-        [*cmd, "--rejects", f"{tmp}/rejects.jsonl"],
-        env={**env, "PYTHONPATH": str(tree)},
-        cwd=tree,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("receiver did not start")
-
-
 TOKEN: str | None = None  # --token: sent as a bearer token with every POST
 
 
-def post_raw(port: int, body: bytes, headers: dict[str, str], timeout: float = 120) -> int:
+def post(port: int, body: bytes, headers: dict[str, str]) -> int:
     if TOKEN:
         headers = {**headers, "Authorization": f"Bearer {TOKEN}"}
-    head = f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        with contextlib.suppress(OSError):  # the receiver may answer 413 and close before the body is sent
-            s.sendall(head.encode() + body)
-        data = s.recv(200)
-    try:
-        return int(data.split()[1])
-    except (IndexError, ValueError):
-        return 0
-
-
-def bomb_body(mib: int) -> bytes:
-    c = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip wrapper
-    chunk = b"\0" * (1 << 20)
-    return b"".join([*(c.compress(chunk) for _ in range(mib)), c.flush()])
+    return post_raw(port, body, headers)[0]
 
 
 def scenario_bombs(port: int, pid: int, n: int, body: bytes, mib: int) -> dict[str, Any]:
     statuses: list[int] = []
 
     def one() -> None:
-        statuses.append(post_raw(port, body, {"Content-Type": "application/json", "Content-Encoding": "gzip"}))
+        statuses.append(post(port, body, {"Content-Type": "application/json", "Content-Encoding": "gzip"}))
 
     threads = [threading.Thread(target=one) for _ in range(n)]
     for t in threads:
@@ -206,7 +149,7 @@ def big_body(spans: int) -> bytes:
 
 def scenario_big(port: int, pid: int, spans: int, body: bytes) -> dict[str, Any]:
     t0 = time.monotonic()
-    status = post_raw(port, body, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    status = post(port, body, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
     return {"spans": spans, "status": status, "wire_bytes": len(body), "post_s": round(time.monotonic() - t0, 2)}
 
 
@@ -251,11 +194,7 @@ def main() -> None:
         )
         print(json.dumps({"scenario": a.scenario, **row}))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_receiver(proc)
 
 
 if __name__ == "__main__":
