@@ -5,8 +5,8 @@ Hostile peers are bad input, and the receiver's own resources are bounded (docs/
     and its sender's spans may assert only the tenants the token allows (streams.inputs.otlp_auth);
   * memory: bodies are inflated as they stream, never past otlp.max_body_bytes (413), and all requests
     together hold at most otlp.max_inflight_bytes (503: exporters retry) (streams.inputs.otlp_body);
-  * time: a connection must send its request head within otlp.header_timeout_s (aiohttp's keep-alive
-    timer, which also runs before the first request) and its body within otlp.body_timeout_s (408);
+  * time: a connection must send its first request head within otlp.header_timeout_s (a watchdog here;
+    later heads: aiohttp's keep-alive timer) and its body within otlp.body_timeout_s (408);
   * the event loop: decoding, mapping and detection run on one worker thread, so /health answers while
     a batch of 30k spans is mapped.
 Each answer is an ExportTraceServiceResponse; partial_success counts the spans refused -- by the mapping,
@@ -51,6 +51,8 @@ class OtlpReceiver:
         o = settings.otlp
         self._budget = Budget(max(o.max_inflight_bytes, o.max_body_bytes))
         self._trim_scheduled = False
+        self._started: set[Any] = set()  # connections (aiohttp RequestHandlers) that sent a whole request head
+        self._watchdog: asyncio.Task[None] | None = None
         self._runner: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -179,7 +181,12 @@ class OtlpReceiver:
                 data = {**self.counters, **{f"mapper.{k}": v for k, v in self._mapper_counters.items()}}
             return web.Response(body=orjson.dumps(data), content_type="application/json")
 
-        app = web.Application(client_max_size=self.settings.otlp.max_body_bytes + 1024)
+        @web.middleware
+        async def head_seen(request: web.Request, handler: Any) -> Any:
+            self._started.add(request.protocol)
+            return await handler(request)
+
+        app = web.Application(client_max_size=self.settings.otlp.max_body_bytes + 1024, middlewares=[head_seen])
         app.router.add_post("/v1/traces", self._traces)
         app.router.add_get("/health", health)
         app.router.add_get("/counters", counters)
@@ -197,12 +204,13 @@ class OtlpReceiver:
             access_log=None,
             # We inflate ourselves, bounded (streams.inputs.otlp_body): aiohttp's inflating is not.
             auto_decompress=False,
-            # aiohttp runs this timer from the connection's start and between requests: a peer that has
-            # not sent a whole request head within it is cut off (slowloris).
+            # between requests: a kept-alive connection whose next head does not come within it is closed
             keepalive_timeout=o.header_timeout_s,
             lingering_time=2.0,
         )
         await self._runner.setup()
+        watch = self._watch_heads(self._runner.server, o.header_timeout_s)
+        self._watchdog = asyncio.get_running_loop().create_task(watch)
         site = web.TCPSite(self._runner, bind, port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
@@ -210,7 +218,26 @@ class OtlpReceiver:
             log.info("OTLP receiver requires bearer tokens (%d senders)", len(o.tokens))
         return self.port
 
+    async def _watch_heads(self, server: Any, timeout_s: float) -> None:
+        """Close connections that have not sent a whole first request head within `timeout_s` (slowloris:
+        a byte now and then keeps a connection that never becomes a request). aiohttp's keep-alive timer
+        guards the time between requests, and only its newest releases the time before the first one."""
+        loop = asyncio.get_running_loop()
+        first_seen: dict[Any, float] = {}
+        while True:
+            await asyncio.sleep(timeout_s / 4)
+            now = loop.time()
+            live = set(server.connections)
+            self._started &= live
+            first_seen = {h: t for h, t in first_seen.items() if h in live}
+            for h in live - self._started:
+                if now - first_seen.setdefault(h, now) >= timeout_s:
+                    self.count("rejects.header_timeout")
+                    h.force_close()
+
     async def stop_async(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
         self._pool.shutdown(wait=True)
