@@ -207,6 +207,9 @@ class OtelSettings(_Section):
 class OtlpToken(_Section):
     """One sender of the OTLP receiver: its bearer token, and the tenants its spans may assert."""
 
+    # A validation error must not quote the token (pydantic puts the input in its message otherwise).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
     sender: str = Field(
         pattern=r"^[A-Za-z0-9._-]{1,64}$",
         description="its name; scopes its request ids (<sender>/<id>) and names it in rejects and counters",
@@ -392,7 +395,11 @@ class CorpusSettings(_Section):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid")
+    # hide_input_in_errors: settings hold secrets (the fingerprint key, webhook secrets, OTLP tokens), and
+    # pydantic quotes the input of a failing field in its message unless the outermost model says not to.
+    model_config = SettingsConfigDict(
+        env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True
+    )
 
     detection: DetectionSettings = Field(default_factory=DetectionSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)

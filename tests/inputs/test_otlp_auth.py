@@ -225,3 +225,11 @@ def test_settings_output_and_errors_never_show_a_token() -> None:
     twice = orjson.dumps([{"sender": "x", "token": TOKEN_A}, {"sender": "y", "token": TOKEN_A}]).decode()
     dup = _cli("settings", CROSSTALK_OTLP__TOKENS=twice)
     assert dup.returncode == 5 and "distinct" in dup.stderr and TOKEN_A not in dup.stdout + dup.stderr
+
+
+def test_a_settings_validation_error_does_not_quote_the_token() -> None:
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError) as caught:
+        Settings(otlp={"tokens": [{"sender": "x", "token": "short-secret"}]})
+    assert "short-secret" not in str(caught.value) and "at least 16" in str(caught.value)
