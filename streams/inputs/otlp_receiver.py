@@ -129,6 +129,12 @@ class OtlpReceiver:
         try:
             loop = asyncio.get_running_loop()
             out = await loop.run_in_executor(self._pool, self.handle, body, ctype, sender)
+        except Exception:
+            # Not the spans (the mapping rejects those one by one) but the output: the broker is away, a
+            # file cannot be written. 503 makes the exporter send the batch again; ids make that safe.
+            log.exception("OTLP batch not taken: the output failed")
+            self.count("rejects.output_failed")
+            return web.Response(status=503, text="the output failed; retry later", headers={"Retry-After": "5"})
         finally:
             del body
             self._budget.give(held)

@@ -190,3 +190,33 @@ def test_encodings_multi_member_gzip_deflate_truncated_and_unknown() -> None:
         receiver.stop_thread()
     ids = [orjson.loads(x)["request_id"] for x in events.getvalue().splitlines()]
     assert ids == ["r-gz", "r-gz", "r-deflate", "r-deflate"]
+
+
+class FailingOutput(JsonlOutput):
+    """An output that cannot take events once (a broker away, a full disk)."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), io.BytesIO())
+        self.fail = True
+
+    def events(self, events: list[Event]) -> list[SpanReject]:
+        if self.fail:
+            self.fail = False
+            raise OSError("no space left on device")
+        return super().events(events)
+
+
+def test_a_failing_output_is_a_retryable_503_not_a_500() -> None:
+    output = FailingOutput()
+    receiver = OtlpReceiver(Settings(), output)
+    port = receiver.start_in_thread()
+    try:
+        body = orjson.dumps(export_request([good_span("r-retry")]))
+        url = f"http://127.0.0.1:{port}/v1/traces"
+        first = httpx.post(url, content=body, headers={"content-type": "application/json"})
+        assert first.status_code == 503 and "Retry-After" in first.headers
+        assert httpx.post(url, content=body, headers={"content-type": "application/json"}).status_code == 200
+    finally:
+        receiver.stop_thread()
+    assert [orjson.loads(x)["request_id"] for x in output.out.getvalue().splitlines()] == ["r-retry", "r-retry"]
+    assert receiver.counters["rejects.output_failed"] == 1
