@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -204,12 +204,65 @@ class OtelSettings(_Section):
     max_open_spans: int = Field(default=10_000, ge=1)
 
 
+class OtlpToken(_Section):
+    """One sender of the OTLP receiver: its bearer token, and the tenants its spans may assert."""
+
+    # A validation error must not quote the token (pydantic puts the input in its message otherwise).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    sender: str = Field(
+        pattern=r"^[A-Za-z0-9._-]{1,64}$",
+        description="its name; scopes its request ids (<sender>/<id>) and names it in rejects and counters",
+    )
+    token: SecretStr = Field(min_length=16, description="the bearer token (Authorization: Bearer ...); a secret")
+    tenants: list[str] = Field(
+        default_factory=list, description="glob patterns of the tenant ids its spans may assert (e.g. 'team-*')"
+    )
+    probe: bool = Field(
+        default=False,
+        description="may assert probe tenants (detection.canary_tenants) and register canaries; nobody else may",
+    )
+
+
 class OtlpSettings(_Section):
     """`crosstalk otlp`: OTLP GenAI spans in. Attribute lists are tried in order, span then resource attributes."""
 
     bind: str = Field(default="127.0.0.1", description="address of the OTLP/HTTP receiver (loopback by default)")
     port: int = Field(default=14318, ge=1, le=65535, description="OTLP/HTTP receiver port (POST /v1/traces)")
-    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024, ge=1024, description="a larger body, on the wire or inflated, is refused (413)"
+    )
+    tokens: list[OtlpToken] = Field(
+        default_factory=list,
+        description="senders and their bearer tokens; with any set, every request must present one (else 401)",
+    )
+    allow_unauthenticated: bool = Field(
+        default=False,
+        description="serve a non-loopback bind without tokens (anyone who reaches it may assert any tenant)",
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="a connection that has not sent a whole request head by then is closed"
+    )
+    body_timeout_s: float = Field(default=30.0, gt=0, description="a request body not read whole by then: 408")
+    max_inflight_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="request bytes held (read or being mapped) by all requests together; beyond it 503, which "
+        "exporters retry (at least max_body_bytes is always allowed)",
+    )
+
+    @field_validator("tokens")
+    @classmethod
+    def _distinct_senders(cls, tokens: list[OtlpToken]) -> list[OtlpToken]:
+        # A token shared by two senders would make the sender (and so the request-id scope) ambiguous.
+        for what, values in (
+            ("sender", [t.sender for t in tokens]),
+            ("token", [t.token.get_secret_value() for t in tokens]),
+        ):
+            if len(set(values)) != len(values):
+                raise ValueError(f"otlp.tokens: each {what} must be distinct")
+        return tokens
+
     operations: list[str] = Field(
         default_factory=lambda: ["chat", "text_completion", "generate_content"],
         description="gen_ai.operation.name values mapped; other spans are skipped (counted, not dead-lettered)",
@@ -342,7 +395,11 @@ class CorpusSettings(_Section):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid")
+    # hide_input_in_errors: settings hold secrets (the fingerprint key, webhook secrets, OTLP tokens), and
+    # pydantic quotes the input of a failing field in its message unless the outermost model says not to.
+    model_config = SettingsConfigDict(
+        env_prefix="CROSSTALK_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True
+    )
 
     detection: DetectionSettings = Field(default_factory=DetectionSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)

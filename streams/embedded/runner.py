@@ -43,6 +43,7 @@ class RunResult:
 
 class EmbeddedRunner:
     _next_resolved_check = float("-inf")
+    _refused: tuple[str, str] | None = None  # the last reject (reason, detail): feed_checked reads it
 
     def __init__(
         self,
@@ -90,6 +91,13 @@ class EmbeddedRunner:
             return []
         return self._observe(event, source, line, raw)
 
+    def feed_checked(self, event: Event, source: str = "-") -> tuple[str, str] | None:
+        """feed(), returning what the core refused of the event as (reason, detail), or None if it took it:
+        a live source (the OTLP receiver) tells its sender which spans were not taken, and why."""
+        self._refused = None
+        self.feed(event, source)
+        return self._refused
+
     def _observe(self, event: Event, source: str, line: int | None, raw: bytes | None = None) -> list[Alert]:
         try:
             observed = self.monitor.observe_evaluated(event)
@@ -122,6 +130,7 @@ class EmbeddedRunner:
         self.rejects.warn(source, line, "weak_canary", detail, event.event_id)
 
     def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
+        self._refused = (reason, detail)
         self.rejects.add(source, line, reason, detail, raw)
 
     def run_files(self, paths: list[str], format: str = "jsonl") -> RunResult:

@@ -27,200 +27,81 @@ resource's (OtlpSettings).
 
 from __future__ import annotations
 
-import base64
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from operator import attrgetter
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
 from schemas.events import Event, EventError, parse_event, parse_event_obj
+from streams.inputs.otlp_decode import (
+    STATUS_ERROR,
+    OtlpDecodeError,
+    Span,
+    SpanReject,
+    decode_spans,
+    spans_from_json,
+    spans_from_proto,
+)
 from streams.settings import OtlpSettings, Settings
 
-STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.StatusCode.STATUS_CODE_ERROR
-_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+__all__ = [
+    "Mapped",
+    "OtlpDecodeError",
+    "Sender",
+    "Span",
+    "SpanMapper",
+    "SpanReject",
+    "decode_spans",
+    "otlp_json_decoder",
+    "spans_from_json",
+    "spans_from_proto",
+]
+
 _MESSAGE_EVENTS = {"gen_ai.system.message", "gen_ai.user.message", "gen_ai.assistant.message", "gen_ai.tool.message"}
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.content$")
-
-
-@dataclass(slots=True)
-class Span:
-    """The parts of one OTLP span the mapping reads, from either encoding."""
-
-    trace_id: str  # lower-case hex
-    span_id: str
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any]
-    resource: dict[str, Any]
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    status_code: int = 0
-
-
-@dataclass(slots=True)
-class SpanReject:
-    """A span that could not be mapped. Holds no attribute values: a span may carry message text."""
-
-    reason: str
-    detail: str
-    trace_id: str = ""
-    span_id: str = ""
-    span_name: str = ""
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "reason": self.reason,
-            "detail": self.detail,
-            "trace_id": self.trace_id,
-            "span_id": self.span_id,
-            "span_name": self.span_name,
-        }
+# {"message": {"message": ...}} wrappers deeper than this are no instrumentation's shape (gen_ai.choice has one).
+_MAX_MESSAGE_DEPTH = 8
 
 
 @dataclass
 class Mapped:
     events: list[Event] = field(default_factory=list)
-    rejects: list[SpanReject] = field(default_factory=list)
+    rejects: list[SpanReject] = field(default_factory=list)  # one per span (or one for the whole payload)
     skipped: Counter[str] = field(default_factory=Counter)  # spans that are not GenAI inference: not errors
+    payload_error: SpanReject | None = None  # the payload was not OTLP at all (also in `rejects`)
+    refused: list[SpanReject] = field(default_factory=list)  # events of mapped spans the detection core refused
+
+    @property
+    def rejected_spans(self) -> int:
+        """Spans not taken: each mapping reject, and each span with an event the core refused (once)."""
+        return len(self.rejects) + len({(r.trace_id, r.span_id) for r in self.refused})
 
 
-class OtlpDecodeError(ValueError):
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """An authenticated sender (streams.inputs.otlp_auth): the tenants its spans may assert.
 
+    `tenants`: glob patterns of ordinary tenants. A probe tenant (one matching detection.canary_tenants)
+    may be asserted only by a sender with `probe`, whatever its patterns say, and only such a sender may
+    carry canary markers: a sender that may speak for every customer still cannot plant canaries."""
 
-# --- decoding both encodings into Span ----------------------------------------------------------
+    name: str
+    tenants: tuple[str, ...] = ()
+    probe: bool = False
+    probe_tenants: tuple[str, ...] = ()
 
-
-def _json_any(v: Any) -> Any:
-    """An OTLP/JSON AnyValue ({"stringValue": ...}) as a Python value."""
-    if not isinstance(v, dict):
-        return v
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])  # int64 is a JSON string in OTLP/JSON
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_json_any(x) for x in (v["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in v:
-        return _json_attrs((v["kvlistValue"] or {}).get("values", []))
-    if "bytesValue" in v:
-        return base64.b64decode(v["bytesValue"])
-    return None
-
-
-def _json_attrs(kvs: Iterable[Any]) -> dict[str, Any]:
-    return {kv["key"]: _json_any(kv.get("value")) for kv in kvs or () if isinstance(kv, dict) and "key" in kv}
-
-
-def _json_id(v: Any) -> str:
-    """OTLP/JSON ids are hex strings (not protobuf-JSON base64); accept base64 from generic encoders too."""
-    if not v:
-        return ""
-    s = str(v)
-    if re.fullmatch(r"[0-9a-fA-F]+", s) and len(s) in (16, 32):
-        return s.lower()
-    try:
-        return base64.b64decode(s).hex()
-    except ValueError:
-        return s
-
-
-def spans_from_json(obj: Any) -> Iterator[Span]:
-    """Spans of an ExportTraceServiceRequest in OTLP/JSON (as the OTLP/HTTP exporter, the Collector's
-    file exporter and its Kafka exporter's otlp_json encoding write it)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
-        raise OtlpDecodeError("not_otlp", "no resourceSpans list")
-    for rs in obj["resourceSpans"]:
-        resource = _json_attrs(((rs or {}).get("resource") or {}).get("attributes", []))
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-            for sp in (ss or {}).get("spans") or []:
-                status = (sp.get("status") or {}).get("code", 0)
-                yield Span(
-                    trace_id=_json_id(sp.get("traceId")),
-                    span_id=_json_id(sp.get("spanId")),
-                    name=str(sp.get("name", "")),
-                    start_ns=int(sp.get("startTimeUnixNano") or 0),
-                    end_ns=int(sp.get("endTimeUnixNano") or 0),
-                    attributes=_json_attrs(sp.get("attributes", [])),
-                    resource=resource,
-                    events=[
-                        (str(e.get("name", "")), _json_attrs(e.get("attributes", []))) for e in sp.get("events") or ()
-                    ],
-                    status_code=_STATUS_NAMES.get(status, 0) if isinstance(status, str) else int(status),
-                )
-
-
-def _pb_any(v: Any) -> Any:
-    kind = v.WhichOneof("value")
-    if kind is None:
-        return None
-    if kind == "array_value":
-        return [_pb_any(x) for x in v.array_value.values]
-    if kind == "kvlist_value":
-        return {kv.key: _pb_any(kv.value) for kv in v.kvlist_value.values}
-    return getattr(v, kind)
-
-
-def _pb_attrs(kvs: Iterable[Any]) -> dict[str, Any]:
-    return {kv.key: _pb_any(kv.value) for kv in kvs}
-
-
-def spans_from_proto(data: bytes) -> Iterator[Span]:
-    """Spans of a protobuf-encoded ExportTraceServiceRequest (OTLP/HTTP protobuf, Kafka otlp_proto)."""
-    from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    req = ExportTraceServiceRequest()
-    try:
-        req.ParseFromString(data)
-    except DecodeError as exc:
-        raise OtlpDecodeError("not_otlp", f"protobuf: {exc}") from None
-    for rs in req.resource_spans:
-        resource = _pb_attrs(rs.resource.attributes)
-        for ss in rs.scope_spans:
-            for sp in ss.spans:
-                yield Span(
-                    trace_id=sp.trace_id.hex(),
-                    span_id=sp.span_id.hex(),
-                    name=sp.name,
-                    start_ns=sp.start_time_unix_nano,
-                    end_ns=sp.end_time_unix_nano,
-                    attributes=_pb_attrs(sp.attributes),
-                    resource=resource,
-                    events=[(e.name, _pb_attrs(e.attributes)) for e in sp.events],
-                    status_code=sp.status.code,
-                )
-
-
-def decode_spans(data: bytes, encoding: str) -> list[Span]:
-    """encoding: otlp_proto | otlp_json | auto (JSON when the payload starts with '{')."""
-    if encoding == "auto":
-        encoding = "otlp_json" if data.lstrip()[:1] == b"{" else "otlp_proto"
-    if encoding == "otlp_json":
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise OtlpDecodeError("not_json", str(exc)) from None
-        try:
-            return list(spans_from_json(obj))
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            if isinstance(exc, OtlpDecodeError):
-                raise
-            raise OtlpDecodeError("not_otlp", f"{type(exc).__name__}: {exc}") from None
-    return list(spans_from_proto(data))
+    def may_assert(self, tenant: str) -> bool:
+        if any(fnmatchcase(tenant, p) for p in self.probe_tenants):
+            return self.probe
+        return any(fnmatchcase(tenant, p) for p in self.tenants)
 
 
 # --- text of the messages ----------------------------------------------------------------------
@@ -238,8 +119,10 @@ def _parts_text(parts: Any) -> list[str]:
     return out
 
 
-def _messages_text(value: Any) -> list[str]:
+def _messages_text(value: Any, depth: int = 0) -> list[str]:
     """Text parts of a gen_ai.*.messages value: a JSON string (span attribute) or decoded list."""
+    if depth > _MAX_MESSAGE_DEPTH:
+        raise EventError("too_deep", f"messages wrapped in more than {_MAX_MESSAGE_DEPTH} message objects")
     if isinstance(value, str | bytes):
         try:
             value = orjson.loads(value)
@@ -257,7 +140,7 @@ def _messages_text(value: Any) -> list[str]:
             elif "content" in m:  # older shapes: {"role", "content": "..."}; gen_ai.choice {"message": {...}}
                 out.extend(_parts_text(m["content"]))
             elif isinstance(m.get("message"), dict):
-                out.extend(_messages_text([m["message"]]))
+                out.extend(_messages_text([m["message"]], depth + 1))
             elif m.get("type", "text") == "text" and isinstance(m.get("content"), str):
                 out.append(m["content"])
     return out
@@ -305,23 +188,33 @@ def _lookup(span: Span, names: Iterable[str]) -> Any:
     return None
 
 
-def _int(v: Any) -> int | None:
+def _number(v: Any, what: str) -> float | None:
+    """A numeric attribute as a finite float; None if absent or not a number (as if not set). A value that
+    is a number but not a finite one ("inf", "1e999", NaN, a doubleValue of Infinity) is no count and no
+    status: EventError(bad_number), so that the span is rejected with a reason, never guessed at."""
     if v is None or isinstance(v, bool):
         return None
     try:
-        n = int(float(v))
+        f = float(v)
     except (TypeError, ValueError):
         return None
+    except OverflowError:  # an int of hundreds of digits
+        raise EventError("bad_number", f"{what} is out of range") from None
+    if f != f or f in (float("inf"), float("-inf")):
+        raise EventError("bad_number", f"{what} is not a finite number")
+    return f
+
+
+def _int(v: Any, what: str = "a count") -> int | None:
+    f = _number(v, what)
+    if f is None:
+        return None
+    n = v if isinstance(v, int) else int(f)  # an int is kept exact; the schema bounds it (<= 2**53)
     return n if n >= 0 else None
 
 
-def _float(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+def _float(v: Any, what: str = "a duration") -> float | None:
+    return _number(v, what)
 
 
 class SpanMapper:
@@ -336,23 +229,50 @@ class SpanMapper:
         op = span.attributes.get("gen_ai.operation.name")
         return op in self.s.operations
 
-    def map_spans(self, spans: Iterable[Span]) -> Mapped:
+    def map_spans(self, spans: Iterable[Span | SpanReject], sender: Sender | None = None) -> Mapped:
+        """Events of the inference spans; every other span is skipped (counted) or rejected with a reason.
+        Nothing a span holds can stop the batch: the spans after it are mapped all the same."""
         out = Mapped()
         for span in spans:
+            if isinstance(span, SpanReject):  # could not even be decoded
+                out.rejects.append(span)
+                continue
             if not self.is_inference(span):
                 out.skipped["not_genai_inference"] += 1
                 continue
             try:
-                out.events.extend(self.map_span(span))
+                out.events.extend(self.map_span(span, sender))
             except EventError as exc:
                 out.rejects.append(SpanReject(exc.reason, exc.detail, span.trace_id, span.span_id, span.name))
+            except (RecursionError, OverflowError, ValueError, TypeError) as exc:
+                # A shape no rule above foresaw. Never the message: it may quote a value.
+                detail = f"{type(exc).__name__} while mapping the span"
+                out.rejects.append(SpanReject("bad_span", detail, span.trace_id, span.span_id, span.name))
         self.counters.update({f"skipped.{k}": v for k, v in out.skipped.items()})
         self.counters.update(f"rejects.{r.reason}" for r in out.rejects)
         self.counters["events"] += len(out.events)
         return out
 
-    def map_span(self, span: Span) -> list[Event]:
-        """Request + response events of one GenAI inference span; EventError(reason) if it cannot be mapped."""
+    def _fingerprint(self, text: str, what: str) -> dict[str, Any]:
+        try:
+            return self.fp.fingerprint(text).model_dump(mode="json")
+        except ValidationError:
+            # Only size can fail it: more selected hashes than a fingerprint may hold (2.6 M CJK characters
+            # fit under the body limit). Refused, not cut: a cut fingerprint would misstate the text.
+            raise EventError("text_too_long", f"the {what} text gives more fingerprint hashes than allowed") from None
+
+    def _authorize(self, sender: Sender, tenant: str, canaries: Any) -> None:
+        if not sender.may_assert(tenant):
+            raise EventError("tenant_not_allowed", f"sender {sender.name!r} may not assert tenant {tenant[:128]!r}")
+        if canaries and not sender.probe:
+            raise EventError("canary_not_allowed", f"sender {sender.name!r} may not register canaries")
+
+    def map_span(self, span: Span, sender: Sender | None = None) -> list[Event]:
+        """Request + response events of one GenAI inference span; EventError(reason) if it cannot be mapped.
+
+        With a `sender` (an authenticated receiver), the tenant must be one it may assert, and the request
+        id is scoped by it (`<sender>/<id>`): a sender that reuses another's request id makes a different
+        id, so it cannot turn that sender's real span into a duplicate, nor join its own half to it."""
         s = self.s
         if not span.trace_id or not span.span_id:
             raise EventError("no_span_id", "span has no trace or span id")
@@ -373,9 +293,9 @@ class SpanMapper:
             domain = s.default_cache_domain
         if domain is None:
             raise EventError("no_cache_domain", f"none of {list(s.cache_domain_attributes)} nor server.address")
-        usage_in = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")))
-        usage_out = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")))
-        prompt_tokens = _int(_lookup(span, s.prompt_tokens_attributes))
+        usage_in = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")), "input tokens")
+        usage_out = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")), "output tokens")
+        prompt_tokens = _int(_lookup(span, s.prompt_tokens_attributes), "the prompt token count")
         if prompt_tokens is None and s.prompt_tokens_from_usage:
             # Without the gateway's own count the engine's is all there is: token_accounting_mismatch
             # cannot fire on such spans (documented), but everything else still can.
@@ -384,8 +304,13 @@ class SpanMapper:
         if prompt_tokens is None:
             names = list(s.prompt_tokens_attributes)
             raise EventError("no_prompt_tokens", f"none of {names} nor gen_ai.usage.input_tokens")
+        canaries = _lookup(span, s.canary_attributes)
+        if sender is not None:
+            self._authorize(sender, str(tenant), canaries)
         rid = _lookup(span, s.request_id_attributes)
         request_id = str(rid) if rid is not None else f"{span.trace_id}-{span.span_id}"
+        if sender is not None:
+            request_id = f"{sender.name}/{request_id}"
         session = _lookup(span, s.session_attributes)
         traceparent = f"00-{span.trace_id}-{span.span_id}-01"
         prompt_text, output_text = _content(span)
@@ -403,19 +328,18 @@ class SpanMapper:
         }
         if session is not None:
             request["session_id"] = str(session)
-        max_tokens = _int(a.get("gen_ai.request.max_tokens"))
+        max_tokens = _int(a.get("gen_ai.request.max_tokens"), "gen_ai.request.max_tokens")
         if max_tokens is not None:
             request["max_output_tokens"] = max_tokens
-        window = _int(_lookup(span, s.context_window_attributes))
+        window = _int(_lookup(span, s.context_window_attributes), "the context window")
         if window is not None:
             request["context_window"] = window
-        canaries = _lookup(span, s.canary_attributes)
         if canaries:
             request["canaries"] = [str(c) for c in (canaries if isinstance(canaries, list) else [canaries])]
         if prompt_text is not None:
-            request["prompt_fingerprint"] = self.fp.fingerprint(prompt_text).model_dump(mode="json")
+            request["prompt_fingerprint"] = self._fingerprint(prompt_text, "prompt")
 
-        status = _int(_lookup(span, s.status_code_attributes))
+        status = _int(_lookup(span, s.status_code_attributes), "the status code")
         if status is None:
             status = s.error_status_code if span.status_code == STATUS_ERROR else 200
         response: dict[str, Any] = {
@@ -439,25 +363,26 @@ class SpanMapper:
             response["finish_reason"] = reasons[:64]
         if usage_in is not None or usage_out is not None:
             response["usage"] = {"input_tokens": usage_in, "output_tokens": usage_out}
-        ttft_s = _float(_lookup(span, s.ttft_s_attributes))
-        ttft_ms = _float(_lookup(span, s.ttft_ms_attributes))
+        ttft_s = _float(_lookup(span, s.ttft_s_attributes), "the time to first token")
+        ttft_ms = _float(_lookup(span, s.ttft_ms_attributes), "the time to first token")
         if ttft_ms is None and ttft_s is not None:
             ttft_ms = ttft_s * 1000.0
         if ttft_ms is not None and ttft_ms >= 0:
             response["ttft_ms"] = ttft_ms
         if output_text is not None:
-            response["output_fingerprint"] = self.fp.fingerprint(output_text).model_dump(mode="json")
+            response["output_fingerprint"] = self._fingerprint(output_text, "output")
         return [parse_event_obj(request), parse_event_obj(response)]
 
-    def map_payload(self, data: bytes, encoding: str) -> Mapped:
-        """A whole ExportTraceServiceRequest; an undecodable payload is one reject."""
+    def map_payload(self, data: bytes | bytearray, encoding: str, sender: Sender | None = None) -> Mapped:
+        """A whole ExportTraceServiceRequest; an undecodable payload is one reject (without span ids)."""
         try:
             spans = decode_spans(data, encoding)
         except OtlpDecodeError as exc:
-            out = Mapped(rejects=[SpanReject(exc.reason, exc.detail)])
+            whole = SpanReject(exc.reason, exc.detail)
+            out = Mapped(rejects=[whole], payload_error=whole)
             self.counters[f"rejects.{exc.reason}"] += 1
             return out
-        return self.map_spans(spans)
+        return self.map_spans(spans, sender)
 
 
 def otlp_json_decoder(settings: Settings) -> Callable[[bytes], list[Event | tuple[str, str, bytes]]]:

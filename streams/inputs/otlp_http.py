@@ -23,8 +23,12 @@ import orjson
 from detectors.monitor import make_fingerprinter
 from schemas.events import Event
 from streams.inputs.otlp import Mapped, SpanMapper, SpanReject
+from streams.inputs.otlp_auth import UnsafeBind, check_bind
+from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.settings import Settings, load_settings, require_fingerprint_key, with_run_key
 from streams.sinks.base import ByteOut
+
+__all__ = ["EmbeddedOutput", "JsonlOutput", "KafkaOutput", "OtlpReceiver", "bridge_kafka"]
 
 log = logging.getLogger("crosstalk.otlp")
 
@@ -49,9 +53,16 @@ class EmbeddedOutput:
         self.runner = EmbeddedRunner(settings, [AlertWriter(alerts_out), *build_sinks(settings)], rejects_out)
         self.alerts = self.runner.result.alerts
 
-    def events(self, events: list[Event]) -> None:
+    def events(self, events: list[Event]) -> list[SpanReject]:
+        """Feed the core; returns what it refused (future_ts, duplicate, canary_tenant, ...), by span, so
+        that the sender hears of it in partial_success (the rejects file has it too)."""
+        refused: list[SpanReject] = []
         for ev in sorted(events, key=lambda e: e.ts):
-            self.runner.feed(ev, "otlp")
+            why = self.runner.feed_checked(ev, "otlp")
+            if why is not None:
+                trace_id, _, span_id = (ev.traceparent or "")[3:-3].rpartition("-")  # 00-<trace>-<span>-01
+                refused.append(SpanReject(why[0], why[1], trace_id, span_id))
+        return refused
 
     def rejects(self, rejects: list[SpanReject], source: str) -> None:
         for r in rejects:
@@ -68,10 +79,11 @@ class JsonlOutput:
         self.out = out
         self.rejects_out = rejects_out
 
-    def events(self, events: list[Event]) -> None:
+    def events(self, events: list[Event]) -> list[SpanReject]:
         for ev in events:
             self.out.write(ev.model_dump_json(exclude_none=True).encode() + b"\n")
         self.out.flush()
+        return []  # judged later, by whoever replays the file
 
     def rejects(self, rejects: list[SpanReject], source: str) -> None:
         if self.rejects_out is not None:
@@ -95,9 +107,10 @@ class KafkaOutput:
         self.gp = GatewayProducer(settings, producer=producer)
         self.deadletter_topic = settings.kafka.deadletter_topic
 
-    def events(self, events: list[Event]) -> None:
+    def events(self, events: list[Event]) -> list[SpanReject]:
         for ev in events:
             self.gp.publish(ev)
+        return []  # the workers judge them (and dead-letter what they refuse)
 
     def rejects(self, rejects: list[SpanReject], source: str, position: tuple[str, int, int] | None = None) -> None:
         for r in rejects:
@@ -118,131 +131,17 @@ class KafkaOutput:
         self.gp.close()
 
 
-# --- the receiver ----------------------------------------------------------------------------------
-
-
-class OtlpReceiver:
-    """OTLP/HTTP trace receiver: POST /v1/traces (application/x-protobuf or application/json, gzip ok),
-    GET /health and /counters. Answers with ExportTraceServiceResponse, partial_success naming rejects."""
-
-    def __init__(self, settings: Settings, output: Any) -> None:
-        self.settings = settings
-        self.mapper = SpanMapper(settings.otlp, make_fingerprinter(settings.detection))
-        self.output = output
-        self.counters: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._runner: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self.port: int | None = None
-
-    def handle(self, body: bytes, content_type: str) -> Mapped:
-        encoding = "otlp_json" if "json" in content_type else "otlp_proto"
-        with self._lock:
-            out = self.mapper.map_payload(body, encoding)
-            self.output.events(out.events)
-            if out.rejects:
-                self.output.rejects(out.rejects, "otlp-http")
-            self.counters["requests"] += 1
-            self.counters["spans.mapped"] += len(out.events) // 2
-            self.counters["spans.skipped"] += sum(out.skipped.values())
-            self.counters.update(f"rejects.{r.reason}" for r in out.rejects)
-        return out
-
-    def _app(self) -> Any:
-        from aiohttp import web
-
-        limit = self.settings.otlp.max_body_bytes
-
-        async def traces(request: web.Request) -> web.Response:
-            if request.content_length is not None and request.content_length > limit:
-                self.counters["rejects.oversized"] += 1
-                return web.Response(status=413, text=f"body larger than {limit} bytes")
-            # aiohttp inflates Content-Encoding gzip/deflate itself, and refuses (413) a body that inflates
-            # beyond client_max_size: a compression bomb never reaches the mapper.
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                self.counters["rejects.oversized"] += 1
-                raise
-            ctype = request.content_type or "application/x-protobuf"
-            out = self.handle(body, ctype)
-            whole = [r for r in out.rejects if not r.span_id]
-            if whole:  # the payload itself was not OTLP: the client should know, not retry
-                log.warning("OTLP payload rejected: %s: %s", whole[0].reason, whole[0].detail)
-                return web.Response(status=400, text=f"{whole[0].reason}: {whole[0].detail}")
-            msg = "; ".join(sorted({f"{r.reason}: {r.detail}" for r in out.rejects}))[:1000]
-            if "json" in ctype:
-                payload: dict[str, Any] = {}
-                if out.rejects:
-                    payload["partialSuccess"] = {"rejectedSpans": str(len(out.rejects)), "errorMessage": msg}
-                return web.Response(body=orjson.dumps(payload), content_type="application/json")
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-            resp = ExportTraceServiceResponse()
-            if out.rejects:
-                resp.partial_success.rejected_spans = len(out.rejects)
-                resp.partial_success.error_message = msg
-            return web.Response(body=resp.SerializeToString(), content_type="application/x-protobuf")
-
-        async def health(_: web.Request) -> web.Response:
-            return web.Response(text="ok")
-
-        async def counters(_: web.Request) -> web.Response:
-            data = {**self.counters, **{f"mapper.{k}": v for k, v in self.mapper.counters.items()}}
-            return web.Response(body=orjson.dumps(data), content_type="application/json")
-
-        app = web.Application(client_max_size=limit + 1024)
-        app.router.add_post("/v1/traces", traces)
-        app.router.add_get("/health", health)
-        app.router.add_get("/counters", counters)
-        return app
-
-    async def start_async(self, bind: str | None = None, port: int | None = None) -> int:
-        from aiohttp import web
-
-        self._runner = web.AppRunner(self._app(), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(
-            self._runner,
-            bind or self.settings.otlp.bind,
-            self.settings.otlp.port if port is None else port,
-        )
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self.port
-
-    async def stop_async(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def start_in_thread(self, port: int = 0) -> int:
-        """For tests and embedding: serve on a background thread; port 0 picks a free one."""
-        ready = threading.Event()
-
-        def main() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self.start_async(port=port))
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=main, name="otlp-receiver", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("OTLP receiver did not start")
-        assert self.port is not None
-        return self.port
-
-    def stop_thread(self) -> None:
-        if self._loop is None:
-            return
-        asyncio.run_coroutine_threadsafe(self.stop_async(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
-
 # --- Kafka bridge: the Collector's topic -> crosstalk's input topic ------------------------------------
+
+
+def _map_record(mapper: SpanMapper, value: bytes, encoding: str) -> Mapped:
+    """A record's spans; whatever a record holds, it becomes events and dead letters, never a crash: a
+    bridge that died on a record before committing would meet it again on every restart."""
+    try:
+        return mapper.map_payload(value, encoding)
+    except Exception as exc:  # the mapping already turns every known failure into a reject; this is a bug
+        log.exception("OTLP record could not be mapped")
+        return Mapped(rejects=[SpanReject("internal_error", f"{type(exc).__name__} while mapping the record")])
 
 
 def bridge_kafka(
@@ -284,7 +183,7 @@ def bridge_kafka(
             for tp, records in batch.items():
                 for rec in records:
                     counts["messages"] += 1
-                    out = mapper.map_payload(rec.value or b"", o.kafka_encoding)
+                    out = _map_record(mapper, rec.value or b"", o.kafka_encoding)
                     output.events(out.events)
                     counts["events"] += len(out.events)
                     counts["skipped"] += sum(out.skipped.values())
@@ -313,7 +212,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streams.cli.main import LazyFile
+    from streams.cli.main import EXIT_CONFIG, CliError, LazyFile
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load_settings(getattr(args, "config", None))
@@ -331,6 +230,11 @@ def run(args: argparse.Namespace) -> int:
         counts = bridge_kafka(settings, stop=stop)
         log.info("bridge stopped: %s", dict(counts))
         return 0
+    bind = args.bind or settings.otlp.bind
+    try:  # before any output is opened: a refused start leaves nothing behind
+        check_bind(settings, bind, settings.otlp.port if args.port is None else args.port)
+    except UnsafeBind as exc:
+        raise CliError(EXIT_CONFIG, str(exc)) from None
     rejects = LazyFile(args.rejects)
     output: Any
     out_file: Any = None
@@ -346,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         port = await receiver.start_async(args.bind, args.port)
-        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces -> %s", args.bind or settings.otlp.bind, port, args.to)
+        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces -> %s", bind, port, args.to)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

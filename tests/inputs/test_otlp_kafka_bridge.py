@@ -179,3 +179,38 @@ def test_bridge_command_runs_until_sigterm(kafka_names: Any, tmp_path: Any) -> N
         code = proc.wait(60)
         log.close()
     assert code == 0, (tmp_path / "bridge.log").read_text()
+
+
+def test_bridge_dead_letters_hostile_spans_commits_and_goes_on(kafka_names: Any) -> None:
+    """Issue 25: a span the mapping cannot take made the bridge die before it committed, and so again on
+    every restart. Now each becomes a dead letter with its reason, the good spans of the same records are
+    published, and the offsets are committed."""
+    from otlp_hostile import CASES, batch
+
+    app = kafka_names.app_id
+    topic = f"{app}.otlp_hostile"
+    s = kafka_names.settings(
+        otlp={"kafka_topic": topic, "kafka_group_id": f"{app}-hostile", "kafka_encoding": "otlp_json"}
+    )
+    ensure_topics(s.kafka)
+    admin = admin_client(kafka_names.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    cases = [c for c in CASES if c != "cjk_2_6M"]  # 7.8 MB: over the broker's default message size
+    prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+    for i, case in enumerate(cases):
+        prod.send(topic, batch(case, (f"g{i}-1", f"g{i}-2")))
+    prod.flush()
+    prod.close()
+
+    counts = bridge_kafka(s, idle_exit_s=3.0)
+    assert counts["messages"] == len(cases) and counts["events"] == 4 * len(cases)
+    assert sum(v for k, v in counts.items() if k.startswith("rejects.")) == len(cases)
+    dead = consume_records(kafka_names.bootstrap, kafka_names.deadletter_topic, len(cases))
+    assert sorted(dict(r.headers)["x-crosstalk-reason"].decode() for r in dead) == sorted(CASES[c] for c in cases)
+    recs = consume_records(kafka_names.bootstrap, kafka_names.input_topic, 4 * len(cases))
+    assert len({orjson.loads(r.value)["request_id"] for r in recs}) == 2 * len(cases)
+    # committed: a restart of the same group has nothing left to read
+    assert bridge_kafka(s, idle_exit_s=3.0)["messages"] == 0
