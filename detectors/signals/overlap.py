@@ -232,7 +232,9 @@ class OverlapDetector:
             run = ov.run_by_session[sess]
             # A tenant's own text in its other session is its own data: a finding only as a long run.
             severity: Severity = "info"
-            return [self._signal("cross_session_contamination", severity, n, run, ov.total, figures, None, ov)]
+            return [
+                self._signal("cross_session_contamination", severity, n, run, ov.total, figures, None, ov, ex.tenant_id)
+            ]
         return []
 
     @staticmethod
@@ -447,10 +449,12 @@ class OverlapDetector:
         figures: dict[str, Any],
         source: str | None,
         ov: Overlap,
+        receiver: str | None = None,
     ) -> Signal:
-        reqs: Counter[str] = ov.source_requests.get(source if source is not None else "", Counter())
-        if source is None:  # cross-session: the receiver's own other session
-            reqs = next(iter(ov.source_requests.values()), Counter())
+        # Cross-session (no source tenant): the receiver's own other sessions' requests, never another tenant's (a
+        # tenant's notice must cite only its own requests).
+        owner = source if source is not None else receiver
+        reqs: Counter[str] = ov.source_requests.get(owner, Counter()) if owner is not None else Counter()
         top = sorted(reqs.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_SOURCE_IDS]
         return Signal(
             name=name,

@@ -328,3 +328,18 @@ def test_a_flagged_output_is_not_taken_as_its_receivers_own_content() -> None:
     ]
     found = [(a.tenant_id, a.source_tenant_id) for a in run(events) if a.kind == "cross_tenant_contamination"]
     assert found == [("bob", "alice"), ("carol", "alice")]
+
+
+def test_a_cross_session_alert_cites_only_the_receivers_own_requests() -> None:
+    # Bob's short fragment comes first in the output; the conclusion is alice's other session, and her notice must
+    # cite her own request, never bob's.
+    events = [
+        *_context("bob", "b1", 0.5, TEXTS[2]),
+        request("a1", "alice", 1, text=TEXTS[1], session_id="s-old"),
+        response("a1", "alice", 2, text="ok", session_id="s-old"),
+        request("a2", "alice", 5, session_id="s-new", tokens=OVER),
+        response("a2", "alice", 6, text=TEXTS[2][:60] + " " + TEXTS[1], session_id="s-new", input_tokens=1),
+    ]
+    (a,) = [x for x in run(events) if x.kind == "cross_session_contamination"]
+    cited = [r for s in a.evidence for r in s.figures.get("source_request_ids", [])]
+    assert cited and set(cited) <= {"a1"}
