@@ -39,8 +39,8 @@ class PoolClock:
                 marks.popleft()
 
     def since(self, ts: float) -> float:
-        """Tokens allocated at or after event time `ts`, never more than the truth: counted from the first mark at or after
-        `ts` (the allocation between `ts` and that mark is left out), 0 when no mark is that late."""
+        """Tokens allocated at or after event time `ts`, never more than the truth: counted from the first mark at or
+        after `ts` (the allocation between `ts` and that mark is left out), 0 when no mark is that late."""
         marks = self._marks
         i = bisect_left(marks, (ts, float("-inf")))
         return self.total - marks[i][1] if i < len(marks) else 0.0
