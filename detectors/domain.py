@@ -7,7 +7,7 @@ The same object runs in the embedded runner and in a Faust worker (pickled into 
 from __future__ import annotations
 
 import pickle
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +35,7 @@ class DomainMonitor:
         self.cache_domain = cache_domain
         self.s = settings
         self.capacity = CapacityTracker(settings.index_window_s)
+        self.held_counts: Counter[str] = Counter()  # cold-domain findings held, raised, dismissed (cumulative)
         # Every registered per-exchange detector, in evidence order; overlap is also kept by name (index, learn).
         self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in registry.registered()}
         self.overlap = self._overlap()
@@ -225,6 +226,7 @@ class DomainMonitor:
         held.append(
             Held(ex.ts, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, rest + warm_signals, runs, needs)
         )
+        self.held_counts["held"] += 1
         # Bounded: past the limit the oldest is judged now, with what the domain knows so far (never dropped).
         if len(held) > self.s.overlap_held_max:
             return self._judge_oldest(ex.ts, _receivers(held))
@@ -251,7 +253,9 @@ class DomainMonitor:
         ]
         main, others = _split_victims(signals)
         if SEVERITY_RANK[severity_of(main)] < SEVERITY_RANK["high"]:
+            self.held_counts["held_dismissed"] += 1
             return []  # dismissed: nothing was raised for it, and nothing is
+        self.held_counts["held_raised"] += 1
         alert = self._response_alert(held, main, ts)
         assert alert is not None
         return self._victim_alerts(held, alert, main, others, ts)
@@ -339,6 +343,7 @@ class DomainMonitor:
             if reg.name not in detectors:
                 detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
         state.pop("_plan", None)
+        state.setdefault("held_counts", Counter())  # from before held findings were counted
         for key, value in state.items():  # in the snapshot's order; `s` through its setter (the copy)
             if key == "s":
                 self.s = value
@@ -360,6 +365,10 @@ class DomainMonitor:
             "index_fingerprints": idx["fingerprints"],
             "incidents_open": len(self.incidents.open),
             "held_findings": len(self.overlap.held),
+            # Cumulative: how many content findings a cold domain held, and how their later judgment went.
+            "held_total": self.held_counts["held"],
+            "held_raised": self.held_counts["held_raised"],
+            "held_dismissed": self.held_counts["held_dismissed"],
         }
 
     def dumps(self) -> bytes:

@@ -125,3 +125,12 @@ def test_a_page_the_source_quoted_itself_is_still_its_own_when_judged() -> None:
     assert _run(m, events) == []
     (a,) = m.flush()
     assert (a.tenant_id, a.source_tenant_id, a.request_ids) == ("dst", "src", ["d0"])
+
+
+def test_held_findings_are_counted_in_the_state_size() -> None:
+    m = Monitor(_settings())
+    _run(m, _quote("src", "s0", 0, TEXTS[2]) + _echo("dst", "d0", 10, TEXTS[2]))
+    assert (m.state_size()["held_findings"], m.state_size()["held_total"]) == (1, 1)
+    m.flush()
+    size = m.state_size()
+    assert (size["held_findings"], size["held_total"], size["held_raised"], size["held_dismissed"]) == (0, 1, 1, 0)
