@@ -264,7 +264,7 @@ class DetectionSettings(BaseModel):
     # default is 0 (speak at once); raise it where partitions lag each other by seconds.
     domain_lateness_s: float = Field(default=0.0, ge=0)
 
-    # Hostile input (README "Threat model").
+    # Hostile input (docs/security.md "Hostile input").
     max_future_skew_s: float = Field(
         default=300.0,
         gt=0,

@@ -45,7 +45,7 @@ class KafkaSettings(_Section):
         default="staged",
         description="staged: ingest -> join -> domain stages over internal topics, for input keyed any way; "
         "direct: one stage, a Monitor per input partition, for input keyed by cache domain (producer "
-        "key_by='cache_domain'): no internal topics, several times the throughput (README, ADR 0003)",
+        "key_by='cache_domain'): no internal topics, several times the throughput (docs/operations.md, ADR 0003)",
     )
     input_partitions: int = Field(default=4, ge=1)
     internal_partitions: int = Field(default=4, ge=1)

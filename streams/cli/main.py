@@ -35,7 +35,7 @@ class LazyFile:
             self._fh.close()
 
 
-# Exit codes (README "Using it"): distinct, so that scripts can tell what went wrong.
+# Exit codes (docs/operations.md "Using it"): distinct, so that scripts can tell what went wrong.
 EXIT_OK = 0
 EXIT_USAGE = 2  # argparse
 EXIT_INPUT = 3  # an input file cannot be read at all: missing, a directory, not gzip, no permission

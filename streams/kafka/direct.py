@@ -16,7 +16,7 @@ replay of its own log and the embedded Monitor is the whole pipeline: no interna
 encoding, no watermarks between stages (issue 16, docs/adr/0003). Alerts are the embedded runner's on
 the same per-partition sequence (tests/integration/test_kafka_direct.py compares them).
 
-What direct mode gives up, stated in the README: canary markers are known per partition (a marker
+What direct mode gives up, stated in docs/operations.md: canary markers are known per partition (a marker
 planted on one cache domain is found in outputs of that domain's partition: the KV-cache leak class;
 the producer writes `canary` events to every partition); a request keyed elsewhere than its response
 is joined by neither (an orphan pair, counted `orphans.*`), so producers must key both halves alike.
@@ -118,7 +118,7 @@ class DirectStage:
                     and msg.key != event.cache_domain.encode()
                 ):
                     # Keyed, but not by its domain: a producer on the staged keys. Its pairs and domains are
-                    # split across partitions; say so rather than alert less (README, direct topology).
+                    # split across partitions; say so rather than alert less (docs/operations.md, direct topology).
                     counters["direct.misrouted"] += 1
                 if observed.alerts:
                     res.alerts += observed.alerts
