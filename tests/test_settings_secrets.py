@@ -80,7 +80,7 @@ PASSWORD, QUERY_TOKEN, PATH_TOKEN, HEADER_TOKEN, SECRET = (
     "qt-4b8e27d10f",
     "Zq8X0aBcDeFgHiJkLmNoPqRs",
     "hb-91c3e7a0d4",
-    "sv-0e5d72c8b1",
+    "sv-0e5d72c8b1f47a9c",
 )
 URL = f"https://ops:{PASSWORD}@hooks.example/services/T0001/B0002/{PATH_TOKEN}?token={QUERY_TOKEN}&team=sre"
 LEAKS = (PASSWORD, QUERY_TOKEN, PATH_TOKEN, HEADER_TOKEN, SECRET)
@@ -117,6 +117,7 @@ def _config_with_every_credential() -> dict[str, Any]:
     _set(tree, "webhooks.receivers[].name", "r")
     _set(tree, "scrape.targets[].engine", "vllm")
     _set(tree, "scrape.targets[].cache_domain", "pool-1")
+    _set(tree, "otlp.tokens[].sender", "gateway")
     return tree
 
 
