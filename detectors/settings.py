@@ -136,10 +136,13 @@ class DetectionSettings(BaseModel):
     index_max_docs: int = Field(default=20_000, ge=1, description="texts per domain index")
     index_max_fingerprints: int = Field(default=3_000_000, ge=1, description="fingerprints per domain index")
     common_min_tenants: int = Field(
+        default=3, ge=2, description="a fingerprint in this many tenants' texts is boilerplate, not evidence"
+    )
+    shared_min_tenants: int = Field(
         default=2,
         ge=2,
-        description="a fingerprint in this many tenants' texts is shared (a template, a public text), not one tenant's "
-        "private data, for every holder (docs/adr/0004, precision)",
+        description="a fingerprint this many tenants have had is shared (a template, a public text): no evidence "
+        "for a content-only alert, though it still names the source next to a mechanism (docs/adr/0008)",
     )
     overlap_min_matches: int = Field(
         default=1, ge=1, description="unexplained shared fingerprints that make overlap evidence at all"

@@ -47,8 +47,6 @@ _MAX_SOURCE_IDS = 5
 # Tag of the long-horizon record: fingerprints first seen in a prompt (a tenant wrote them), not in the model's answers.
 _AUTHORED = "authored"
 _MAX_OTHER_SOURCES = 3
-# Evidence weight of a match by the number of distinct tenants (over the long horizon) that had it.
-_RARITY = np.array([1.0, 1.0, 0.5, 0.0], dtype=np.float64)
 # Plausible model tokens per unit (a word, or one CJK/Thai character): a count outside this range is not the
 # text's own (a prompt truncated by the producer, a template's overhead) and is not used.
 _TPU_RANGE = (0.25, 4.0)
@@ -146,7 +144,8 @@ class OverlapDetector:
         if self.public is not None:
             why[self.public.contains(hashes)] = 2
         why[self.spread.had(tenant_id, hashes)] = 1
-        return why.tolist(), _RARITY[np.minimum(spread, 3)].tolist()
+        # Evidence weight: 1 for text no other tenant has had, 0 for shared text (`shared_min_tenants`, ADR 0008).
+        return why.tolist(), np.where(spread >= self.s.shared_min_tenants, 0.0, 1.0).tolist()
 
     def _common(self, hashes: list[int], spread: np.ndarray) -> np.ndarray:
         """Per fingerprint: common over the long horizon (`spread`: its tenants there, `TenantSpread.tenants`)."""
@@ -304,12 +303,12 @@ class OverlapDetector:
         judging at once."""
         if not run.hashes:
             return False
-        others = self.s.common_min_tenants - 1
+        others = self.s.shared_min_tenants - 1
         holders = self.index.holders
         none: set[str] = set()
-        # Held for one receiver more than makes text shared: what the model writes to everyone (a public text it
+        # Held for that many receivers: what the model writes to everyone (a public text it
         # echoes) more likely than one stale page read that often in a domain's first minutes.
-        many = self.s.common_min_tenants + 1
+        many = self.s.common_min_tenants
         explained = np.zeros(len(run.hashes), dtype=bool)
         got_n = np.zeros(len(run.hashes), dtype=np.int64)
         for i, h in enumerate(run.hashes):
@@ -403,6 +402,10 @@ class OverlapDetector:
                 severity = "critical"
             elif evidence >= self.s.overlap_high_evidence:
                 severity = "high"
+        if warm and severity in ("high", "critical") and evidence < self.s.overlap_high_evidence:
+            # A long run of shared text (two tenants have had it: a template, a public passage) is no one tenant's
+            # page: it names the source next to a mechanism, but alone it is no more than a warning (ADR 0008).
+            severity = "warning"
         if turnovers is not None and turnovers > self.s.overlap_pool_turnovers and severity in ("high", "critical"):
             # The source's text is gone from every pool of the domain: no stale page or cached prefix carries it.
             severity = "warning"
@@ -490,7 +493,7 @@ class OverlapDetector:
             own_output = self._last[1]
         elif not include_output and self._last is not None:
             leaked, own_output = self._last
-            self._taint(leaked, ex.tenant_id, ex.ts)
+            self._taint(leaked, ex.tenant_id)
         self._last = None
         # Tokens per unit from the answer: the engine counted exactly that text (a prompt's count also holds the
         # template, tools and text the producer cut). The prompt is taken to be in the answer's script.
@@ -503,13 +506,17 @@ class OverlapDetector:
         if prompt and self.s.common_min_sessions:
             # Provenance: prompt text the model had not written before was introduced by a tenant (authored); text it
             # had (a re-sent answer in a multi-turn history) stays the model's (`_common`).
+            # A tag met again is written into the current generation, as `add` copies pairs forward: text a tenant keeps
+            # sending stays authored after the generation that first saw it is gone.
             fp = np.asarray(prompt, dtype=np.uint64)
-            self.spread.tag(_AUTHORED, fp[self.model_spread.tenants(fp) == 0], ex.ts)
+            authored = (self.model_spread.tenants(fp) == 0) | self.spread.tagged(_AUTHORED, fp)
+            self.spread.tag(_AUTHORED, fp[authored], ex.ts)
         if out is not None and out.hashes and self.s.common_min_sessions:
-            # The model wrote the whole answer, a flagged one too: leaving a flagged answer out of this record made a
-            # stock phrase flagged once rare for good, and flagged again at every later appearance (docs/adr/0004,
-            # precision). Keyed by session (a request without one is a session of its own), tenant-qualified.
-            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", out.hashes, ex.ts)
+            # A flagged answer's leaked pages are a leak, not the model's writing: only the rest of it counts. A stock
+            # phrase wrongly flagged still becomes the model's habit: its first holder's next session writes it too.
+            # Keyed by session (a request without one is a session of its own), tenant-qualified.
+            written = out.hashes if include_output else own_output
+            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", written, ex.ts)
         for tp, hashes in (
             (ex.prompt_print, prompt),
             (out, out.hashes if include_output and out is not None else own_output),
@@ -523,20 +530,10 @@ class OverlapDetector:
                     self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu)
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
 
-    def _taint(self, leaked: dict[int, str], receiver: str, ts: float) -> None:
+    def _taint(self, leaked: dict[int, str], receiver: str) -> None:
         """Remember a flagged leak's fingerprints: their source, and the receiver whose later re-sends must not make the
-        page its own (bounded, oldest first). A text flagged for a second receiver is what the model writes to
-        everyone (a passage it knows and echoes) more likely than one stale page read twice: both receivers then
-        count as its holders, so it is shared from now on, and a third sight is no evidence."""
+        page its own (bounded, oldest first)."""
         tainted, victims = self.tainted, self.victims
-        again: dict[str, list[int]] = {}
-        for h in leaked:
-            first = victims.get(h)
-            if first is not None and first != receiver:
-                again.setdefault(first, []).append(h)
-        for first, hashes in again.items():
-            self.spread.add(first, hashes, ts)
-            self.spread.add(receiver, hashes, ts)
         tainted.update(leaked)
         victims.update(dict.fromkeys(leaked, receiver))
         while len(tainted) > self.s.max_tainted:

@@ -12,7 +12,7 @@ from detectors.commonness import TenantSpread
 from detectors.monitor import Monitor, make_fingerprinter
 from detectors.public import CorpusMismatch, PublicSet
 from detectors.settings import DetectionSettings
-from schemas.alert import SEVERITY_RANK, Alert
+from schemas.alert import Alert
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -167,16 +167,13 @@ def test_a_victim_re_sending_a_leaked_passage_does_not_make_it_common() -> None:
     events += _quote("v1", "v1b", 20, TEXTS[0])
     events += _echo("v2", "v2a", 30, TEXTS[0])  # the second leak, to v2
     events += _quote("v2", "v2b", 40, TEXTS[0])
+    events += _echo("v3", "v3a", 50, TEXTS[0])  # the third leak: still src's passage, still critical
     alerts = _run(m, events)
-    # v1's re-send did not make it common: the second leak is still src's passage, still critical.
     assert [(a.tenant_id, a.severity, a.source_tenant_id) for a in alerts] == [
         ("v1", "critical", "src"),
         ("v2", "critical", "src"),
+        ("v3", "critical", "src"),
     ]
-    # Flagged for two receivers, it is what the model writes to everyone more likely than one page read twice (ADR
-    # 0004, precision): a third sight raises no high alert.
-    third = _run(m, _echo("v3", "v3a", 50, TEXTS[0]))
-    assert [a for a in third if SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]] == []
 
 
 def test_warm_up_counts_event_time_so_a_flood_of_junk_tenants_cannot_end_it() -> None:

@@ -4,8 +4,8 @@ Provenance decides whose a text is. A phrase that first appeared in the model's 
 stock opener, and its re-sends in multi-turn histories) is the model's once it is in `common_min_sessions` (2)
 sessions' answers, whatever tenants received them: where only two tenants write Japanese, the model's Japanese
 opener is no evidence either. A phrase a tenant introduced in a prompt (its system prompt, its files) stays that
-tenant's however often the model repeats it, until a second tenant holds it (`common_min_tenants` = 2: then it is a
-shared template or a public text)."""
+tenant's however often the model repeats it, until a second tenant holds it (`shared_min_tenants` = 2: then it is a
+shared template or a public text, no evidence for a content-only alert)."""
 
 from __future__ import annotations
 
@@ -79,6 +79,29 @@ def test_one_answer_is_its_tenants_and_two_tenants_share_what_both_hold(seed: in
     why, alerts = _world(seed, [("A", "output")])
     assert 3 not in why
     assert [a.source_tenant_id for a in _high(alerts)] == ["A"]
-    # Two tenants sending it in their prompts (one vendor's template): shared for both, no one's secret.
-    why, alerts = _world(seed, [("A", "prompt"), ("B", "prompt")])
-    assert why == {3} and _high(alerts) == []
+    # Two tenants sending it in their prompts (one vendor's template): shared for both, no one's secret. It is no
+    # evidence for a content-only alert (`shared_min_tenants`), though it would still name a source next to a
+    # mechanism.
+    _, alerts = _world(seed, [("A", "prompt"), ("B", "prompt")])
+    assert _high(alerts) == []
+    _, alerts = _world(seed, [("A", "prompt"), ("B", "prompt")], shared_min_tenants=3)
+    assert _high(alerts) != []  # control: counted as rare, the same text is a page
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_text_a_tenant_keeps_sending_stays_authored_across_generations(seed: int) -> None:
+    # The long-horizon record rotates (here every 5 s of event time); A re-sends its file in every session and the
+    # model quotes it: the file stays A's, and a page of it in R's answer is a leak.
+    rng = random.Random(seed)
+    pool = rng.sample(WORDS, 200)
+    phrase, own = " ".join(pool[:30]), pool[30:]
+    m = Monitor(_settings(spread_epoch_s=5.0))
+    out: list[Alert] = []
+    for i in range(6):
+        sid = f"a{i}"
+        out += m.observe(request(f"a{i}", "A", 1.0 + 10 * i, text=f"file: {phrase}", session_id=sid))
+        out += m.observe(response(f"a{i}", "A", 2.0 + 10 * i, text=f"you wrote {phrase}", session_id=sid))
+    out += m.observe(request("r1", "R", 80, text="tell me something", session_id="r"))
+    answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
+    out += m.observe(response("r1", "R", 81, text=answer, session_id="r"))
+    assert [a.source_tenant_id for a in _high(out)] == ["A"]
