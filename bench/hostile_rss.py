@@ -68,7 +68,11 @@ def run_case(name: str, root: Path, cap_s: float, max_rss_mb: int) -> dict[str, 
         cmd = ["probe", "--base-url", f"{base}/{mode}/v1", "--rate", "200", *extra]
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", *cmd], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [sys.executable, "-m", "streams.cli", *cmd],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     peak_kb, outcome = 0, "exited"
     try:

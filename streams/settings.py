@@ -314,7 +314,10 @@ class ScrapeSettings(_Section):
     interval_s: float = Field(default=15.0, gt=0)
     timeout_s: float = Field(default=5.0, gt=0, description="per connect and per read (httpx)")
     deadline_s: float = Field(
-        default=10.0, gt=0, le=3600, description="per target and scrape, connect to last byte of /metrics and /v1/models"
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="per target and scrape, connect to last byte of /metrics and /v1/models",
     )
     max_body_bytes: int = Field(
         default=16 * 2**20, ge=1024, le=2**31, description="per /metrics body; past it the scrape is too_large"
@@ -385,7 +388,9 @@ class ProbeSettings(_Section):
     max_prefill_tokens_per_s: float = Field(default=400_000.0, gt=0, description="faster implied prefill is flagged")
     ttft_min_tokens: int = Field(default=32_768, ge=1, description="only prompts this long are judged on TTFT")
     timeout_s: float = Field(
-        default=300.0, gt=0, description="per request: connect to the last byte of the answer (a deadline, not per read)"
+        default=300.0,
+        gt=0,
+        description="per request: connect to the last byte of the answer (a deadline, not per read)",
     )
     deadline_s: float = Field(default=1800.0, gt=0, description="per cycle: discovery, ladder and confirmation")
     max_response_bytes: int = Field(

@@ -93,13 +93,20 @@ def share(name: str, value: float) -> float:
     return min(value, 1.0)
 
 
+def _as_float(value: float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # the parser gives a 400-digit integer as an int: past every bound all the same
+        return math.inf if value > 0 else -math.inf
+
+
 def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Sample name -> [(labels, value)]; raises MetricsError(reason=unparseable) on bad exposition text."""
     out: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
-                out[s.name].append((dict(s.labels), float(s.value)))
+                out[s.name].append((dict(s.labels), _as_float(s.value)))
     except (ValueError, IndexError, TypeError, KeyError, AttributeError) as exc:
         # prometheus_client's parser raises these on malformed lines (fuzzed: tests/inputs/test_scrape_fuzz.py)
         raise MetricsError("unparseable", f"exposition text: {exc}"[:300]) from None
@@ -126,8 +133,9 @@ class ExpositionFilter:
     def _wanted(self, line: bytes) -> bool:
         if line.startswith(b"#"):
             parts = line.split(None, 3)
-            family = parts[2].decode("utf-8", "replace") if len(parts) >= 3 else ""
-            return parts[1] in (b"HELP", b"TYPE") and family in self.names
+            if len(parts) < 3 or parts[1] not in (b"HELP", b"TYPE"):
+                return False  # a comment the parser ignores
+            return parts[2].decode("utf-8", "replace") in self.names
         head = line.split(b"{", 1)[0].split(None, 1)
         return bool(head) and head[0].decode("utf-8", "replace") in self.names
 

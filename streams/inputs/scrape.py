@@ -107,7 +107,9 @@ class Scraper:
         self.capacity = Gauge(
             "crosstalk_prefill_capacity_tokens", "prefill capacity per domain", ["cache_domain"], registry=self.registry
         )
-        self.up = Gauge("crosstalk_scrape_target_ok", "1: the last scrape gave a reading", ["target"], registry=self.registry)
+        self.up = Gauge(
+            "crosstalk_scrape_target_ok", "1: the last scrape gave a reading", ["target"], registry=self.registry
+        )
         self.emit_failures = Counter("crosstalk_scrape_emit_failures", "outputs that failed", registry=self.registry)
         self.status: dict[str, dict[str, Any]] = {}  # target -> its last scrape's outcome (GET /limits "targets")
         self._models: dict[str, tuple[float, str | None, int | None]] = {}  # target -> (fetched, model, window)
@@ -363,7 +365,8 @@ async def serve(
     targets = asyncio.gather(*(scraper.run_target(client, t, queue, rounds) for t in scraper.s.targets))
     stopped = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait([targets, stopped], return_when=asyncio.FIRST_COMPLETED)
+        waiting: list[asyncio.Future[Any]] = [targets, stopped]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         completed = targets.done() and not targets.cancelled()
     finally:
         targets.cancel()

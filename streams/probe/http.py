@@ -11,6 +11,7 @@ is bounded by the caller (`asyncio.timeout`), since httpx's timeout is per read.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import httpx
 import openai
@@ -29,7 +30,9 @@ class _CappedStream(httpx.AsyncByteStream):
         async for chunk in self._inner:
             got += len(chunk)
             if got > self._max:
-                raise ResponseTooLarge(f"answer over the {self._max:,}-byte cap: not read further", request=self._request)
+                raise ResponseTooLarge(
+                    f"answer over the {self._max:,}-byte cap: not read further", request=self._request
+                )
             yield chunk
 
     async def aclose(self) -> None:
@@ -71,7 +74,10 @@ class CappedTransport(httpx.AsyncBaseTransport):
 def client(base_url: str, api_key: str, timeout_s: float, max_bytes: int) -> openai.AsyncOpenAI:
     """An SDK client whose every answer is capped at max_bytes (timeout_s: httpx's, per connect and read)."""
     http = httpx.AsyncClient(transport=CappedTransport(max_bytes), timeout=timeout_s)
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=http)
+    # The SDK takes an httpx client in every version (openai 2+ also its own httpx2's; typed as that one).
+    return openai.AsyncOpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s, http_client=cast(Any, http)
+    )
 
 
 def too_large(exc: BaseException) -> ResponseTooLarge | None:

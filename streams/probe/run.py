@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import openai
 
 from detectors.fingerprint import Fingerprinter
@@ -196,7 +197,9 @@ class Prober:
             async with asyncio.timeout(self.s.timeout_s):
                 page = await client.models.list()
         except TimeoutError:
-            raise CouldNotProbe(f"GET {self.base_url}/models: no complete answer within {self.s.timeout_s:g} s") from None
+            raise CouldNotProbe(
+                f"GET {self.base_url}/models: no complete answer within {self.s.timeout_s:g} s"
+            ) from None
         except openai.APIConnectionError as exc:
             if (big := probe_http.too_large(exc)) is not None:
                 raise CouldNotProbe(f"GET {self.base_url}/models: {big}") from None
@@ -344,22 +347,25 @@ class Prober:
                             parts.append(choice.delta.content)
                         finish = choice.finish_reason or finish
         except TimeoutError:
-            self._cut(result, f"no complete answer within {s.timeout_s:g} s (probe.timeout_s)")
+            why = f"no complete answer within {s.timeout_s:g} s (probe.timeout_s)"
         except openai.APIStatusError as exc:
             result.status = exc.status_code
             result.error = _one_line(exc, self.book)
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            return finish
+        except (openai.APIConnectionError, openai.APITimeoutError, httpx.HTTPError) as exc:
             big = probe_http.too_large(exc)
-            result.error = str(big) if big else _one_line(exc.__cause__ or exc, self.book) or type(exc).__name__
-        except probe_http.ResponseTooLarge as exc:
-            self._cut(result, str(exc))
+            why = str(big) if big else _one_line(exc.__cause__ or exc, self.book) or type(exc).__name__
         except Exception as exc:  # an answer the SDK cannot read: reported with the probe, the run goes on
-            result.error = f"{type(exc).__name__}: {_one_line(exc, self.book)}"
+            why = f"{type(exc).__name__}: {_one_line(exc, self.book)}"
+        else:
+            return finish
+        self._cut(result, why)
         return finish
 
     @staticmethod
     def _cut(result: ProbeResult, why: str) -> None:
-        if result.status is None:  # nothing answered at all: a failed probe, not a cut answer
+        """An answer that started (a status) and did not end is cut; one that never started, failed."""
+        if result.status is None:
             result.error = why
         else:
             result.cut = result.error = why

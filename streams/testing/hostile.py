@@ -17,7 +17,7 @@ Probe modes (`/<mode>/v1/chat/completions`; /models advertises `window`, 10^15 f
   big-event   one SSE event of `big_bytes` bytes, then [DONE]
   huge-length 200 with Content-Length 10 GB, SSE token chunks as fast as the client reads
   echo-upper  400 whose message quotes the prompt upper-cased
-  echo-bare   400 whose message quotes the markers' random parts without their prefix
+  echo-bare   400 whose message quotes the markers' random parts without their prefix (and cut short)
 """
 
 from __future__ import annotations
@@ -93,7 +93,10 @@ class HostileServer:
         return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
 
     async def _write(self, resp: web.StreamResponse, mode: str, data: bytes) -> None:
-        await resp.write(data)
+        try:
+            await resp.write(data)
+        except ConnectionError:  # the client stopped reading, as it should: end this handler quietly
+            raise asyncio.CancelledError from None
         self.sent[mode] += len(data)
 
     # --- scrape targets ---------------------------------------------------------------------------------
@@ -138,9 +141,10 @@ class HostileServer:
         self.prompts.append(prompt[:4096])
         if mode in ("echo-upper", "echo-bare"):
             if mode == "echo-upper":
-                quoted = prompt[:2000].upper()
+                quoted = prompt.split("verbatim.", 1)[-1][:600].upper()  # past the shared preamble
             else:
-                quoted = " ".join(m.group(1) for m in _MARKER.finditer(prompt[:2000]))
+                # the random parts bare, and cut to 12 digits upper-cased
+                quoted = " ".join(f"{r} {r[:12].upper()}" for r in {m.group(1) for m in _MARKER.finditer(prompt)})
             msg = f"prompt rejected by policy: {quoted}"
             return web.json_response({"error": {"message": msg, "type": "invalid_request_error"}}, status=400)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
