@@ -2,8 +2,9 @@
 pieces, and cut at a byte cap; the caller bounds the time (asyncio.timeout: httpx's own timeout is per
 read, and a peer dripping one byte every few seconds never trips it).
 
-A scrape asks for `Accept-Encoding: identity`: the cap then counts what crosses the wire. A peer that
-compresses anyway is decoded by httpx piece by piece, and the cap counts the decoded bytes.
+A scrape asks for `Accept-Encoding: identity` (Prometheus client libraries compress only when asked), so
+the cap counts what crosses the wire; an answer compressed all the same is refused unread (`compressed`):
+its decoded size could be a thousand times its size on the wire.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ MODELS_MAX_BYTES = 2**20  # a /v1/models answer listing thousands of models is s
 
 
 class FetchError(Exception):
-    """A read that did not give a body: `reason` is a failure label (unreachable, http_error, too_large)."""
+    """A read that did not give a body: `reason` is a failure label (unreachable, http_error, too_large,
+    compressed)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -41,8 +43,12 @@ async def fetch(client: httpx.AsyncClient, url: str, max_bytes: int, feed: Calla
             declared = _declared_length(r.headers)
             if declared is not None and declared > max_bytes:
                 raise FetchError("too_large", f"GET {url}: Content-Length {declared:,} over the {max_bytes:,}-byte cap")
+            encoding = r.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                # Its decoded size is not what crosses the wire (a gzip bomb): not read.
+                raise FetchError("compressed", f"GET {url}: {encoding[:20]} answer although identity was asked for")
             got = 0
-            async for chunk in r.aiter_bytes():
+            async for chunk in r.aiter_raw():
                 got += len(chunk)
                 if got > max_bytes:
                     raise FetchError("too_large", f"GET {url}: body over the {max_bytes:,}-byte cap")

@@ -10,6 +10,7 @@ Scrape modes (`/<mode>/metrics`):
   drip      200, then one byte every `drip_s` seconds, forever
   endless   valid-looking metric lines forever, at most `rate` bytes per second
   big       `big_bytes` bytes with a Content-Length: the valid text first, then filler histogram lines
+  gzip      Content-Encoding: gzip whatever was asked, `big_bytes` of filler lines compressed (a bomb)
 Probe modes (`/<mode>/v1/chat/completions`; /models advertises `window`, 10^15 for `hugewindow`):
   ok          a short SSE answer
   endless-sse SSE token chunks forever
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -61,6 +63,7 @@ class HostileServer:
         self.drip_s, self.rate, self.big_bytes, self.window = drip_s, rate, big_bytes, window
         self.sent: Counter[str] = Counter()
         self.prompts: list[str] = []
+        self._bomb_body: bytes | None = None
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         threading.Thread(target=self._loop.run_forever, name="hostile-http", daemon=True).start()
@@ -105,6 +108,9 @@ class HostileServer:
         head = sglang_text(681_280, 612_000).encode()
         if mode == "ok":
             return web.Response(body=head, content_type="text/plain")
+        if mode == "gzip":
+            body = await asyncio.get_running_loop().run_in_executor(None, self._bomb)
+            return await self._write_all(request, mode, body, {"Content-Encoding": "gzip"})
         resp = web.StreamResponse(headers={"Content-Type": "text/plain; version=0.0.4"})
         if mode == "big":
             resp.content_length = self.big_bytes
@@ -126,6 +132,25 @@ class HostileServer:
         while True:
             await self._write(resp, mode, block)
             await asyncio.sleep(len(block) / self.rate)
+
+    def _bomb(self) -> bytes:
+        if self._bomb_body is None:
+            z = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+            block = _FILLER_LINE * (2**20 // len(_FILLER_LINE))
+            parts = [z.compress(sglang_text(681_280, 612_000).encode())]
+            parts += [z.compress(block) for _ in range(self.big_bytes // len(block))]
+            self._bomb_body = b"".join([*parts, z.flush()])
+        return self._bomb_body
+
+    async def _write_all(
+        self, request: web.Request, mode: str, body: bytes, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain; version=0.0.4", **headers})
+        resp.content_length = len(body)
+        await resp.prepare(request)
+        await self._write(resp, mode, body)
+        await resp.write_eof()
+        return resp
 
     async def _models(self, request: web.Request) -> web.Response:
         mode = request.match_info["mode"]

@@ -125,10 +125,10 @@ def test_a_200_mb_sse_event_is_read_in_bounded_memory(hostile: HostileServer) ->
     finally:
         tracemalloc.stop()
         prober.close()
+    assert peak < 16 * 2**20, f"peak {peak:,} bytes"  # the unfixed prober held the 64 MiB event several times
     assert [r.cut for r in report.results if r.skipped is None] == [
         "answer over the 1,048,576-byte cap: not read further"
     ]
-    assert peak < 16 * 2**20, f"peak {peak:,} bytes"  # the unfixed prober held the 64 MiB event several times
 
 
 def _random_parts(events: Path) -> list[str]:
@@ -148,9 +148,9 @@ def test_markers_echoed_upper_cased_or_bare_are_never_shown(
     assert code == 2
     shown = capfd.readouterr().err + report.read_text()
     assert "prompt rejected by policy" in shown  # the endpoint's message is shown, redacted
-    assert "<marker:" in shown
     for part in _random_parts(events):
         assert not _windows_left(part, shown), f"digits of a marker's random part shown ({mode})"
+    assert "<marker:" in shown
 
 
 def _windows_left(part: str, text: str) -> list[str]:
@@ -168,3 +168,22 @@ def test_redaction_covers_case_prefix_and_truncation() -> None:
         assert not _windows_left(part, out) and "<marker:" in out, out
         assert out.startswith("error: ") and out.endswith(" end")
     assert book.redact("nonce probe-0123456789abcdef") == "nonce probe-0123456789abcdef"  # other hex stays
+
+
+@pytest.mark.parametrize("value", ["+Inf", "1e308", "NaN", "0.5"])
+def test_a_pool_read_as_no_token_count_falls_back_to_window_fractions(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from streams.sim.serving.core import EngineConfig
+    from streams.sim.serving.server import EngineThread, LiveEngine
+    from streams.testing.engines import Engines, sglang_text
+
+    metrics = Engines()
+    url = metrics.add("sg", sglang_text(681_280, 0).replace("681280.0", value), None)
+    try:
+        with EngineThread(LiveEngine(EngineConfig(), "fixed")) as th:
+            code = main(["probe", "--base-url", th.base_url, "--rate", "200", "--metrics-url", url + "/metrics"])
+    finally:
+        metrics.close()
+    assert code == 0  # probed (the unfixed prober stopped on OverflowError / probed a pool of 0)
+    assert "no pool size" in capsys.readouterr().err
