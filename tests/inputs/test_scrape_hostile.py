@@ -310,3 +310,17 @@ def test_a_large_body_within_the_cap_keeps_only_the_lines_it_reads(hostile: Host
     stats, peak = _peak_while(scraper.scrape_once())
     assert [(x.cache_domain, x.capacity_tokens, x.used_tokens) for x in stats] == [("big", 681_280, 612_000)]
     assert peak < 8 * 2**20, f"peak {peak:,} bytes for a 32 MiB body"
+
+
+def test_a_failed_targets_status_names_its_url_without_credentials() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once the block ends
+    url = f"http://scraper:hunter2@127.0.0.1:{port}/?token=s3cret"
+    scraper = Scraper(_settings([(url, "sglang", "down")]))
+    assert asyncio.run(scraper.scrape_once()) == []
+    status = scraper.targets()["down"]
+    assert status["status"] == "unreachable" and str(port) in status["detail"]  # served on /limits
+    assert "hunter2" not in status["detail"] and "s3cret" not in status["detail"]
