@@ -312,7 +312,16 @@ class ScrapeTarget(_Section):
 class ScrapeSettings(_Section):
     targets: list[ScrapeTarget] = Field(default_factory=list)
     interval_s: float = Field(default=15.0, gt=0)
-    timeout_s: float = Field(default=5.0, gt=0)
+    timeout_s: float = Field(default=5.0, gt=0, description="per connect and per read (httpx)")
+    deadline_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="per target and scrape, connect to last byte of /metrics and /v1/models",
+    )
+    max_body_bytes: int = Field(
+        default=16 * 2**20, ge=1024, le=2**31, description="per /metrics body; past it the scrape is too_large"
+    )
     models_refresh_s: float = Field(default=300.0, gt=0, description="how often /v1/models is re-read")
     limits_topic: str = Field(default="crosstalk.limits", description="compacted, key = cache_domain")
     limits_bind: str = "127.0.0.1"
@@ -378,7 +387,15 @@ class ProbeSettings(_Section):
     accounting_min_tokens: int = Field(default=256, ge=1, description="smaller prompts are not judged on accounting")
     max_prefill_tokens_per_s: float = Field(default=400_000.0, gt=0, description="faster implied prefill is flagged")
     ttft_min_tokens: int = Field(default=32_768, ge=1, description="only prompts this long are judged on TTFT")
-    timeout_s: float = Field(default=300.0, gt=0, description="per request")
+    timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="per request: connect to the last byte of the answer (a deadline, not per read)",
+    )
+    deadline_s: float = Field(default=1800.0, gt=0, description="per cycle: discovery, ladder and confirmation")
+    max_response_bytes: int = Field(
+        default=4 * 2**20, ge=4096, le=2**31, description="per answer read (an SSE stream, /models, an error body)"
+    )
     cache_domain: str | None = Field(default=None, description="cache_domain of the probe's events; else host:port")
 
 

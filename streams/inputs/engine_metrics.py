@@ -19,6 +19,7 @@ into one of them, so the reading is conservative: the smallest capacity and the 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,17 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 Labels = tuple[tuple[str, str], ...]
+# Bounds of a believable token count (capacity, window, used): 2^40 is 1.1 T tokens, a thousand times the
+# largest KV pool or context window any engine reports today. Past it, or not a whole number, the reading
+# is nonsense (+Inf, 1e308, NaN, a capacity of 0.5) and must never become a published limit.
+MAX_TOKENS = 2**40
+# The metric families each engine mapping reads: only their lines are kept from a streamed body.
+NEEDED = {
+    "sglang": frozenset(
+        {"sglang:max_total_num_tokens", "sglang:num_used_tokens", "sglang:token_usage", "sglang:context_len"}
+    ),
+    "vllm": frozenset({"vllm:cache_config_info", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +50,54 @@ class PoolReading:
 
 
 class MetricsError(ValueError):
-    """The exposition text parses but lacks what the engine mapping needs; `reason` is a short label."""
+    """The exposition text parses but lacks what the engine mapping needs, or holds a value that is no token
+    count; `reason` is a short label (unparseable, missing_metric, no_capacity, too_large)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+def _show(value: object) -> str:
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"  # str() of a huge int is itself a hazard
+    return repr(value)[:40]
+
+
+def tokens(name: str, value: float, *, minimum: int = 0, reason: str = "unparseable") -> int:
+    """A whole token count in minimum..MAX_TOKENS, else MetricsError(reason) naming the value."""
+    if isinstance(value, bool):
+        ok = False
+    elif isinstance(value, int):
+        ok = minimum <= value <= MAX_TOKENS
+    else:
+        ok = isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        ok = ok and minimum <= value <= MAX_TOKENS
+    if not ok:
+        raise MetricsError(reason, f"{name} {_show(value)} is not a whole token count in {minimum}..2^40")
+    return int(value)
+
+
+def used_count(name: str, value: float) -> float:
+    """Tokens in use: finite, 0..2^40 (a fraction is tolerated: it only rounds the published use)."""
+    if not math.isfinite(value) or not 0 <= value <= MAX_TOKENS:
+        raise MetricsError("unparseable", f"{name} {_show(value)} is not a token count in 0..2^40")
+    return value
+
+
+def share(name: str, value: float) -> float:
+    """A usage share: finite and not negative; above 1 (a transient overcommit) counts as full."""
+    if not math.isfinite(value) or value < 0:
+        raise MetricsError("unparseable", f"{name} {_show(value)} is not a usage share")
+    return min(value, 1.0)
+
+
+def _as_float(value: float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # the parser gives a 400-digit integer as an int: past every bound all the same
+        return math.inf if value > 0 else -math.inf
 
 
 def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -52,24 +106,79 @@ def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     try:
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
-                out[s.name].append((dict(s.labels), float(s.value)))
-    except (ValueError, IndexError, TypeError) as exc:
-        raise MetricsError("unparseable", f"exposition text: {exc}") from None
+                out[s.name].append((dict(s.labels), _as_float(s.value)))
+    except (ValueError, IndexError, TypeError, KeyError, AttributeError) as exc:
+        # prometheus_client's parser raises these on malformed lines (fuzzed: tests/inputs/test_scrape_fuzz.py)
+        raise MetricsError("unparseable", f"exposition text: {exc}"[:300]) from None
     return out
+
+
+class ExpositionFilter:
+    """Keeps, from exposition text fed in pieces as it streams in, the lines of the families a mapping reads.
+
+    An engine's /metrics is mostly histograms the mappings never read; keeping only the needed lines keeps
+    the memory of a scrape flat whatever the body's size (the body's size is capped by the caller). A line
+    longer than `max_line` is dropped unread if it belongs to no needed family, and makes the text
+    unparseable if it does (a label set of 64 KiB is no engine's).
+    """
+
+    def __init__(self, names: frozenset[str], max_line: int = 65536) -> None:
+        self.names = names
+        self.max_line = max_line
+        self._keep: list[bytes] = []
+        self._partial = b""
+        self._skipping = False  # inside an overlong line of another family: drop until its end
+        self.error: MetricsError | None = None
+
+    def _wanted(self, line: bytes) -> bool:
+        if line.startswith(b"#"):
+            parts = line.split(None, 3)
+            if len(parts) < 3 or parts[1] not in (b"HELP", b"TYPE"):
+                return False  # a comment the parser ignores
+            return parts[2].decode("utf-8", "replace") in self.names
+        head = line.split(b"{", 1)[0].split(None, 1)
+        return bool(head) and head[0].decode("utf-8", "replace") in self.names
+
+    def feed(self, chunk: bytes) -> None:
+        if self.error is not None:
+            return
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        for i, line in enumerate(lines):
+            if self._skipping and i == 0:
+                self._skipping = False
+                continue
+            if self._wanted(line):
+                if len(line) > self.max_line:
+                    self.error = MetricsError("unparseable", f"a line of {len(line):,} bytes in a needed family")
+                    return
+                self._keep.append(line)
+        if len(self._partial) > self.max_line:
+            if self._skipping or not self._wanted(self._partial[: self.max_line]):
+                self._skipping, self._partial = True, b""
+            else:
+                self.error = MetricsError("unparseable", f"a line of over {self.max_line:,} bytes in a needed family")
+
+    def text(self) -> str:
+        """The kept lines; raises the MetricsError met on the way."""
+        if self.error is not None:
+            raise self.error
+        tail = [] if self._skipping or not self._wanted(self._partial) else [self._partial]
+        return (b"\n".join([*self._keep, *tail]) + b"\n").decode("utf-8", "replace")
 
 
 def _pool_key(labels: dict[str, str], drop: tuple[str, ...] = ()) -> Labels:
     return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
 
 
-def _combine(pools: list[tuple[float, float]], model: str | None, window: int | None) -> PoolReading:
-    """(capacity, used) per pool -> the conservative reading: smallest capacity, highest used share."""
+def _combine(pools: list[tuple[int, float]], model: str | None, window: int | None) -> PoolReading:
+    """(capacity, used share) per pool -> the conservative reading: smallest capacity, highest used share."""
     pools = [(c, u) for c, u in pools if c > 0]
     if not pools:
         raise MetricsError("no_capacity", "every pool reports capacity 0 (engine not initialised yet?)")
     capacity = min(c for c, _ in pools)
-    share = max(min(max(u / c, 0.0), 1.0) for c, u in pools)
-    return PoolReading(int(capacity), round(share * capacity), model, window, len(pools))
+    used_share = max(u for _, u in pools)
+    return PoolReading(capacity, round(used_share * capacity), model, window, len(pools))
 
 
 def sglang_reading(text: str) -> PoolReading:
@@ -77,29 +186,36 @@ def sglang_reading(text: str) -> PoolReading:
     caps = s.get("sglang:max_total_num_tokens")
     if not caps:
         raise MetricsError("missing_metric", "sglang:max_total_num_tokens not exposed (is --enable-metrics on?)")
-    used = {_pool_key(lb): v for lb, v in s.get("sglang:num_used_tokens", [])}
-    usage = {_pool_key(lb): v for lb, v in s.get("sglang:token_usage", [])}
-    pools: list[tuple[float, float]] = []
-    for labels, cap in caps:
+    used = {_pool_key(lb): used_count("sglang:num_used_tokens", v) for lb, v in s.get("sglang:num_used_tokens", [])}
+    usage = {_pool_key(lb): share("sglang:token_usage", v) for lb, v in s.get("sglang:token_usage", [])}
+    pools: list[tuple[int, float]] = []
+    for labels, value in caps:
+        cap = tokens("sglang:max_total_num_tokens", value)
         key = _pool_key(labels)
         if key in used:
-            pools.append((cap, used[key]))
+            pools.append((cap, min(used[key] / cap, 1.0) if cap else 0.0))
         elif key in usage:
-            pools.append((cap, usage[key] * cap))
+            pools.append((cap, usage[key]))
         elif len(caps) == 1 and (used or usage):  # differently labelled but unambiguous
-            pools.append((cap, next(iter(used.values())) if used else next(iter(usage.values())) * cap))
+            only = next(iter(used.values())) / cap if used and cap else next(iter(usage.values()), 0.0)
+            pools.append((cap, min(only, 1.0)))
         else:
             raise MetricsError("missing_metric", "neither sglang:num_used_tokens nor sglang:token_usage")
     model = caps[0][0].get("model_name")
     window = s.get("sglang:context_len")
-    return _combine(pools, model, int(window[0][1]) if window else None)
+    return _combine(pools, model, tokens("sglang:context_len", window[0][1], minimum=1) if window else None)
 
 
 def _int_label(labels: dict[str, str], name: str) -> int | None:
+    """A count carried as a label; None while vLLM writes "None" (before the KV cache is profiled)."""
+    raw = labels.get(name)
+    if raw is None or raw.strip() in ("None", ""):
+        return None
     try:
-        return int(float(labels[name]))
-    except (KeyError, ValueError):
-        return None  # vLLM writes "None" before the KV cache is profiled
+        value = float(raw)
+    except ValueError:
+        raise MetricsError("unparseable", f"cache_config_info {name}={raw[:40]!r} is not a number") from None
+    return tokens(f"cache_config_info {name}", value)
 
 
 def vllm_reading(text: str) -> PoolReading:
@@ -111,15 +227,15 @@ def vllm_reading(text: str) -> PoolReading:
     usage = s.get(usage_name)
     if not usage:
         raise MetricsError("missing_metric", "neither vllm:kv_cache_usage_perc nor vllm:gpu_cache_usage_perc")
-    by_engine = {lb.get("engine", ""): v for lb, v in usage}
-    pools: list[tuple[float, float]] = []
+    by_engine = {lb.get("engine", ""): share(usage_name, v) for lb, v in usage}
+    pools: list[tuple[int, float]] = []
     for labels, _ in infos:
         blocks, block_size = _int_label(labels, "num_gpu_blocks"), _int_label(labels, "block_size")
         if blocks is None or block_size is None:
             raise MetricsError("no_capacity", "cache_config_info has no num_gpu_blocks/block_size yet")
         engine = labels.get("engine", "")
-        share = by_engine.get(engine, max(by_engine.values()))
-        pools.append((blocks * block_size, share * blocks * block_size))
+        capacity = tokens("num_gpu_blocks x block_size", blocks * block_size)
+        pools.append((capacity, by_engine.get(engine, max(by_engine.values()))))
     model = usage[0][0].get("model_name")
     return _combine(pools, model, None)
 
@@ -128,11 +244,20 @@ READERS = {"sglang": sglang_reading, "vllm": vllm_reading}
 
 
 def max_model_len(models_json: Any, model: str | None = None) -> tuple[str | None, int | None]:
-    """(model id, max_model_len) from an OpenAI-style /v1/models answer (vLLM and SGLang both add the field)."""
+    """(model id, max_model_len) from an OpenAI-style /v1/models answer (vLLM and SGLang both add the field).
+
+    No field: (id, None). A field that is no token count in 1..2^40 (1e300, "inf", true): MetricsError, so
+    that the caller counts it instead of taking the window on trust."""
     data = models_json.get("data") if isinstance(models_json, dict) else None
     if not isinstance(data, list) or not data:
         return None, None
     entry = next((m for m in data if isinstance(m, dict) and m.get("id") == model), None) if model else None
     entry = entry or (data[0] if isinstance(data[0], dict) else {})
+    model_id = entry.get("id")
+    model_id = model_id[:256] if isinstance(model_id, str) else None
     n = entry.get("max_model_len")
-    return entry.get("id"), int(n) if isinstance(n, int | float) and n > 0 else None
+    if n is None:
+        return model_id, None
+    if isinstance(n, bool) or not isinstance(n, int | float):
+        raise MetricsError("models_unparseable", f"max_model_len {str(n)[:40]!r} is not a number")
+    return model_id, tokens("max_model_len", n, minimum=1, reason="models_unparseable")

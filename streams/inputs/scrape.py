@@ -3,9 +3,14 @@ events, and publish each cache domain's current prefill capacity as a limit (for
 
 Targets come from settings ([[scrape.targets]]: url, engine, cache_domain, role). Events go to stdout or
 a JSONL file, or to the Kafka input topic (`--to kafka`, which also writes the compacted limits topic,
-key = cache_domain). The same process serves GET /limits, /metrics (its own counters, Prometheus text)
-and /health on scrape.limits_port. An unreachable or malformed target is counted
-(`crosstalk_scrape_failures_total{target,reason}`), logged, and the next target is scraped.
+key = cache_domain). The same process serves GET /limits (each domain's limit, and each target's last
+outcome), /metrics (its own counters, Prometheus text) and /health on scrape.limits_port.
+
+Each target is scraped on its own task, within scrape.deadline_s (connect to last byte) and
+scrape.max_body_bytes, so a slow, endless or hostile target costs only its own reading. A target that is
+unreachable, too slow, too large, or reports a value that is no token count (+Inf, NaN, 1e308, a capacity
+of 0.5) gets a status with the reason on /limits and `crosstalk_scrape_failures_total{target,reason}`;
+no limit is published from it, and its last good limit ages out on the guard's side (limits_max_age_s).
 """
 
 from __future__ import annotations
@@ -25,14 +30,16 @@ import httpx
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from schemas.events import CacheStats, parse_event_obj
-from streams.inputs.engine_metrics import READERS, MetricsError, max_model_len
+from schemas.events import CacheStats, EventError, parse_event_obj
+from streams.inputs.engine_metrics import READERS, MetricsError, PoolReading, max_model_len
+from streams.inputs.scrape_http import FetchError, fetch_exposition, fetch_json
 from streams.redact import protect_client_logs, redact_text, redact_url
 from streams.settings import ScrapeTarget, Settings, load_settings
 
 log = logging.getLogger("crosstalk.scrape")
 protect_client_logs()
 LIMIT_ROLES = ("prefill", "unified")  # the pools a prompt is prefilled into
+Emitted = tuple[list[CacheStats], dict[str, dict[str, Any]]]  # a scrape's events, and its domain's limit
 
 
 def target_name(t: ScrapeTarget) -> str:
@@ -83,7 +90,9 @@ class Limits:
 
 
 class Scraper:
-    """One round = every target once. Failures never stop a round."""
+    """Scrapes targets, each on its own (a slow or hostile target never delays another), each bounded by
+    scrape.deadline_s and scrape.max_body_bytes. Nothing a target sends stops the process: every failure is
+    that target's status, with a reason and a counter, and its last good limit ages out on the guard's side."""
 
     def __init__(self, settings: Settings, client: httpx.AsyncClient | None = None) -> None:
         self.settings = settings
@@ -98,42 +107,91 @@ class Scraper:
         self.capacity = Gauge(
             "crosstalk_prefill_capacity_tokens", "prefill capacity per domain", ["cache_domain"], registry=self.registry
         )
+        self.up = Gauge(
+            "crosstalk_scrape_target_ok", "1: the last scrape gave a reading", ["target"], registry=self.registry
+        )
+        self.emit_failures = Counter("crosstalk_scrape_emit_failures", "outputs that failed", registry=self.registry)
+        self.status: dict[str, dict[str, Any]] = {}  # target -> its last scrape's outcome (GET /limits "targets")
         self._models: dict[str, tuple[float, str | None, int | None]] = {}  # target -> (fetched, model, window)
         self._seq = 0
 
-    def fail(self, t: ScrapeTarget, reason: str, detail: str) -> None:
+    def _note(self, t: ScrapeTarget, now: float, status: str, detail: str | None = None) -> None:
+        name = target_name(t)
+        prev = self.status.get(name, {})
+        self.status[name] = {
+            "cache_domain": t.cache_domain,
+            "role": t.role,
+            "status": status,
+            "detail": detail,
+            "checked": now,
+            "last_ok": now if status == "ok" else prev.get("last_ok"),
+            "models": prev.get("models", "unread"),
+        }
+        self.up.labels(name).set(1 if status == "ok" else 0)
+
+    def fail(self, t: ScrapeTarget, reason: str, detail: str, now: float | None = None) -> None:
         self.failures.labels(target_name(t), reason).inc()
-        log.warning("scrape of %s (%s) failed: %s: %s", target_name(t), t.cache_domain, reason, redact_text(detail))
+        detail = redact_text(detail)  # HTTP errors quote the URL, credentials included; /limits shows it too
+        log.warning("scrape of %s (%s) failed: %s: %s", target_name(t), t.cache_domain, reason, detail)
+        if not reason.startswith("models_"):
+            self._note(t, time.time() if now is None else now, reason, detail)
 
     async def _models_of(self, client: httpx.AsyncClient, t: ScrapeTarget, now: float) -> tuple[str | None, int | None]:
+        """/v1/models' model id and window, re-read every models_refresh_s; the caller bounds the time."""
         name = target_name(t)
         cached = self._models.get(name)
         if cached is not None and now - cached[0] < self.s.models_refresh_s:
             return cached[1], cached[2]
         try:
-            r = await client.get(t.url.rstrip("/") + t.models_path)
-            r.raise_for_status()
-            model, window = max_model_len(r.json(), t.model)
-        except (httpx.HTTPError, ValueError) as exc:
-            # The window is optional evidence: keep the last known one, count, go on.
-            self.fail(t, "models_unavailable", f"{type(exc).__name__}: {exc}")
+            model, window = max_model_len(await fetch_json(client, t.url.rstrip("/") + t.models_path), t.model)
+        except (FetchError, MetricsError, ValueError) as exc:
+            # The window is optional evidence: keep the last good one, count, go on with the capacity.
+            reason = exc.reason if isinstance(exc, MetricsError) else "models_unavailable"
+            self.fail(t, reason, str(exc)[:300])
+            self.status.get(name, {})["models"] = reason
             return (cached[1], cached[2]) if cached else (t.model, None)
         self._models[name] = (now, model, window)
+        self.status.get(name, {})["models"] = "ok"
         return model, window
 
-    async def scrape_target(self, client: httpx.AsyncClient, t: ScrapeTarget, now: float) -> CacheStats | None:
+    async def scrape_target(
+        self, client: httpx.AsyncClient, t: ScrapeTarget, now: float | None = None
+    ) -> CacheStats | None:
+        """One scrape of one target; never raises (the failure is the target's status and a counter)."""
+        now = time.time() if now is None else now
         try:
-            r = await client.get(t.url.rstrip("/") + t.metrics_path)
-            r.raise_for_status()
-        except httpx.HTTPError as exc:
-            self.fail(t, "unreachable" if not isinstance(exc, httpx.HTTPStatusError) else "http_error", str(exc))
+            return await self._scrape(client, t, now)
+        except Exception as exc:  # a bug must cost this target's reading, never the process and the others
+            log.exception("scrape of %s: unexpected error", target_name(t))
+            self.fail(t, "internal", f"{type(exc).__name__}: {exc}"[:300], now)
             return None
+
+    async def _scrape(self, client: httpx.AsyncClient, t: ScrapeTarget, now: float) -> CacheStats | None:
+        deadline = asyncio.get_running_loop().time() + self.s.deadline_s
+        url = t.url.rstrip("/") + t.metrics_path
         try:
-            reading = READERS[t.engine](r.text)
-        except MetricsError as exc:
-            self.fail(t, exc.reason, exc.detail)
+            async with asyncio.timeout_at(deadline):
+                reading = READERS[t.engine](await fetch_exposition(client, url, t.engine, self.s.max_body_bytes))
+        except TimeoutError:
+            self.fail(t, "deadline", f"GET {url}: no complete answer within {self.s.deadline_s:g} s", now)
             return None
-        model, window = await self._models_of(client, t, now)
+        except (FetchError, MetricsError) as exc:
+            self.fail(t, exc.reason, exc.detail, now)
+            return None
+        self._note(t, now, "ok")
+        try:
+            async with asyncio.timeout_at(deadline):  # the rest of the same deadline
+                model, window = await self._models_of(client, t, now)
+        except TimeoutError:  # raised by timeout_at's exit when it cancelled _models_of mid-read
+            self.fail(t, "models_unavailable", "deadline")
+            self.status[target_name(t)]["models"] = "models_unavailable"
+            cached = self._models.get(target_name(t))
+            model, window = (cached[1], cached[2]) if cached else (t.model, None)
+        return self._publish(t, now, reading, model, window)
+
+    def _publish(
+        self, t: ScrapeTarget, now: float, reading: PoolReading, model: str | None, window: int | None
+    ) -> CacheStats | None:
         self._seq += 1
         ev: dict[str, Any] = {
             "type": "cache_stats",
@@ -146,7 +204,11 @@ class Scraper:
             "model": t.model or model or reading.model,
             "context_window": window or reading.context_window,
         }
-        stats = parse_event_obj({k: v for k, v in ev.items() if v is not None})
+        try:
+            stats = parse_event_obj({k: v for k, v in ev.items() if v is not None})
+        except EventError as exc:  # e.g. a cache_domain the contract refuses: the settings' fault, said per scrape
+            self.fail(t, "invalid_event", f"{exc.reason}: {exc.detail}"[:300], now)
+            return None
         assert isinstance(stats, CacheStats)
         self.scrapes.labels(target_name(t)).inc()
         self.limits.observe(t, stats)
@@ -154,15 +216,37 @@ class Scraper:
             self.capacity.labels(t.cache_domain).set(stats.capacity_tokens)
         return stats
 
+    def client(self) -> httpx.AsyncClient:
+        return self._client or httpx.AsyncClient(timeout=self.s.timeout_s)
+
     async def scrape_once(self, now: float | None = None) -> list[CacheStats]:
+        """Every target once, concurrently: the round takes at most deadline_s, whatever the targets do."""
         now = time.time() if now is None else now
-        client = self._client or httpx.AsyncClient(timeout=self.s.timeout_s)
+        client = self.client()
         try:
             got = await asyncio.gather(*(self.scrape_target(client, t, now) for t in self.s.targets))
         finally:
             if self._client is None:
                 await client.aclose()
         return [g for g in got if g is not None]
+
+    async def run_target(
+        self, client: httpx.AsyncClient, t: ScrapeTarget, out: asyncio.Queue[Emitted | None], rounds: int | None
+    ) -> None:
+        """Scrape one target every interval_s (rounds times; None: until cancelled), queueing what to emit."""
+        done = 0
+        while rounds is None or done < rounds:
+            started = time.monotonic()
+            stats = await self.scrape_target(client, t)
+            if stats is not None:
+                rec = self.limits.domain(t.cache_domain) if t.role in LIMIT_ROLES else None
+                out.put_nowait(([stats], {t.cache_domain: rec} if rec is not None else {}))
+            done += 1
+            if rounds is None or done < rounds:
+                await asyncio.sleep(max(0.0, self.s.interval_s - (time.monotonic() - started)))
+
+    def targets(self) -> dict[str, dict[str, Any]]:
+        return {k: dict(v) for k, v in self.status.items()}
 
 
 # --- outputs and the limits endpoint ------------------------------------------------------------------
@@ -214,7 +298,7 @@ def limits_app(scraper: Scraper) -> Any:
     from aiohttp import web
 
     async def limits(_: web.Request) -> web.Response:
-        body = {"generated_at": time.time(), "domains": scraper.limits.snapshot()}
+        body = {"generated_at": time.time(), "domains": scraper.limits.snapshot(), "targets": scraper.targets()}
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     async def metrics(_: web.Request) -> web.Response:
@@ -230,6 +314,37 @@ def limits_app(scraper: Scraper) -> Any:
     return app
 
 
+async def _emitter(
+    scraper: Scraper, queue: asyncio.Queue[Emitted | None], emit: Callable[[list[CacheStats], dict[str, Any]], None]
+) -> None:
+    """Hands what the targets scraped to `emit` in order, on a thread: a Kafka flush or a slow disk must not
+    hold the event loop (and with it /limits and every target's deadline)."""
+    while (item := await queue.get()) is not None:
+        try:
+            await asyncio.to_thread(emit, *item)
+        except Exception:
+            scraper.emit_failures.inc()
+            log.exception("crosstalk scrape: output failed (%d events)", len(item[0]))
+
+
+async def _start_limits(scraper: Scraper, port: int | None, on_port: Callable[[int], None] | None) -> Any:
+    from aiohttp import web
+
+    s = scraper.s
+    port = s.limits_port if port is None else port
+    if not (port > 0 or on_port is not None):
+        return None
+    runner = web.AppRunner(limits_app(scraper), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, s.limits_bind, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    log.info("limits on http://%s:%d/limits", s.limits_bind, bound)
+    if on_port is not None:
+        on_port(bound)
+    return runner
+
+
 async def serve(
     scraper: Scraper,
     emit: Callable[[list[CacheStats], dict[str, dict[str, Any]]], None],
@@ -238,38 +353,33 @@ async def serve(
     port: int | None = None,
     stop: asyncio.Event | None = None,
     on_port: Callable[[int], None] | None = None,
-) -> None:
-    """Scrape every interval_s (rounds: how many; None = until stop), serving /limits meanwhile."""
-    from aiohttp import web
-
-    s = scraper.s
-    runner = None
-    port = s.limits_port if port is None else port
-    if port is not None and (port > 0 or on_port is not None):
-        runner = web.AppRunner(limits_app(scraper), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, s.limits_bind, port)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        log.info("limits on http://%s:%d/limits", s.limits_bind, bound)
-        if on_port is not None:
-            on_port(bound)
+) -> bool:
+    """Scrape every target every interval_s, each on its own task (rounds: how many per target; None: until
+    stop), serving /limits meanwhile. Returns False when `stop` ended it before the rounds were done; what
+    was scraped by then is still emitted."""
+    runner = await _start_limits(scraper, port, on_port)
     stop = stop or asyncio.Event()
-    done = 0
+    queue: asyncio.Queue[Emitted | None] = asyncio.Queue()
+    client = scraper.client()
+    emitter = asyncio.create_task(_emitter(scraper, queue, emit))
+    targets = asyncio.gather(*(scraper.run_target(client, t, queue, rounds) for t in scraper.s.targets))
+    stopped = asyncio.create_task(stop.wait())
     try:
-        while not stop.is_set() and (rounds is None or done < rounds):
-            started = time.monotonic()
-            events = await scraper.scrape_once()
-            emit(events, scraper.limits.snapshot())
-            done += 1
-            if rounds is not None and done >= rounds:
-                break
-            wait = max(0.0, s.interval_s - (time.monotonic() - started))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
+        waiting: list[asyncio.Future[Any]] = [targets, stopped]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        completed = targets.done() and not targets.cancelled()
     finally:
+        targets.cancel()
+        stopped.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await targets
+        queue.put_nowait(None)
+        await emitter
+        if client is not scraper._client:
+            await client.aclose()
         if runner is not None:
             await runner.cleanup()
+    return completed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -294,19 +404,21 @@ def run(args: argparse.Namespace) -> int:
         out = sys.stdout.buffer if args.out in (None, "-") else open(args.out, "ab")  # noqa: SIM115
         emit = jsonl_writer(out)
 
-    async def main() -> None:
+    async def main() -> bool:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         port = 0 if args.once and args.limits_port is None else args.limits_port
-        await serve(scraper, emit, rounds=1 if args.once else None, port=port, stop=stop)
+        return await serve(scraper, emit, rounds=1 if args.once else None, port=port, stop=stop)
 
     try:
-        asyncio.run(main())
+        completed = asyncio.run(main())
     finally:
         if publisher is not None:
             publisher.close()
         if out is not None and out is not sys.stdout.buffer:
             out.close()
-    return 0
+    if scraper.emit_failures._value.get():
+        return 4  # EXIT_OUTPUT: something scraped could not be written
+    return 130 if args.once and not completed else 0  # --once cut short by SIGINT/SIGTERM

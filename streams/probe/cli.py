@@ -19,6 +19,7 @@ from streams.cli.console import err
 from streams.probe.events import CallbackSink, EventSink, JsonlSink, KafkaSink, NullSink
 from streams.probe.identities import parse_identity
 from streams.probe.judge import ProbeResult
+from streams.probe.ladder import MAX_WINDOW
 from streams.probe.run import CycleReport, Prober
 from streams.probe.summary import print_report, report_json
 from streams.settings import Settings, load_settings
@@ -36,6 +37,16 @@ def parse_duration(text: str) -> float:
     return value
 
 
+def parse_window(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad window {text!r}: a number of tokens") from None
+    if not 0 < value <= MAX_WINDOW:
+        raise argparse.ArgumentTypeError(f"a window must be 1..{MAX_WINDOW:,} tokens")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", required=True, help="the endpoint's OpenAI base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument(
@@ -44,13 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="probe tenant NAME or NAME=ENV_VAR with its API key; repeat (default: probe.identities, probe-a probe-b)",
     )
     p.add_argument("--model", help="model id (default: the first one /v1/models lists)")
-    p.add_argument("--window", type=int, help="advertised context window (default: from /v1/models)")
+    p.add_argument("--window", type=parse_window, help="advertised context window (default: from /v1/models)")
     p.add_argument("--pool-tokens", type=int, help="suspected prefill KV pool size: the ladder brackets it")
     p.add_argument("--metrics-url", help="read the pool from SGLang's sglang:max_total_num_tokens at this URL")
     p.add_argument("--max-requests", type=int, help="budget: requests per run")
     p.add_argument("--max-tokens", type=int, help="budget: prompt + max output tokens per run")
     p.add_argument("--rate", type=float, help="budget: requests per second")
     p.add_argument("--max-output-tokens", type=int)
+    p.add_argument("--deadline", type=parse_duration, help="a cycle ends after DURATION (default: probe.deadline_s)")
     p.add_argument("--events", metavar="FILE", help="write the probe's events as JSONL (- for stdout, into a pipeline)")
     p.add_argument("--kafka", action="store_true", help="publish the probe's events to the Kafka input topic")
     p.add_argument("--cache-domain", help="cache_domain of the events (default: the endpoint's host:port)")
@@ -68,6 +80,7 @@ def _settings_for(args: argparse.Namespace) -> Settings:
             "max_tokens": args.max_tokens,
             "rate_per_s": args.rate,
             "max_output_tokens": args.max_output_tokens,
+            "deadline_s": args.deadline,
         }.items()
         if v is not None
     }

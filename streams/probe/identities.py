@@ -78,9 +78,22 @@ class MarkerBook:
         return hits
 
     def redact(self, text: str) -> str:
-        """Text with every known marker replaced by its keyed id (for anything that might be shown)."""
-        for markers in self._by_tenant.values():
-            for m in markers:
-                if m in text:
-                    text = text.replace(m, f"<marker:{self.marker_id(m)}>")
-        return text
+        """Text with every known marker replaced by its keyed id (for anything that might be shown).
+
+        Endpoints echo prompts in error messages, not always verbatim: upper-cased, without the prefix,
+        cut short. So any run of 8 or more hex digits (either case) that shares 8 consecutive digits with
+        a marker's random part is replaced, whole, along with the prefix in front of it."""
+        secrets_by_id = {m.rsplit("-", 1)[1].lower(): m for ms in self._by_tenant.values() for m in ms}
+        if not secrets_by_id:
+            return text
+        prefixes = {re.escape(m.rsplit("-", 1)[0]) for m in secrets_by_id.values()}
+        pattern = re.compile(rf"(?:(?:{'|'.join(sorted(prefixes))})-?)?([0-9a-f]{{8,}})", re.IGNORECASE)
+
+        def replace(match: re.Match[str]) -> str:
+            run = match.group(1).lower()
+            for random_part, marker in secrets_by_id.items():
+                if any(run[i : i + 8] in random_part for i in range(len(run) - 7)):
+                    return f"<marker:{self.marker_id(marker)}>"
+            return match.group(0)
+
+        return pattern.sub(replace, text)

@@ -30,6 +30,7 @@ class ProbeResult:
     duration_s: float | None = None
     foreign_markers: list[tuple[str, str]] = field(default_factory=list)  # (owner tenant, marker id)
     skipped: str | None = None  # why not sent (budget)
+    cut: str | None = None  # why an accepted answer was not read to its end (deadline, byte cap)
 
     @property
     def accepted(self) -> bool:

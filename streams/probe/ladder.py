@@ -14,6 +14,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+# The largest context window the probe believes: 16.8 M tokens, above every advertised window today (10 M).
+# Prompts are sized from the window; a larger claim (an endpoint advertising 10^15) is refused, not probed.
+MAX_WINDOW = 2**24
+
 # Shared by every identity on purpose: real tenants share system prompts, and an engine whose prefix
 # cache confuses prompts that merely start alike (prefix-collision) is found exactly this way.
 PREAMBLE = "You are a helpful assistant. Read the notes below and repeat them back verbatim."

@@ -2,13 +2,18 @@
 
 SGLang: `sglang:max_total_num_tokens` (KV cache pool size in tokens; in a disaggregated deployment the
 prefill server's series, `engine_type="prefill"`). Other engines' metrics are not read: pass
-`--pool-tokens` instead.
+`--pool-tokens` instead. The read is bounded like a scrape's (a total deadline, a byte cap, only the
+needed lines kept), and a value that is no token count (+Inf, NaN, 1e308, 0.5) is no pool size.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from streams.inputs.engine_metrics import MetricsError, samples, tokens
+from streams.inputs.scrape_http import FetchError, fetch_exposition
 
 _METRIC = "sglang:max_total_num_tokens"
 
@@ -16,21 +21,25 @@ _METRIC = "sglang:max_total_num_tokens"
 def pool_from_text(text: str) -> int | None:
     """The prefill pool in tokens from SGLang exposition text (prefill series first, else unified/unlabelled)."""
     found: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == _METRIC:
-                found.setdefault(sample.labels.get("engine_type", "unified"), sample.value)
+    for labels, value in samples(text).get(_METRIC, []):
+        found.setdefault(labels.get("engine_type", "unified"), value)
     for role in ("prefill", "unified"):
-        if role in found and found[role] > 0:
-            return int(found[role])
+        if role in found:
+            pool = tokens(_METRIC, found[role])
+            if pool > 0:
+                return pool
     return None
 
 
-def pool_from_metrics(url: str, timeout_s: float = 10.0) -> int | None:
-    """None when the endpoint cannot be read or reports no pool; the prober then uses window fractions."""
+async def _read(url: str, timeout_s: float, max_bytes: int) -> str:
+    async with httpx.AsyncClient(timeout=timeout_s) as client, asyncio.timeout(timeout_s):
+        return await fetch_exposition(client, url, "sglang", max_bytes)
+
+
+def pool_from_metrics(url: str, timeout_s: float = 10.0, max_bytes: int = 16 * 2**20) -> int | None:
+    """None when the endpoint cannot be read within timeout_s (in all), or reports no believable pool; the
+    prober then uses window fractions."""
     try:
-        resp = httpx.get(url, timeout=timeout_s)
-        resp.raise_for_status()
-        return pool_from_text(resp.text)
-    except (httpx.HTTPError, ValueError):
+        return pool_from_text(asyncio.run(_read(url, timeout_s, max_bytes)))
+    except (FetchError, MetricsError, TimeoutError):
         return None

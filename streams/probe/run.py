@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import openai
 
 from detectors.fingerprint import Fingerprinter
+from streams.probe import http as probe_http
 from streams.probe.budget import Budget
 from streams.probe.events import EventSink, NullSink, Validated
 from streams.probe.identities import Identity, MarkerBook
 from streams.probe.judge import Finding, ProbeResult, judge, suspicious
-from streams.probe.ladder import Rung, build_prompt, count_tokens, ladder
+from streams.probe.ladder import MAX_WINDOW, Rung, build_prompt, count_tokens, ladder
 from streams.settings import Settings
 
 PROBE_HEADER = "X-Crosstalk-Probe"  # lets an instrumented engine leave probes to the prober's own events
@@ -66,10 +68,15 @@ class CycleReport:
         return sum(r.skipped is not None for r in self.results)
 
     @property
+    def cut(self) -> int:
+        """Answers accepted but cut short (the per-answer deadline or byte cap): not fully judged."""
+        return sum(r.cut is not None for r in self.results)
+
+    @property
     def exit_code(self) -> int:
         if self.findings:
             return 1  # a leak or an unsafe acceptance outranks an incomplete run
-        if self.error is not None or self.answered == 0 or self.skipped:
+        if self.error is not None or self.answered == 0 or self.skipped or self.cut:
             return 2
         return 0
 
@@ -85,6 +92,8 @@ class CycleReport:
             return f"could not probe: no probe was accepted (HTTP {', '.join(statuses)})"
         if self.skipped:
             return f"incomplete: {self.skipped} probes skipped by the budget (raise --max-tokens / --max-requests)"
+        if self.cut:
+            return f"incomplete: {self.cut} answers cut short (probe.timeout_s / probe.max_response_bytes)"
         return "clean: no leak, no unsafe acceptance"
 
 
@@ -92,7 +101,7 @@ def _window_of(card: Any) -> int | None:
     extra = getattr(card, "model_extra", None) or {}
     for name in _WINDOW_FIELDS:
         value = extra.get(name, getattr(card, name, None))
-        if isinstance(value, int) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
@@ -148,29 +157,18 @@ class Prober:
         report = CycleReport(self.base_url, pool=self.pool)
         budget = report.budget = Budget(s.max_requests, s.max_tokens, s.rate_per_s)
         clients = {
-            i.tenant: openai.AsyncOpenAI(base_url=self.base_url, api_key=i.api_key, max_retries=0, timeout=s.timeout_s)
+            i.tenant: probe_http.client(self.base_url, i.api_key, s.timeout_s, s.max_response_bytes)
             for i in self.identities
         }
         before = Counter(self.sink.counts)
         try:
-            report.model, report.window = await self._discover(clients[self.identities[0].tenant])
-            self._plant()
-            report.rungs = ladder(report.window, s.ladder, self.pool)
-            for rung in report.rungs:
-                batch = await asyncio.gather(
-                    *(
-                        self._send(clients, i, rung.tokens, rung.label, "ladder", report, budget)
-                        for i in self.identities
-                    )
-                )
-                report.results.extend(batch)
-                self._progress(report, batch)
-                self._check_reachable(batch)
-            report.findings = self._judge(report)
-            await self._confirm(clients, report, budget)
-            report.findings = self._judge(report)
+            async with asyncio.timeout(s.deadline_s):  # whatever the endpoint does, the cycle ends
+                await self._cycle(clients, report, budget)
         except CouldNotProbe as exc:
             report.error = str(exc)
+            report.findings = self._judge(report)
+        except TimeoutError:
+            report.error = f"the cycle's deadline ({s.deadline_s:g} s, probe.deadline_s) passed before it was done"
             report.findings = self._judge(report)
         finally:
             for c in clients.values():
@@ -179,10 +177,32 @@ class Prober:
             report.seconds = time.perf_counter() - start
         return report
 
+    async def _cycle(self, clients: dict[str, openai.AsyncOpenAI], report: CycleReport, budget: Budget) -> None:
+        report.model, report.window = await self._discover(clients[self.identities[0].tenant])
+        self._plant()
+        report.rungs = ladder(report.window, self.s.ladder, self.pool)
+        for rung in report.rungs:
+            batch = await asyncio.gather(
+                *(self._send(clients, i, rung.tokens, rung.label, "ladder", report, budget) for i in self.identities)
+            )
+            report.results.extend(batch)
+            self._progress(report, batch)
+            self._check_reachable(batch)
+        report.findings = self._judge(report)
+        await self._confirm(clients, report, budget)
+        report.findings = self._judge(report)
+
     async def _discover(self, client: openai.AsyncOpenAI) -> tuple[str, int]:
         try:
-            page = await client.models.list()
+            async with asyncio.timeout(self.s.timeout_s):
+                page = await client.models.list()
+        except TimeoutError:
+            raise CouldNotProbe(
+                f"GET {self.base_url}/models: no complete answer within {self.s.timeout_s:g} s"
+            ) from None
         except openai.APIConnectionError as exc:
+            if (big := probe_http.too_large(exc)) is not None:
+                raise CouldNotProbe(f"GET {self.base_url}/models: {big}") from None
             raise CouldNotProbe(
                 f"{self.base_url} is unreachable ({_one_line(exc.__cause__ or exc, self.book)})"
             ) from None
@@ -198,6 +218,12 @@ class Prober:
         window = self.window or (_window_of(card) if card is not None else None)
         if window is None:
             raise CouldNotProbe(f"{self.base_url}/models advertises no context window for {model}; pass --window")
+        if window > MAX_WINDOW:
+            # Prompts are built from the window: 10^15 would be a prompt no budget should even build.
+            raise CouldNotProbe(
+                f"context window of {window:,} tokens for {model} is beyond what the probe believes "
+                f"({MAX_WINDOW:,}); pass --window"
+            )
         return model, window
 
     def _plant(self) -> None:
@@ -265,44 +291,19 @@ class Prober:
     ) -> ProbeResult:
         s = self.s
         rid = f"probe-{self.run_id}-{next(self._seq)}"
-        text = build_prompt(tokens, self.book.current(ident.tenant), secrets.token_hex(8), s.marker_every)
-        sent = count_tokens(text)
-        result = ProbeResult(rid, ident.tenant, rung, sent, phase)
-        if not budget.reserve(sent + s.max_output_tokens):
+        result = ProbeResult(rid, ident.tenant, rung, tokens, phase)
+        # The budget first: a prompt is built only once its tokens are paid for (an advertised window of
+        # 10^15 must never become a prompt being built).
+        if not budget.reserve(tokens + s.max_output_tokens):
             result.skipped = "budget"
             return result
+        text = build_prompt(tokens, self.book.current(ident.tenant), secrets.token_hex(8), s.marker_every)
+        result.sent_tokens = sent = count_tokens(text)
         await budget.pace()
         self._emit_request(rid, ident, text, sent, report)
         t0 = time.monotonic()
         parts: list[str] = []
-        finish: str | None = None
-        try:
-            stream = await clients[ident.tenant].chat.completions.create(
-                model=report.model or "",
-                messages=[{"role": "user", "content": text}],
-                max_tokens=s.max_output_tokens,
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_headers={PROBE_HEADER: "1"},
-            )
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    result.usage_prompt_tokens = chunk.usage.prompt_tokens
-                    result.usage_output_tokens = chunk.usage.completion_tokens
-                for choice in chunk.choices:
-                    if choice.delta is not None and choice.delta.content:
-                        if result.ttft_s is None:
-                            result.ttft_s = time.monotonic() - t0
-                        parts.append(choice.delta.content)
-                    finish = choice.finish_reason or finish
-            result.status = 200
-        except openai.APIStatusError as exc:
-            result.status = exc.status_code
-            result.error = _one_line(exc, self.book)
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            result.error = _one_line(exc.__cause__ or exc, self.book) or type(exc).__name__
-        except Exception as exc:  # an answer the SDK cannot read: reported with the probe, the run goes on
-            result.error = f"{type(exc).__name__}: {_one_line(exc, self.book)}"
+        finish = await self._answer(clients[ident.tenant], text, report, result, parts, t0)
         del text  # only its fingerprint travels on
         result.duration_s = time.monotonic() - t0
         output = "".join(parts)
@@ -310,6 +311,64 @@ class Prober:
         if result.status is not None:
             self._emit_response(result, output, finish, report.model)
         return result
+
+    async def _answer(
+        self,
+        client: openai.AsyncOpenAI,
+        text: str,
+        report: CycleReport,
+        result: ProbeResult,
+        parts: list[str],
+        t0: float,
+    ) -> str | None:
+        """Send the probe and read its answer within probe.timeout_s (all of it, not per read) and the byte
+        cap; an answer cut short keeps its status and what arrived, marked `cut`. Returns finish_reason."""
+        s = self.s
+        finish: str | None = None
+        try:
+            async with asyncio.timeout(s.timeout_s):
+                stream = await client.chat.completions.create(
+                    model=report.model or "",
+                    messages=[{"role": "user", "content": text}],
+                    max_tokens=s.max_output_tokens,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    extra_headers={PROBE_HEADER: "1"},
+                )
+                result.status = stream.response.status_code
+                async for chunk in stream:
+                    if chunk.usage is not None:
+                        result.usage_prompt_tokens = chunk.usage.prompt_tokens
+                        result.usage_output_tokens = chunk.usage.completion_tokens
+                    for choice in chunk.choices:
+                        if choice.delta is not None and choice.delta.content:
+                            if result.ttft_s is None:
+                                result.ttft_s = time.monotonic() - t0
+                            parts.append(choice.delta.content)
+                        finish = choice.finish_reason or finish
+        except TimeoutError:
+            why = f"no complete answer within {s.timeout_s:g} s (probe.timeout_s)"
+        except openai.APIStatusError as exc:
+            result.status = exc.status_code
+            result.error = _one_line(exc, self.book)
+            return finish
+        except (openai.APIConnectionError, openai.APITimeoutError, httpx.HTTPError) as exc:
+            big = probe_http.too_large(exc)
+            why = str(big) if big else _one_line(exc.__cause__ or exc, self.book) or type(exc).__name__
+        except Exception as exc:  # an answer the SDK cannot read: reported with the probe, the run goes on
+            why = f"{type(exc).__name__}: {_one_line(exc, self.book)}"
+        else:
+            return finish
+        self._cut(result, why)
+        return finish
+
+    @staticmethod
+    def _cut(result: ProbeResult, why: str) -> None:
+        """An answer that started (a status) and did not end is cut; one that never started, failed."""
+        if result.status is None:
+            result.error = why
+        else:
+            result.cut = result.error = why
 
     # --- events ------------------------------------------------------------------------------------
     def _emit_request(self, rid: str, ident: Identity, text: str, sent: int, report: CycleReport) -> None:

@@ -44,6 +44,8 @@ def print_report(report: CycleReport, console: Console) -> None:
                 verdict, style = f"skipped ({r.skipped})", "dim"
             elif r.request_id in flagged:
                 verdict, style = ", ".join(flagged[r.request_id]), "red"
+            elif r.cut is not None:
+                verdict, style = f"answer cut: {r.cut}", "yellow"
             elif r.status is None:
                 verdict, style = f"no answer: {r.error}", "yellow"
             elif r.accepted:
@@ -106,6 +108,7 @@ def report_json(report: CycleReport) -> dict[str, Any]:
                 "usage_prompt_tokens": r.usage_prompt_tokens,
                 "ttft_ms": None if r.ttft_s is None else round(r.ttft_s * 1000, 3),
                 "skipped": r.skipped,
+                "cut": r.cut,
                 "error": r.error,
             }
             for r in report.results
