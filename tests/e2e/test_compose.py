@@ -100,7 +100,7 @@ def test_jaeger_is_v2_and_takes_otlp() -> None:
     jaeger = c["services"]["jaeger"]
     assert jaeger["image"].startswith("jaegertracing/jaeger:2.")
     assert any("otlp" in arg for arg in jaeger.get("command", []))
-    collector = yaml.safe_load((ROOT / "deploy" / "otel-collector.yaml").read_text())
+    collector = yaml.safe_load((ROOT / "deploy" / "otel-collector-telemetry.yaml").read_text())
     assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
     # Jaeger takes no metrics: the metrics pipeline must not point at it.
     assert all("jaeger" not in e for e in collector["service"]["pipelines"]["metrics"]["exporters"])
