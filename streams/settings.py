@@ -296,6 +296,9 @@ class OtlpSettings(_Section):
     kafka_topic: str = Field(default="otlp_spans", description="the Collector Kafka exporter's default traces topic")
     kafka_encoding: Literal["otlp_proto", "otlp_json", "auto"] = "otlp_proto"
     kafka_group_id: str = "crosstalk-otlp"
+    kafka_partitions: int = Field(
+        default=4, ge=1, description="partitions of kafka_topic when the bridge creates it (an existing topic is kept)"
+    )
 
 
 class ScrapeTarget(_Section):

@@ -159,7 +159,11 @@ def bridge_kafka(
 
     from kafka import KafkaConsumer
 
+    from streams.kafka.topics import ensure_bridge_topics
+
     o = settings.otlp
+    created = ensure_bridge_topics(settings)  # TopicsUnavailable: one clear error, not a log line per poll
+    log.info("topics: %s", ", ".join(f"{name} {how}" for name, how in sorted(created.items())))
     consumer = KafkaConsumer(
         o.kafka_topic,
         bootstrap_servers=settings.kafka.bootstrap.split(","),
@@ -227,7 +231,13 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: stop.set())  # finish the batch in hand, commit, close
         o = settings.otlp
         log.info("bridging %s (%s) -> %s", o.kafka_topic, o.kafka_encoding, settings.kafka.input_topic)
-        counts = bridge_kafka(settings, stop=stop)
+        from streams.kafka.topics import TopicsUnavailable
+
+        try:
+            counts = bridge_kafka(settings, stop=stop)
+        except TopicsUnavailable as exc:
+            log.error("crosstalk otlp --from-kafka: %s", exc)
+            return 1
         log.info("bridge stopped: %s", dict(counts))
         return 0
     bind = args.bind or settings.otlp.bind
