@@ -213,11 +213,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events-out", help="--to jsonl: events file (default: stdout)")
     parser.add_argument("--alerts-out", help="--to embedded: alerts as JSONL (default: stdout)")
     parser.add_argument("--rejects", default="crosstalk-otlp-rejects.jsonl", help="unmappable spans (not --to kafka)")
+    parser.add_argument(
+        "--selftest",
+        nargs="?",
+        const="",
+        dest="selftest_url",
+        metavar="URL",
+        help="send one GenAI span to a running receiver (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else "
+        "this receiver's address) and say what arrived (streams/inputs/otlp_selftest.py)",
+    )
+    parser.add_argument("--counters-url", help="--selftest through a Collector: crosstalk's /counters URL")
 
 
 def run(args: argparse.Namespace) -> int:
     from streams.cli.main import EXIT_CONFIG, CliError, LazyFile
 
+    if getattr(args, "selftest_url", None) is not None:
+        from streams.inputs.otlp_selftest import selftest_main
+
+        return selftest_main(args, load_settings(getattr(args, "config", None)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load_settings(getattr(args, "config", None))
     # Fingerprints that leave this process must be made with the key the workers use.
