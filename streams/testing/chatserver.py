@@ -1,8 +1,8 @@
 """A minimal OpenAI-compatible /v1/chat/completions on loopback, for the recipe tests (docs/connect.md).
 
-It answers "Noted." to every prompt, except a request with the header `x-test-leak: previous`: that one
-gets the previous request's prompt as its answer (the stale-KV failure as a client sees it: HTTP 200,
-someone else's text). The gateway under test makes that call inside the victim tenant's block.
+It answers "Noted." to every prompt, except a request with the header `x-test-leak: previous` (or the next
+request after `leak_next = True`): that one gets the previous request's prompt as its answer (the stale-KV
+failure as a client sees it: HTTP 200, someone else's text).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ ANSWER = "Noted. I will keep that in mind for the next step."
 class ChatServer:
     def __init__(self) -> None:
         self.prompts: list[str] = []
+        self.leak_next = False
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: Any = None
@@ -26,7 +27,8 @@ class ChatServer:
 
         body = await request.json()
         prompt = "\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
-        leak = request.headers.get("x-test-leak") == "previous" and self.prompts
+        leak = (self.leak_next or request.headers.get("x-test-leak") == "previous") and self.prompts
+        self.leak_next = False
         content = self.prompts[-1] if leak else ANSWER
         self.prompts.append(prompt)
         n_in, n_out = len(prompt.split()), len(content.split())
