@@ -166,7 +166,10 @@ _DELEGATED = {
     "worker": ("streams.kafka.worker", "run a Faust worker on Kafka (production mode)"),
     "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
     "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
-    "report": ("streams.report.command", "the incident report: one self-contained HTML page, per-tenant notices"),
+    "report": (
+        "streams.report.command",
+        "the incident report: one self-contained HTML page, per-tenant notices (pip install 'crosstalk[report]')",
+    ),
     "corpus": ("streams.cli.corpus", "add public text (licences, docs, RAG passages) that is common, never evidence"),
     "probe": ("streams.probe.cli", "probe an OpenAI-compatible endpoint with canaries and a prompt-size ladder"),
     "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
@@ -231,8 +234,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         try:
             importlib.import_module(module).add_arguments(p)
         except ImportError as exc:  # an optional stage whose dependencies are missing
-            p.set_defaults(missing=str(exc))
+            _unavailable(name, p, exc)
     return parser
+
+
+# A missing module -> the extra that installs it (pyproject.toml [project.optional-dependencies]).
+_EXTRA_OF = {"jinja2": "report", "matplotlib": "report", "rocksdict": "rocksdb", "litellm": "litellm"}
+
+
+def _unavailable(name: str, p: argparse.ArgumentParser, exc: ImportError) -> None:
+    """The command stays in the parser, takes any arguments (main) and says which extra installs what it lacks:
+    argparse alone answered "unrecognized arguments" and --help showed no options (issue 26)."""
+    missing = (exc.name or str(exc)).split(".")[0]
+    extra = _EXTRA_OF.get(missing)
+    how = f"pip install 'crosstalk[{extra}]'" if extra else f"pip install {missing}"
+    msg = f"unavailable: it needs {missing}, which is not installed ({how})"
+    p.description = f"crosstalk {name}: {msg}"
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the install line unbroken
+    p.set_defaults(missing=msg)
 
 
 def _check_settings(args: argparse.Namespace) -> None:
@@ -263,13 +282,16 @@ def _check_settings(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = _command_of(argv)
-    args = build_parser(only=command if command in _DELEGATED or command in _LOCAL else None).parse_args(argv)
+    parser = build_parser(only=command if command in _DELEGATED or command in _LOCAL else None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "missing", None):  # an unavailable command takes any arguments
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         _check_settings(args)
         if hasattr(args, "func"):
             return int(args.func(args))
         if getattr(args, "missing", None):
-            raise SystemExit(f"crosstalk {args.command}: unavailable ({args.missing})")
+            raise CliError(EXIT_USAGE, f"crosstalk {args.command}: {args.missing}")
         return int(importlib.import_module(args.module).run(args))
     except CliError as exc:
         print(f"crosstalk: error: {exc}", file=sys.stderr)
