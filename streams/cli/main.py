@@ -66,6 +66,24 @@ def _writable(path: str, what: str) -> None:
         raise CliError(EXIT_OUTPUT, f"{what} {path}: not writable")
 
 
+def data_dir() -> Path:
+    """Where crosstalk keeps files a command writes by default: $CROSSTALK_DATA_DIR, else
+    $XDG_DATA_HOME/crosstalk, else ~/.local/share/crosstalk (never the working directory: a benchmark's
+    rejects file grew to 7 MB in a repository root)."""
+    explicit = os.environ.get("CROSSTALK_DATA_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "crosstalk"
+
+
+def default_rejects_path() -> str:
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return str(data_dir() / "rejects" / f"replay-{stamp}-{os.getpid()}.jsonl")
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(getattr(args, "config", None))
     return with_run_key(settings, args.command) if args.command in ("replay", "demo") else settings
@@ -86,6 +104,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         check_inputs(args.files)
     except InputError as exc:
         raise CliError(EXIT_INPUT, str(exc)) from None
+    if args.rejects is None:
+        args.rejects = default_rejects_path()
     _writable(args.rejects, "--rejects")
     alerts_out: Any = sys.stdout.buffer
     if args.alerts_out not in (None, "-"):
@@ -122,9 +142,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             alerts_out.close()
     if not args.quiet:
         print_summary(result)
-        if result.rejects or result.warnings:
-            what = " and ".join(w for w, n in (("rejected lines", result.rejects), ("warnings", result.warnings)) if n)
-            err.print(f"{what} written to {args.rejects} (run id {result.run_id})", style="yellow")
+    # Even with --quiet: where the bad lines (and the events kept with a part dropped) went is not a detail.
+    counts = (("rejected lines", sum(result.rejects.values())), ("warnings", sum(result.warnings.values())))
+    if any(n for _, n in counts):
+        what = " and ".join(f"{n:,} {w}" for w, n in counts if n)
+        err.print(f"{what} written to {args.rejects} (run id {result.run_id})", style="yellow", markup=False)
     for problem in result.input_errors:
         err.print(f"crosstalk: error: {problem}", style="red", markup=False)
     if result.interrupted:
@@ -202,7 +224,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="run the detectors over JSONL event files in-process (no broker)")
     p.add_argument("files", nargs="+", help="JSON Lines files (.gz ok), or - for stdin")
     p.add_argument("--alerts-out", help="alerts as JSONL (default: stdout)")
-    p.add_argument("--rejects", default="crosstalk-rejects.jsonl", help="bad lines with reasons go here")
+    p.add_argument(
+        "--rejects",
+        help="bad lines with reasons go here (default: a new file under $CROSSTALK_DATA_DIR, else "
+        "$XDG_DATA_HOME/crosstalk, else ~/.local/share/crosstalk: rejects/replay-<time>-<pid>.jsonl)",
+    )
     p.add_argument(
         "--format", choices=["jsonl", "otlp-json"], default="jsonl", help="otlp-json: OTLP/JSON trace exports"
     )
