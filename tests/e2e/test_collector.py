@@ -251,3 +251,35 @@ def _topic_exists(bootstrap: str, topic: str) -> bool:
         return topic in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_gateway_spans_straight_to_crosstalk_otlp(procs: list[Proc], tmp_path: Path) -> None:
+    """The direct route, no Collector: the document's gateway and environment, its endpoint on `crosstalk otlp`."""
+    if not INSTRUMENT.exists():
+        pytest.fail(f"{INSTRUMENT} missing: install the docs' otel-install line (crosstalk[otel-client])")
+    chat = ChatServer()
+    chat.start()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("CROSSTALK_", "OTEL_"))}
+    port = free_port()
+    alerts_file = tmp_path / "alerts.jsonl"
+    receiver = Proc(
+        _crosstalk("otlp", "--port", str(port), "--alerts-out", str(alerts_file)),
+        base_env | NO_WARMUP,
+        tmp_path / "otlp.log",
+    )
+    procs.append(receiver)
+    wait_for(lambda: _listening(port), 60, what="crosstalk otlp\n" + receiver.tail())
+    gateway = tmp_path / "your_gateway.py"
+    gateway.write_text(recipe("otel-gateway") + DRIVER)
+    env_block = recipe("otel-env")
+    assert "straight to crosstalk: :14318" in env_block  # what the document tells the reader to change
+    gw_env = base_env | exports(env_block)
+    gw_env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"http://127.0.0.1:{port}/v1/traces"
+    gw_env |= {"OPENAI_BASE_URL": f"http://127.0.0.1:{chat.port}/v1", "OPENAI_API_KEY": "test", "PYTHONPATH": str(ROOT)}
+    gw = subprocess.run(
+        [str(INSTRUMENT), sys.executable, str(gateway)], env=gw_env, capture_output=True, text=True, timeout=120
+    )
+    chat.stop()
+    assert gw.returncode == 0, gw.stdout + gw.stderr
+    assert receiver.stop() == 0, receiver.tail()  # the spans were exported at the gateway's exit, before this
+    _assert_leak_alert([json.loads(line) for line in alerts_file.read_text().splitlines()])
