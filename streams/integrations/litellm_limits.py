@@ -38,9 +38,9 @@ MAX_LIMITS_BYTES = 1 << 20  # /limits of thousands of domains is a few hundred K
 
 def _metric(name: str, doc: str, label: str) -> PromCounter:
     # One per process, whatever number of loggers (tests build many): reuse what is registered.
-    existing = REGISTRY._names_to_collectors.get(name)  # type: ignore[attr-defined]
-    if existing is not None:
-        return existing  # type: ignore[no-any-return]
+    existing = REGISTRY._names_to_collectors.get(name)
+    if isinstance(existing, PromCounter):
+        return existing
     return PromCounter(name.removesuffix("_total"), doc, [label])
 
 

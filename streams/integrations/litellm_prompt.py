@@ -54,8 +54,8 @@ def _prompt_field(value: Any) -> tuple[str | None, int]:
 
 def request_text(data: dict[str, Any]) -> str | None:
     """The prompt's text, whatever the request shape (for fingerprints)."""
-    parts = [prompt_text(data.get("messages")), _prompt_field(data.get("prompt"))[0], _input_text(data.get("input"))]
-    parts = [p for p in parts if p]
+    found = [prompt_text(data.get("messages")), _prompt_field(data.get("prompt"))[0], _input_text(data.get("input"))]
+    parts = [p for p in found if p]
     return "\n".join(parts) if parts else None
 
 
