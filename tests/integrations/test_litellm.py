@@ -91,6 +91,9 @@ def completion(logger: CrosstalkLogger, text: str, team: str = "team-acme") -> A
     try:
         return asyncio.run(call())
     finally:
+        # LiteLLM copies callbacks into lists of its own on a call: a closed logger of an earlier test would
+        # otherwise still get this test's calls.
+        litellm.logging_callback_manager._reset_all_callbacks()
         litellm.callbacks = []
 
 
