@@ -75,6 +75,11 @@ def _counters(client: httpx.Client, url: str) -> dict[str, Any] | None:
 
 def _answer(status: int, body: bytes, ctype: str) -> tuple[bool, str]:
     """Whether the export was accepted whole, and what the endpoint said."""
+    if status == 401:
+        return False, (
+            "the endpoint answered HTTP 401: it wants a sender's bearer token (otlp.tokens); give it as the SDK "
+            "would: OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer%20<token>'"
+        )
     if status != 200:
         return False, f"the endpoint answered HTTP {status}: {body[:300].decode('utf-8', 'replace')}"
     if "protobuf" not in ctype:
@@ -140,6 +145,21 @@ def _fmt(moved: dict[str, int]) -> str:
     return ", ".join(f"{k} +{v}" for k, v in moved.items())
 
 
+def otel_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The headers an OpenTelemetry SDK would send: OTEL_EXPORTER_OTLP_TRACES_HEADERS, else
+    OTEL_EXPORTER_OTLP_HEADERS ("k=v,k2=v2", values URL-encoded), e.g. the receiver's bearer token."""
+    from urllib.parse import unquote
+
+    env = os.environ if environ is None else environ
+    raw = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
+    out = {}
+    for item in raw.split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            out[unquote(key.strip())] = unquote(value.strip())
+    return out
+
+
 def selftest_main(args: Any, settings: Any) -> int:
     o = settings.otlp
     host = args.bind or o.bind
@@ -147,7 +167,7 @@ def selftest_main(args: Any, settings: Any) -> int:
         host = "127.0.0.1"
     url = args.selftest_url or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     url = url or f"http://{host}:{args.port or o.port}/v1/traces"
-    res = run_selftest(url, args.counters_url)
+    res = run_selftest(url, args.counters_url, headers=otel_headers())
     for line in res.lines:
         print(f"crosstalk otlp --selftest: {line}")
     print("crosstalk otlp --selftest: " + ("OK" if res.ok else "FAILED"))

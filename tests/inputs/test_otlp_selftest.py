@@ -63,3 +63,27 @@ def test_selftest_without_a_receiver_fails_and_says_so() -> None:
     url = f"http://127.0.0.1:{free_port()}/v1/traces"
     out = selftest(url)
     assert out.returncode == 1 and f"cannot reach {url}" in out.stdout
+
+
+def test_selftest_presents_the_sdk_headers_to_a_receiver_with_tokens() -> None:
+    token = "selftest-token-0123456789"
+    sender = {"sender": "gw", "token": token, "tenants": ["crosstalk-*"]}
+    r = OtlpReceiver(Settings(otlp={"tokens": [sender]}), JsonlOutput(io.BytesIO(), io.BytesIO()))
+    r.start_in_thread()
+    try:
+        url = f"http://127.0.0.1:{r.port}/v1/traces"
+        without = selftest(url)
+        env = {"OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{token}"}
+        with_token = subprocess.run(
+            [sys.executable, "-m", "streams.cli", "otlp", "--selftest", url],
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("CROSSTALK_", "OTEL_"))} | env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        r.stop_thread()
+    assert without.returncode == 1 and "HTTP 401" in without.stdout and "OTEL_EXPORTER_OTLP_HEADERS" in without.stdout
+    assert with_token.returncode == 0, with_token.stdout + with_token.stderr
+    assert token not in with_token.stdout + with_token.stderr + without.stdout  # never printed
