@@ -326,10 +326,12 @@ class LiteLLMSettings(_Section):
     tenant_from: list[Literal["end_user", "metadata", "team", "key", "key_alias", "user", "org"]] = Field(
         default=["end_user", "metadata"],
         description="first present wins. end_user (the request's `user` field) and metadata (its metadata's "
-        "tenant_metadata_key) work without LiteLLM's database; team, key, key_alias, user and org are virtual-key "
+        "tenant_metadata_field) work without LiteLLM's database; team, key, key_alias, user and org are virtual-key "
         "fields, which need it (DATABASE_URL): with the master key alone every call would be one tenant",
     )
-    tenant_metadata_key: str = Field(default="tenant_id", description="tenant_from 'metadata': this request key")
+    tenant_metadata_field: str = Field(
+        default="tenant_id", description="tenant_from 'metadata': this entry of the request metadata"
+    )
     send_text: bool = Field(default=False, description="False: fingerprint at the edge, no text leaves LiteLLM")
     cache_domains: dict[str, str] = Field(default_factory=dict, description="model -> cache domain")
     default_cache_domain: str | None = Field(default=None, description="else the model name")

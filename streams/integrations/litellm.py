@@ -127,13 +127,13 @@ class CrosstalkLogger(CustomLogger):
 
     def tenant_of(self, auth: Any = None, metadata: dict[str, Any] | None = None, end_user: Any = None) -> str | None:
         """The first of `tenant_from` that is present. end_user: the request's `user` field (the proxy's
-        end_user_id); metadata: the request metadata's `tenant_metadata_key`; both need no database."""
+        end_user_id); metadata: the request metadata's `tenant_metadata_field`; both need no database."""
         metadata = metadata or {}
         for source in self.s.tenant_from:
             if source == "end_user":
                 value = getattr(auth, "end_user_id", None) or metadata.get("user_api_key_end_user_id") or end_user
             elif source == "metadata":
-                value = metadata.get(self.s.tenant_metadata_key)
+                value = metadata.get(self.s.tenant_metadata_field)
             else:
                 field, meta_key = _TENANT_FIELDS[source]
                 value = (getattr(auth, field, None) if auth is not None else None) or metadata.get(meta_key)
@@ -280,7 +280,7 @@ class CrosstalkLogger(CustomLogger):
                     self.s.tenant_from,
                     kwargs.get("litellm_call_id"),
                     self.counters["events.no_tenant"],
-                    self.s.tenant_metadata_key,
+                    self.s.tenant_metadata_field,
                 )
             return []
         model = slo.get("model_group") or kwargs.get("model") or slo.get("model") or "unknown"

@@ -160,7 +160,11 @@ def test_gateway_spans_through_the_collector_reach_crosstalk_directly_and_via_ka
     direct_port = free_port()
     alerts_file = tmp_path / "direct-alerts.jsonl"
     direct_cmd = ["otlp", "--port", str(direct_port), "--alerts-out", str(alerts_file)]
-    procs.append(Proc(_crosstalk(*direct_cmd), base_env | NO_WARMUP, tmp_path / "otlp.log"))
+    # ... taking only its sender's token: the Collector presents it (CROSSTALK_OTLP_TOKEN in the shipped config)
+    token = "collector-token-0123456789abcdef"
+    sender = json.dumps([{"sender": "collector", "token": token, "tenants": ["*"]}])
+    direct_env = base_env | NO_WARMUP | {"CROSSTALK_OTLP__TOKENS": sender}
+    procs.append(Proc(_crosstalk(*direct_cmd), direct_env, tmp_path / "otlp.log"))
     # the Kafka route: the bridge (it creates the Collector's topic) and a worker, as the document starts them
     [bridge_cmd, worker_cmd, collector_cmd] = commands(recipe("collector-kafka"))
     assert bridge_cmd[0] == worker_cmd[0] == "crosstalk" and worker_cmd[1:] == ["worker"]
@@ -184,6 +188,7 @@ def test_gateway_spans_through_the_collector_reach_crosstalk_directly_and_via_ka
         KAFKA_BROKERS=kafka_names.bootstrap,
         CROSSTALK_OTLP_ENDPOINT=f"http://127.0.0.1:{direct_port}/v1/traces",
         CROSSTALK_EXPORTERS="[kafka, otlp_http/crosstalk]",  # both routes at once, to test both
+        CROSSTALK_OTLP_TOKEN=token,
     )
     admin_ready = wait_for(
         lambda: _topic_exists(kafka_names.bootstrap, topic), 90, what=f"the bridge to create {topic}"
@@ -238,6 +243,10 @@ def test_gateway_spans_through_the_collector_reach_crosstalk_directly_and_via_ka
             return False
 
     wait_for(mapped, 60, what="the spans at crosstalk otlp\n" + collector.tail())
+    import httpx
+
+    counters = httpx.get(f"http://127.0.0.1:{direct_port}/counters").json()
+    assert counters["sender.collector.requests"] >= 1 and "rejects.unauthenticated" not in counters
     assert procs[0].stop() == 0, procs[0].tail()
     direct = [json.loads(line) for line in alerts_file.read_text().splitlines()]
     _assert_leak_alert(direct)
