@@ -11,6 +11,22 @@ if [ ! -x "$ROOT/.tools/bin/alertmanager" ] && [ -x "$GO" ]; then
   GOBIN="$ROOT/.tools/bin" "$GO" install github.com/prometheus/alertmanager/cmd/alertmanager@v0.28.1 \
     >/tmp/crosstalk-alertmanager-build.log 2>&1 || { tail -20 /tmp/crosstalk-alertmanager-build.log >&2; }
 fi
+# A real OpenTelemetry Collector for tests/e2e/test_collector.py (deploy/otel-collector.yaml): built once (~6-8 min)
+# with the Collector builder (ocb) from deploy/otelcol-builder.yaml into .tools/bin; rebuilt when the manifest changes.
+OCB_VERSION=0.165.0
+OTELCOL="$ROOT/.tools/bin/otelcol-crosstalk"
+if [ -x "$GO" ] && { [ ! -x "$OTELCOL" ] || [ "$ROOT/deploy/otelcol-builder.yaml" -nt "$OTELCOL" ]; }; then
+  (
+    set -e
+    [ -x "$ROOT/.tools/bin/ocb-$OCB_VERSION" ] || {
+      GOBIN="$ROOT/.tools/bin" "$GO" install "go.opentelemetry.io/collector/cmd/builder@v$OCB_VERSION"
+      mv "$ROOT/.tools/bin/builder" "$ROOT/.tools/bin/ocb-$OCB_VERSION"
+    }
+    cd "$ROOT"
+    PATH="$(dirname "$GO"):$PATH" "$ROOT/.tools/bin/ocb-$OCB_VERSION" --config deploy/otelcol-builder.yaml
+    cp "$ROOT/.tools/otelcol-build/otelcol-crosstalk" "$OTELCOL"
+  ) >/tmp/crosstalk-otelcol-build.log 2>&1 || { tail -20 /tmp/crosstalk-otelcol-build.log >&2; }
+fi
 VENV="${CROSSTALK_VENV:-$ROOT/.venv}"
 export PYTHON="$VENV/bin/python"
 # The editable install compiles the native fingerprinting loop (detectors/_winnow.c) in place; rebuild it

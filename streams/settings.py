@@ -296,6 +296,9 @@ class OtlpSettings(_Section):
     kafka_topic: str = Field(default="otlp_spans", description="the Collector Kafka exporter's default traces topic")
     kafka_encoding: Literal["otlp_proto", "otlp_json", "auto"] = "otlp_proto"
     kafka_group_id: str = "crosstalk-otlp"
+    kafka_partitions: int = Field(
+        default=4, ge=1, description="partitions of kafka_topic when the bridge creates it (an existing topic is kept)"
+    )
 
 
 class ScrapeTarget(_Section):
@@ -329,18 +332,38 @@ class ScrapeSettings(_Section):
 
 
 class LiteLLMSettings(_Section):
-    tenant_from: list[Literal["team", "key", "key_alias", "user", "end_user", "org"]] = Field(
-        default=["team", "key"], description="first present wins (pydantic copies the default per instance)"
+    tenant_from: list[Literal["end_user", "metadata", "team", "key", "key_alias", "user", "org"]] = Field(
+        default=["end_user", "metadata"],
+        description="first present wins. end_user (the request's `user` field) and metadata (its metadata's "
+        "tenant_metadata_field) work without LiteLLM's database; team, key, key_alias, user and org are virtual-key "
+        "fields, which need it (DATABASE_URL): with the master key alone every call would be one tenant",
+    )
+    tenant_metadata_field: str = Field(
+        default="tenant_id", description="tenant_from 'metadata': this entry of the request metadata"
     )
     send_text: bool = Field(default=False, description="False: fingerprint at the edge, no text leaves LiteLLM")
     cache_domains: dict[str, str] = Field(default_factory=dict, description="model -> cache domain")
     default_cache_domain: str | None = Field(default=None, description="else the model name")
     guard: bool = True
+    unmapped_models: Literal["strictest", "fail_closed", "open"] = Field(
+        default="strictest",
+        description="a model in neither cache_domains nor default_cache_domain: checked against the smallest "
+        "current limit of any domain (strictest), refused with 503 (fail_closed), or passed, counted (open)",
+    )
     limits_url: Url | None = Field(default="http://127.0.0.1:6067/limits", description="GET; None: off")
     limits_from_kafka: bool = Field(default=False, description="also read the compacted limits topic")
     limits_refresh_s: float = Field(default=5.0, gt=0)
+    limits_timeout_s: float = Field(
+        default=2.0, gt=0, description="one GET /limits in total (a slow server delays the refresh, never requests)"
+    )
+    limits_first_wait_s: float = Field(
+        default=1.0, ge=0, description="the first request waits this long at most for the first limits"
+    )
     limits_max_age_s: float = Field(
         default=120.0, gt=0, description="older limits are not enforced (bounded staleness)"
+    )
+    limits_max_future_s: float = Field(
+        default=60.0, ge=0, description="a limit record this far ahead of the clock is rejected (it would stick)"
     )
     fail_closed: bool = Field(default=False, description="reject when no fresh limit is known for the domain")
     headroom_tokens: int = Field(default=0, ge=0, description="reject above capacity - headroom")

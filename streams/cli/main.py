@@ -66,6 +66,24 @@ def _writable(path: str, what: str) -> None:
         raise CliError(EXIT_OUTPUT, f"{what} {path}: not writable")
 
 
+def data_dir() -> Path:
+    """Where crosstalk keeps files a command writes by default: $CROSSTALK_DATA_DIR, else
+    $XDG_DATA_HOME/crosstalk, else ~/.local/share/crosstalk (never the working directory: a benchmark's
+    rejects file grew to 7 MB in a repository root)."""
+    explicit = os.environ.get("CROSSTALK_DATA_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "crosstalk"
+
+
+def default_rejects_path() -> str:
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return str(data_dir() / "rejects" / f"replay-{stamp}-{os.getpid()}.jsonl")
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(getattr(args, "config", None))
     return with_run_key(settings, args.command) if args.command in ("replay", "demo") else settings
@@ -86,6 +104,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         check_inputs(args.files)
     except InputError as exc:
         raise CliError(EXIT_INPUT, str(exc)) from None
+    if args.rejects is None:
+        args.rejects = default_rejects_path()
     _writable(args.rejects, "--rejects")
     alerts_out: Any = sys.stdout.buffer
     if args.alerts_out not in (None, "-"):
@@ -122,9 +142,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             alerts_out.close()
     if not args.quiet:
         print_summary(result)
-        if result.rejects or result.warnings:
-            what = " and ".join(w for w, n in (("rejected lines", result.rejects), ("warnings", result.warnings)) if n)
-            err.print(f"{what} written to {args.rejects} (run id {result.run_id})", style="yellow")
+    # Even with --quiet: where the bad lines (and the events kept with a part dropped) went is not a detail.
+    counts = (("rejected lines", sum(result.rejects.values())), ("warnings", sum(result.warnings.values())))
+    if any(n for _, n in counts):
+        what = " and ".join(f"{n:,} {w}" for w, n in counts if n)
+        err.print(f"{what} written to {args.rejects} (run id {result.run_id})", style="yellow", markup=False)
     for problem in result.input_errors:
         err.print(f"crosstalk: error: {problem}", style="red", markup=False)
     if result.interrupted:
@@ -166,7 +188,10 @@ _DELEGATED = {
     "worker": ("streams.kafka.worker", "run a Faust worker on Kafka (production mode)"),
     "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
     "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
-    "report": ("streams.report.command", "the incident report: one self-contained HTML page, per-tenant notices"),
+    "report": (
+        "streams.report.command",
+        "the incident report: one self-contained HTML page, per-tenant notices (pip install 'crosstalk[report]')",
+    ),
     "corpus": ("streams.cli.corpus", "add public text (licences, docs, RAG passages) that is common, never evidence"),
     "probe": ("streams.probe.cli", "probe an OpenAI-compatible endpoint with canaries and a prompt-size ladder"),
     "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
@@ -199,7 +224,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="run the detectors over JSONL event files in-process (no broker)")
     p.add_argument("files", nargs="+", help="JSON Lines files (.gz ok), or - for stdin")
     p.add_argument("--alerts-out", help="alerts as JSONL (default: stdout)")
-    p.add_argument("--rejects", default="crosstalk-rejects.jsonl", help="bad lines with reasons go here")
+    p.add_argument(
+        "--rejects",
+        help="bad lines with reasons go here (default: a new file under $CROSSTALK_DATA_DIR, else "
+        "$XDG_DATA_HOME/crosstalk, else ~/.local/share/crosstalk: rejects/replay-<time>-<pid>.jsonl)",
+    )
     p.add_argument(
         "--format", choices=["jsonl", "otlp-json"], default="jsonl", help="otlp-json: OTLP/JSON trace exports"
     )
@@ -231,8 +260,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         try:
             importlib.import_module(module).add_arguments(p)
         except ImportError as exc:  # an optional stage whose dependencies are missing
-            p.set_defaults(missing=str(exc))
+            _unavailable(name, p, exc)
     return parser
+
+
+# A missing module -> the extra that installs it (pyproject.toml [project.optional-dependencies]).
+_EXTRA_OF = {"jinja2": "report", "matplotlib": "report", "rocksdict": "rocksdb", "litellm": "litellm"}
+
+
+def _unavailable(name: str, p: argparse.ArgumentParser, exc: ImportError) -> None:
+    """The command stays in the parser, takes any arguments (main) and says which extra installs what it lacks:
+    argparse alone answered "unrecognized arguments" and --help showed no options (issue 26)."""
+    missing = (exc.name or str(exc)).split(".")[0]
+    extra = _EXTRA_OF.get(missing)
+    how = f"pip install 'crosstalk[{extra}]'" if extra else f"pip install {missing}"
+    msg = f"unavailable: it needs {missing}, which is not installed ({how})"
+    p.description = f"crosstalk {name}: {msg}"
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # the install line unbroken
+    p.set_defaults(missing=msg)
 
 
 def _check_settings(args: argparse.Namespace) -> None:
@@ -263,13 +308,16 @@ def _check_settings(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = _command_of(argv)
-    args = build_parser(only=command if command in _DELEGATED or command in _LOCAL else None).parse_args(argv)
+    parser = build_parser(only=command if command in _DELEGATED or command in _LOCAL else None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "missing", None):  # an unavailable command takes any arguments
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         _check_settings(args)
         if hasattr(args, "func"):
             return int(args.func(args))
         if getattr(args, "missing", None):
-            raise SystemExit(f"crosstalk {args.command}: unavailable ({args.missing})")
+            raise CliError(EXIT_USAGE, f"crosstalk {args.command}: {args.missing}")
         return int(importlib.import_module(args.module).run(args))
     except CliError as exc:
         print(f"crosstalk: error: {exc}", file=sys.stderr)

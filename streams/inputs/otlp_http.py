@@ -159,7 +159,11 @@ def bridge_kafka(
 
     from kafka import KafkaConsumer
 
+    from streams.kafka.topics import ensure_bridge_topics
+
     o = settings.otlp
+    created = ensure_bridge_topics(settings)  # TopicsUnavailable: one clear error, not a log line per poll
+    log.info("topics: %s", ", ".join(f"{name} {how}" for name, how in sorted(created.items())))
     consumer = KafkaConsumer(
         o.kafka_topic,
         bootstrap_servers=settings.kafka.bootstrap.split(","),
@@ -209,11 +213,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events-out", help="--to jsonl: events file (default: stdout)")
     parser.add_argument("--alerts-out", help="--to embedded: alerts as JSONL (default: stdout)")
     parser.add_argument("--rejects", default="crosstalk-otlp-rejects.jsonl", help="unmappable spans (not --to kafka)")
+    parser.add_argument(
+        "--selftest",
+        nargs="?",
+        const="",
+        dest="selftest_url",
+        metavar="URL",
+        help="send one GenAI span to a running receiver (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else "
+        "this receiver's address) and say what arrived (streams/inputs/otlp_selftest.py)",
+    )
+    parser.add_argument("--counters-url", help="--selftest through a Collector: crosstalk's /counters URL")
 
 
 def run(args: argparse.Namespace) -> int:
     from streams.cli.main import EXIT_CONFIG, CliError, LazyFile
 
+    if getattr(args, "selftest_url", None) is not None:
+        from streams.inputs.otlp_selftest import selftest_main
+
+        return selftest_main(args, load_settings(getattr(args, "config", None)))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load_settings(getattr(args, "config", None))
     # Fingerprints that leave this process must be made with the key the workers use.
@@ -227,7 +245,13 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, lambda *_: stop.set())  # finish the batch in hand, commit, close
         o = settings.otlp
         log.info("bridging %s (%s) -> %s", o.kafka_topic, o.kafka_encoding, settings.kafka.input_topic)
-        counts = bridge_kafka(settings, stop=stop)
+        from streams.kafka.topics import TopicsUnavailable
+
+        try:
+            counts = bridge_kafka(settings, stop=stop)
+        except TopicsUnavailable as exc:
+            log.error("crosstalk otlp --from-kafka: %s", exc)
+            return 1
         log.info("bridge stopped: %s", dict(counts))
         return 0
     bind = args.bind or settings.otlp.bind

@@ -8,15 +8,18 @@
     litellm.callbacks = [CrosstalkLogger()]
 
 Callback (async_log_success_event / async_log_failure_event): one `request` event (the gateway's own
-prompt-token count from litellm.token_counter, tenant from key/team/user per `litellm.tenant_from`) and
-one `response` event (status, the engine's usage, finish reason, TTFT when streaming), published with
+prompt-token count from litellm.token_counter, tenant per `litellm.tenant_from`: by default the request's
+`user` field or its metadata's `tenant_id`, which need no LiteLLM database) and one `response` event
+(status, the engine's usage, finish reason, TTFT when streaming), published with
 streams.producer.GatewayProducer: text is fingerprinted at the edge unless `litellm.send_text`.
 
 Guard (async_pre_call_hook on the proxy, async_pre_call_deployment_hook in the SDK and Router): rejects a
-prompt longer than the current prefill capacity of its cache domain with HTTP 400
-(ContextWindowExceededError: what clients already handle for too-long prompts). Capacities come from
-`crosstalk scrape` (GET /limits and/or the compacted limits topic); a limit older than
-`litellm.limits_max_age_s` is not enforced (or, with `fail_closed`, the request is refused with 503).
+prompt (chat `messages`, completions `prompt`, Responses API `input`) longer than the current prefill
+capacity of its cache domain with HTTP 400 (ContextWindowExceededError: what clients already handle for
+too-long prompts), and publishes the refused call as a request and a 400 response. Capacities come from
+`crosstalk scrape` (GET /limits and/or the compacted limits topic; streams/integrations/litellm_limits.py);
+a limit older than `litellm.limits_max_age_s` is not enforced, logged and counted (or, with `fail_closed`,
+the request is refused with 503). A model mapped to no domain is checked per `litellm.unmapped_models`.
 """
 
 from __future__ import annotations
@@ -27,43 +30,31 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
-import httpx
 import litellm
-import orjson
 from litellm.integrations.custom_logger import CustomLogger
 
-from streams.redact import protect_client_logs, redact_text, redact_url
-from streams.settings import LiteLLMSettings, Settings, load_settings
+from streams.integrations.litellm_limits import DECISIONS, LimitsClient
+from streams.integrations.litellm_prompt import is_generation, prompt_text, prompt_tokens, request_text
+from streams.redact import protect_client_logs
+from streams.settings import Settings, load_settings
+
+__all__ = ["CrosstalkLogger", "LimitsClient", "prompt_text"]
 
 log = logging.getLogger("crosstalk.litellm")
 protect_client_logs()
 
 # tenant_from value -> (field of the proxy's UserAPIKeyAuth, key of LiteLLM's request/standard-logging metadata)
-_TENANT_FIELDS = {
+_TENANT_FIELDS = {  # the virtual-key fields: they need LiteLLM's database (keys made by /key/generate)
     "team": ("team_id", "user_api_key_team_id"),
     "key": ("api_key", "user_api_key_hash"),  # the proxy keeps the key hashed: the tenant id is the hash
     "key_alias": ("key_alias", "user_api_key_alias"),
     "user": ("user_id", "user_api_key_user_id"),
-    "end_user": ("end_user_id", "user_api_key_end_user_id"),
     "org": ("org_id", "user_api_key_org_id"),
 }
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
-def prompt_text(messages: Any) -> str | None:
-    parts = [_text(m.get("content")) for m in messages or () if isinstance(m, dict)]
-    parts = [p for p in parts if p]
-    return "\n".join(parts) if parts else None
 
 
 def _ts(value: Any, default: float) -> float:
@@ -72,87 +63,6 @@ def _ts(value: Any, default: float) -> float:
     if isinstance(value, int | float):
         return float(value)
     return default
-
-
-class LimitsClient:
-    """Current prefill capacities by cache domain, from GET /limits and/or the limits topic, with their age."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.s: LiteLLMSettings = settings.litellm
-        self.settings = settings
-        self._limits: dict[str, dict[str, Any]] = {}
-        self._fetched = float("-inf")
-        self._lock = asyncio.Lock()
-        self.counters: Counter[str] = Counter()
-        self._consumer_thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        if self.s.limits_from_kafka:
-            self._start_consumer()
-
-    def _start_consumer(self) -> None:
-        from kafka import KafkaConsumer
-
-        consumer = KafkaConsumer(
-            self.settings.scrape.limits_topic,
-            bootstrap_servers=self.settings.kafka.bootstrap.split(","),
-            group_id=None,  # every gateway reads the whole compacted topic
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-
-        def loop() -> None:
-            try:
-                while not self._stop.is_set():
-                    for records in consumer.poll(timeout_ms=500).values():
-                        for r in records:
-                            try:
-                                rec = orjson.loads(r.value)
-                                self._limits[r.key.decode()] = rec
-                                self.counters["limits.kafka"] += 1
-                            except (orjson.JSONDecodeError, AttributeError):
-                                self.counters["limits.bad_record"] += 1
-            finally:
-                consumer.close()
-
-        self._consumer_thread = threading.Thread(target=loop, name="crosstalk-limits", daemon=True)
-        self._consumer_thread.start()
-
-    async def refresh(self, now: float) -> None:
-        if self.s.limits_url is None or now - self._fetched < self.s.limits_refresh_s:
-            return
-        async with self._lock:
-            if now - self._fetched < self.s.limits_refresh_s:
-                return
-            self._fetched = now
-            try:
-                async with httpx.AsyncClient(timeout=2.0) as client:
-                    r = await client.get(self.s.limits_url)
-                    r.raise_for_status()
-                    domains = r.json().get("domains", {})
-                for domain, rec in domains.items():
-                    cur = self._limits.get(domain)
-                    if cur is None or rec.get("ts", 0) >= cur.get("ts", 0):
-                        self._limits[domain] = rec
-                self.counters["limits.http"] += 1
-            except (httpx.HTTPError, ValueError, AttributeError) as exc:
-                self.counters["limits.http_error"] += 1
-                log.warning("crosstalk limits from %s unavailable: %s", redact_url(self.s.limits_url), redact_text(exc))
-
-    async def get(self, domain: str, now: float) -> dict[str, Any] | None:
-        """The domain's limit if fresher than limits_max_age_s, else None."""
-        await self.refresh(now)
-        rec = self._limits.get(domain)
-        if rec is None:
-            return None
-        if now - float(rec.get("ts", 0)) > self.s.limits_max_age_s:
-            self.counters["limits.stale"] += 1
-            return None
-        return rec
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._consumer_thread is not None:
-            self._consumer_thread.join(5)
 
 
 class CrosstalkLogger(CustomLogger):
@@ -204,67 +114,150 @@ class CrosstalkLogger(CustomLogger):
         self._thread = threading.Thread(target=loop, name="crosstalk-publisher", daemon=True)
         self._thread.start()
 
-    def cache_domain(self, model: str | None) -> str:
-        """cache_domains[model], also without a provider prefix ("openai/glm-5.3" -> "glm-5.3")."""
+    def _mapped_domain(self, model: str | None) -> str | None:
+        """cache_domains[model], also without a provider prefix ("openai/glm-5.3" -> "glm-5.3"), else
+        default_cache_domain, else None."""
         for name in (model, model.split("/", 1)[-1] if model else None):
             if name and name in self.s.cache_domains:
                 return self.s.cache_domains[name]
-        return self.s.default_cache_domain or model or "unknown"
+        return self.s.default_cache_domain
 
-    def tenant_of(self, auth: Any = None, metadata: dict[str, Any] | None = None) -> str | None:
+    def cache_domain(self, model: str | None) -> str:
+        return self._mapped_domain(model) or model or "unknown"
+
+    def tenant_of(self, auth: Any = None, metadata: dict[str, Any] | None = None, end_user: Any = None) -> str | None:
+        """The first of `tenant_from` that is present. end_user: the request's `user` field (the proxy's
+        end_user_id); metadata: the request metadata's `tenant_metadata_field`; both need no database."""
+        metadata = metadata or {}
         for source in self.s.tenant_from:
-            field, meta_key = _TENANT_FIELDS[source]
-            value = getattr(auth, field, None) if auth is not None else None
-            if not value and metadata:
-                value = metadata.get(meta_key)
-            if value:
+            if source == "end_user":
+                value = getattr(auth, "end_user_id", None) or metadata.get("user_api_key_end_user_id") or end_user
+            elif source == "metadata":
+                value = metadata.get(self.s.tenant_metadata_field)
+            else:
+                field, meta_key = _TENANT_FIELDS[source]
+                value = (getattr(auth, field, None) if auth is not None else None) or metadata.get(meta_key)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
                 return str(value)
         return None
 
     # --- guard ---
 
-    async def check(self, model: str | None, messages: Any, domain: str | None = None) -> None:
+    def _decided(self, decision: str) -> None:
+        self.counters[f"guard.{decision}"] += 1
+        DECISIONS.labels(decision).inc()
+
+    def _refuse_unavailable(self, model: str | None, why: str) -> None:
+        msg = f"crosstalk guard: {why}"
+        raise litellm.ServiceUnavailableError(message=msg, model=model or "", llm_provider="crosstalk")
+
+    def _limit_for(self, model: str | None, domain: str | None, now: float) -> tuple[str, dict[str, Any] | None]:
+        assert self.limits is not None
+        mapped = domain or self._mapped_domain(model)
+        if mapped is not None:
+            return mapped, self.limits.get(mapped, now)
+        # A model alias in no mapping (issue 25: it passed unchecked).
+        self._decided("unmapped")
+        if self.s.unmapped_models == "fail_closed":
+            self._refuse_unavailable(model, f"model {model!r} maps to no cache domain (litellm.cache_domains)")
+        if self.s.unmapped_models == "strictest":
+            found = self.limits.strictest(now)
+            if found is not None:
+                return found
+        return str(model or "unknown"), None
+
+    async def check(
+        self, model: str | None, messages: Any = None, domain: str | None = None, data: dict[str, Any] | None = None
+    ) -> None:
         """Raise ContextWindowExceededError (HTTP 400) if the prompt exceeds its domain's prefill capacity."""
         if self.limits is None:
             return
-        domain = domain or self.cache_domain(model)
+        data = data if data is not None else {"messages": messages}
+        tokens = prompt_tokens(model, data)
+        if tokens is None:
+            return
+        if not self.limits._first.is_set():
+            # Only until the first read is over, and never longer than this: then the last known limits serve.
+            await asyncio.to_thread(self.limits.wait_first, self.s.limits_first_wait_s)
         now = time.time()
-        limit = await self.limits.get(domain, now)
+        domain, limit = self._limit_for(model, domain, now)
         if limit is None:
-            self.counters["guard.no_limit"] += 1
+            self._decided("no_limit")
             if self.s.fail_closed:
-                raise litellm.ServiceUnavailableError(
-                    message=f"crosstalk guard: no current prefill capacity known for cache domain {domain}",
-                    model=model or "",
-                    llm_provider="crosstalk",
-                )
+                self._refuse_unavailable(model, f"no current prefill capacity known for cache domain {domain}")
             return
         capacity = int(limit["prefill_capacity_tokens"]) - self.s.headroom_tokens
-        tokens = litellm.token_counter(model=model or "", messages=messages)
         if tokens > capacity:
-            self.counters["guard.rejected"] += 1
+            self._decided("rejected")
             window = limit.get("context_window")
             raise litellm.ContextWindowExceededError(
                 message=(
                     f"crosstalk guard: prompt of {tokens} tokens exceeds the current prefill capacity of "
                     f"{capacity} tokens of cache domain {domain}"
-                    + (f" (advertised context window {window})" if window else "")
+                    + (f" (advertised context window {window})" if isinstance(window, int) else "")
                     + "; shorten the prompt"
                 ),
                 model=model or "",
                 llm_provider="crosstalk",
             )
-        self.counters["guard.passed"] += 1
+        self._decided("passed")
+
+    async def _guard(self, data: dict[str, Any], call_type: Any, auth: Any = None) -> None:
+        if not self.s.guard or self.limits is None or not is_generation(call_type):
+            return
+        try:
+            await self.check(data.get("model"), data=data)
+        except (litellm.ContextWindowExceededError, litellm.ServiceUnavailableError) as exc:
+            self._publish_refusal(data, auth, exc)
+            raise
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> Any:
-        if data.get("messages"):
-            await self.check(data.get("model"), data["messages"])
+        await self._guard(data, call_type, user_api_key_dict)
         return data
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict | None:
-        if self.s.guard and kwargs.get("messages"):
-            await self.check(kwargs.get("model"), kwargs["messages"])
+        await self._guard(kwargs, call_type)
         return None
+
+    def _publish_refusal(self, data: dict[str, Any], auth: Any, exc: Exception) -> None:
+        """A refused call is a request and its 4xx/5xx response, like any other: the operator sees what was refused."""
+        meta = dict(data.get("metadata") or {})
+        meta.update(data.get("litellm_metadata") or {})
+        tenant = self.tenant_of(auth, meta, data.get("user"))
+        if tenant is None:
+            self.counters["events.no_tenant"] += 1
+            return
+        model = str(data.get("model") or "unknown")
+        rid = str(data.get("litellm_call_id") or uuid.uuid4())
+        now = time.time()
+        domain = self._mapped_domain(model) or model
+        req: dict[str, Any] = {
+            "type": "request",
+            "event_id": f"litellm:{rid}:req",
+            "ts": now,
+            "request_id": rid,
+            "tenant_id": tenant,
+            "model": model,
+            "prompt_tokens": prompt_tokens(model, data) or 0,
+            "cache_domain": domain,
+        }
+        text = request_text(data)
+        if text is not None:
+            req["prompt_text"] = text
+        status = getattr(exc, "status_code", None)
+        resp = {
+            "type": "response",
+            "event_id": f"litellm:{rid}:resp",
+            "ts": now,
+            "request_id": rid,
+            "tenant_id": tenant,
+            "model": model,
+            "cache_domain": domain,
+            "status_code": status if isinstance(status, int) else 400,
+            "duration_ms": 0.0,
+        }
+        self.counters["events.refused"] += 1
+        self._publish([req, resp])
 
     # --- events ---
 
@@ -276,12 +269,19 @@ class CrosstalkLogger(CustomLogger):
             return []
         meta = dict(slo.get("metadata") or {})
         meta.update((kwargs.get("litellm_params") or {}).get("metadata") or {})
-        tenant = self.tenant_of(None, meta)
+        end_user = slo.get("end_user") or kwargs.get("user") or (kwargs.get("optional_params") or {}).get("user")
+        tenant = self.tenant_of(None, meta, end_user)
         if tenant is None:
             self.counters["events.no_tenant"] += 1
-            log.warning(
-                "crosstalk: no tenant (%s) on call %s: not published", self.s.tenant_from, kwargs.get("litellm_call_id")
-            )
+            if self.counters["events.no_tenant"] % 1000 == 1:  # the first, then every 1000th: heard, not a flood
+                log.warning(
+                    "crosstalk: no tenant (tenant_from %s) on call %s: not published (%d calls so far); send "
+                    "`user` or metadata.%s, or use virtual keys (LiteLLM's database) with team/key",
+                    self.s.tenant_from,
+                    kwargs.get("litellm_call_id"),
+                    self.counters["events.no_tenant"],
+                    self.s.tenant_metadata_field,
+                )
             return []
         model = slo.get("model_group") or kwargs.get("model") or slo.get("model") or "unknown"
         messages = kwargs.get("messages") or slo.get("messages")
@@ -296,7 +296,7 @@ class CrosstalkLogger(CustomLogger):
             "request_id": rid,
             "tenant_id": tenant,
             "model": model,
-            "prompt_tokens": litellm.token_counter(model=model, messages=messages or []),
+            "prompt_tokens": prompt_tokens(model, {"messages": messages, "prompt": kwargs.get("prompt")}) or 0,
             "cache_domain": domain,
         }
         session = slo.get("session_id") or meta.get("session_id")
@@ -305,7 +305,7 @@ class CrosstalkLogger(CustomLogger):
         max_tokens = (kwargs.get("optional_params") or {}).get("max_tokens")
         if isinstance(max_tokens, int):
             req["max_output_tokens"] = max_tokens
-        text = prompt_text(messages)
+        text = request_text({"messages": messages, "prompt": kwargs.get("prompt")})
         if text is not None:
             req["prompt_text"] = text
         resp: dict[str, Any] = {

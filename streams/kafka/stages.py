@@ -176,7 +176,7 @@ class JoinStage:
                     st.idle.add(i)
                 else:
                     st.idle.discard(i)
-        wm = self.watermark(st, partition, now) - self.kafka.watermark_lateness_s
+        wm = self.watermark(st, partition, now)
         if wm > st.wm:
             # Pending halves expire on the watermark, not on the newest event seen here: one input
             # partition read ahead of another (a backlog, a tick far ahead) must not orphan requests
@@ -184,8 +184,12 @@ class JoinStage:
             self._route(st, st.joiner.advance(wm), out)
             st.wm = wm
         # A message that goes anyway carries the watermark as it is now (free, and what releases its
-        # items at once); a message only for the watermark goes to every partition once it moved a step.
-        wm_due = wm > NEG_INF and (wm >= st.sent_wm + self.kafka.watermark_step_s or st.sent_wm == NEG_INF)
+        # items at once); a message only for the watermark goes to every partition once it moved a step,
+        # or once it reached the newest mark (input quiet: the last items wait for nothing else).
+        newest = max(st.marks.values(), default=NEG_INF)
+        wm_due = wm > NEG_INF and (
+            wm >= st.sent_wm + self.kafka.watermark_step_s or st.sent_wm == NEG_INF or st.sent_wm < wm == newest
+        )
         if wm_due:
             st.sent_wm = wm
         mark = (partition, st.wm) if st.wm != NEG_INF else None
@@ -196,9 +200,12 @@ class JoinStage:
         return res
 
     def watermark(self, st: JoinState, partition: int, now: float) -> float:
-        """The slowest input partition's event time, skipping partitions silent for watermark_idle_s.
+        """The slowest input partition's event time less watermark_lateness_s, skipping partitions silent
+        for watermark_idle_s.
 
-        When every input partition is silent, everything written has been read: the newest mark holds."""
+        When every input partition is silent, everything written has been read: the newest mark holds, with
+        no lateness taken off. Lateness is room for input still on its way; with none on its way, it would
+        keep the last exchange (whose event time is the newest mark) pending until some later event came."""
         idle = self.kafka.watermark_idle_s
         if now - self.started <= idle and any(i not in st.marks for i in range(self.kafka.input_partitions)):
             # An input partition not heard of yet may be read by another worker that has not sent its
@@ -209,7 +216,7 @@ class JoinStage:
         heard = self.mark_heard
         live = [ts for i, ts in st.marks.items() if i not in st.idle and now - heard.get((partition, i), now) <= idle]
         if live:
-            return min(live)
+            return min(live) - self.kafka.watermark_lateness_s
         return max(st.marks.values(), default=NEG_INF)
 
     def _item(self, st: JoinState, it: Item, out: _ToDomain, res: JoinResult) -> None:

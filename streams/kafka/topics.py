@@ -15,7 +15,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-from streams.settings import KafkaSettings
+from streams.settings import KafkaSettings, Settings
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,14 @@ def admin_client(bootstrap: str, timeout_s: float = 10.0) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=int(timeout_s * 1000))
 
 
-def ensure_topics(k: KafkaSettings, timeout_s: float = 30.0) -> dict[str, str]:
-    """Create missing topics; check the partition counts of existing ones. Returns name -> created|exists."""
-    specs = topic_specs(k)
+def ensure_topics(
+    k: KafkaSettings, timeout_s: float = 30.0, extra: dict[str, tuple[int, dict[str, str]]] | None = None
+) -> dict[str, str]:
+    """Create missing topics; check the partition counts of existing ones. Returns name -> created|exists.
+
+    `extra`: more topics (name -> (partitions, configs)) that are created when missing but whose partition
+    count is not checked (another party, e.g. the OpenTelemetry Collector, may have created them)."""
+    specs = {**(extra or {}), **topic_specs(k)}
     admin = admin_client(k.bootstrap)
     try:
         existing = set(admin.list_topics())
@@ -99,7 +104,7 @@ def ensure_topics(k: KafkaSettings, timeout_s: float = 30.0) -> dict[str, str]:
                 result[t.name] = "created"
         _wait_for_metadata(admin, list(specs), timeout_s)
         actual = describe(admin, list(specs))
-        for name, (parts, _) in specs.items():
+        for name, (parts, _) in topic_specs(k).items():
             got = actual.get(name)
             if got is not None and got != parts:
                 raise RuntimeError(
@@ -142,3 +147,24 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
             admin.delete_topics(todo)
     finally:
         admin.close()
+
+
+class TopicsUnavailable(RuntimeError):
+    """Topics a command needs are missing and could not be created: one clear message, said once."""
+
+
+def ensure_bridge_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, str]:
+    """The topics of `crosstalk otlp --from-kafka`: the Collector's (otlp.kafka_topic), which brokers with
+    auto-creation off (compose, scripts/kafka.sh, most production clusters) never create, and the
+    workers' (input, dead letters). Without this the consumer logged "Topic not found" many times a second."""
+    o = settings.otlp
+    big = {"max.message.bytes": str(settings.kafka.max_message_bytes)}
+    try:
+        return ensure_topics(settings.kafka, timeout_s, extra={o.kafka_topic: (o.kafka_partitions, big)})
+    except (KafkaError, TimeoutError, OSError) as exc:
+        raise TopicsUnavailable(
+            f"topic {o.kafka_topic} (and crosstalk's {settings.kafka.input_topic}, {settings.kafka.deadletter_topic}) "
+            f"could not be checked or created on {settings.kafka.bootstrap}: {type(exc).__name__}: {exc}. Create "
+            f"them (kafka-topics.sh --create --topic {o.kafka_topic} --partitions {o.kafka_partitions}), or let "
+            "this process create topics"
+        ) from exc

@@ -179,6 +179,7 @@ class Prober:
 
     async def _cycle(self, clients: dict[str, openai.AsyncOpenAI], report: CycleReport, budget: Budget) -> None:
         report.model, report.window = await self._discover(clients[self.identities[0].tenant])
+        self._emit_pool(report)
         self._plant()
         report.rungs = ladder(report.window, self.s.ladder, self.pool)
         for rung in report.rungs:
@@ -386,6 +387,27 @@ class Prober:
         }
         if self.send_fingerprints:
             event["prompt_fingerprint"] = self.fingerprinter.fingerprint(text).model_dump(mode="json")
+        if report.window is not None:
+            event["context_window"] = report.window
+        self.sink.send(event)
+
+    def _emit_pool(self, report: CycleReport) -> None:
+        """What the probe knows of the pool (--metrics-url, --pool-tokens) as the domain's cache_stats, so that
+        the monitor fed these events can judge overlong acceptance too (issue 26: probe -> replay gave no
+        overlong_accepted). A size, not a reading of use: used_tokens is 0."""
+        if not self.pool:
+            return
+        event: dict[str, Any] = {
+            "type": "cache_stats",
+            "event_id": f"probe-{self.run_id}-pool",
+            "ts": time.time(),
+            "cache_domain": self.cache_domain,
+            "role": "prefill",
+            "capacity_tokens": self.pool,
+            "used_tokens": 0,
+        }
+        if report.model:
+            event["model"] = report.model
         if report.window is not None:
             event["context_window"] = report.window
         self.sink.send(event)

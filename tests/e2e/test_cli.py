@@ -128,3 +128,34 @@ def test_every_command_prints_its_help(command: str, capsys: pytest.CaptureFixtu
         main([command, "--help"])
     assert done.value.code == 0
     assert f"usage: crosstalk {command}" in capsys.readouterr().out
+
+
+def test_replay_rejects_go_under_the_data_dir_and_the_summary_says_where(tmp_path: Path) -> None:
+    """Issue 26: rejects went to ./crosstalk-rejects.jsonl (7 MB in a repository root once), unannounced."""
+    import os
+    import subprocess
+    import sys
+
+    events = tmp_path / "in.jsonl"
+    events.write_text('{"type": "request", "nonsense": true}\nnot json\n')
+    work = tmp_path / "cwd"
+    work.mkdir()
+    data = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSTALK_")} | {"CROSSTALK_DATA_DIR": str(data)}
+    root = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "replay", str(events), "--quiet", "--alerts-out", str(tmp_path / "a")],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert list(work.iterdir()) == []  # nothing in the working directory
+    [written] = list((data / "rejects").iterdir())
+    assert len(written.read_text().splitlines()) == 2
+    assert f"2 rejected lines written to {written}" in " ".join(proc.stderr.split())
+    ignored = subprocess.run(["git", "check-ignore", "-q", "crosstalk-rejects.jsonl"], cwd=root)
+    assert ignored.returncode == 0

@@ -100,7 +100,7 @@ def test_jaeger_is_v2_and_takes_otlp() -> None:
     jaeger = c["services"]["jaeger"]
     assert jaeger["image"].startswith("jaegertracing/jaeger:2.")
     assert any("otlp" in arg for arg in jaeger.get("command", []))
-    collector = yaml.safe_load((ROOT / "deploy" / "otel-collector.yaml").read_text())
+    collector = yaml.safe_load((ROOT / "deploy" / "otel-collector-telemetry.yaml").read_text())
     assert collector["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
     # Jaeger takes no metrics: the metrics pipeline must not point at it.
     assert all("jaeger" not in e for e in collector["service"]["pipelines"]["metrics"]["exporters"])
@@ -143,3 +143,27 @@ def test_no_public_fingerprint_key_and_keygen_writes_one_once(tmp_path: Path, mo
     assert key.get_secret_value() not in out.stdout  # never printed
     again = subprocess.run([sys.executable, str(script), str(target)], env=env, capture_output=True, text=True)
     assert again.returncode == 0 and load_settings(target).detection.fingerprint_key == key  # kept
+
+
+def test_host_ports_do_not_collide_with_crosstalk_defaults() -> None:
+    """Issue 26: worker-2's host port was 6067, the default port of `crosstalk scrape` on the same host."""
+    from streams.settings import OtlpSettings, ScrapeSettings
+
+    host_ports = [p.split(":")[0] for svc in _compose()["services"].values() for p in svc.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), host_ports
+    theirs = {str(ScrapeSettings().limits_port), str(OtlpSettings().port)}
+    assert not theirs & set(host_ports), theirs & set(host_ports)
+
+
+def test_the_events_directory_of_the_produce_recipe_exists_on_a_fresh_clone() -> None:
+    """`cp events.jsonl events/` failed on a fresh clone: git keeps no empty directory."""
+    import subprocess
+
+    produce = _compose()["services"]["produce"]
+    [events] = [m for m in produce["volumes"] if m.startswith("./events:")]
+    tracked = subprocess.run(
+        ["git", "ls-files", "events"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert tracked == ["events/.gitkeep"], tracked
+    ignored = subprocess.run(["git", "check-ignore", "-q", "events/events.jsonl"], cwd=ROOT)
+    assert ignored.returncode == 0 and events.split(":")[0] == "./events"

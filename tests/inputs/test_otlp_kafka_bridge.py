@@ -214,3 +214,67 @@ def test_bridge_dead_letters_hostile_spans_commits_and_goes_on(kafka_names: Any)
     assert len({orjson.loads(r.value)["request_id"] for r in recs}) == 2 * len(cases)
     # committed: a restart of the same group has nothing left to read
     assert bridge_kafka(s, idle_exit_s=3.0)["messages"] == 0
+
+
+def test_bridge_creates_the_topics_it_uses(kafka_names: Any, tmp_path: Any) -> None:
+    """Issue 26: with auto-creation off (compose, kafka.sh) nothing created otlp_spans, and the bridge logged
+    "Topic otlp_spans not found" about 30 times a second. It creates its topics, as the worker does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from streams.kafka.topics import delete_topics
+
+    app = kafka_names.app_id
+    topic = f"{app}.otlp_fresh"
+    env = {
+        **os.environ,
+        **kafka_names.env(),
+        "CROSSTALK_OTLP__KAFKA_TOPIC": topic,
+        "CROSSTALK_OTLP__KAFKA_PARTITIONS": "2",
+        "CROSSTALK_OTLP__KAFKA_GROUP_ID": f"{app}-fresh",
+    }
+    cmd = [sys.executable, "-m", "streams.cli", "otlp", "--from-kafka", "--to", "kafka"]
+    log_path = tmp_path / "bridge.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(cmd, env=env, stderr=log)
+    admin = admin_client(kafka_names.bootstrap)
+    try:
+        wait_for(lambda: topic in admin.list_topics() or proc.poll() is not None, 60, what=f"{topic} to exist")
+        assert proc.poll() is None, log_path.read_text()
+        assert len(admin.describe_topics([topic])[0]["partitions"]) == 2
+        prod = KafkaProducer(bootstrap_servers=kafka_names.bootstrap)
+        prod.send(topic, proto_request({**BASE, "crosstalk.tenant_id": "acme"}))
+        prod.flush()
+        prod.close()
+        recs = consume_records(kafka_names.bootstrap, kafka_names.input_topic, 2, timeout_s=90)
+        assert sorted(orjson.loads(r.value)["type"] for r in recs) == ["request", "response"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        log.close()
+        admin.close()
+        delete_topics(kafka_names.bootstrap, [topic])
+    text = log_path.read_text()
+    assert code == 0, text
+    assert "not found" not in text.lower() and f"{topic} created" in text
+
+
+def test_bridge_without_a_broker_fails_once_with_a_clear_message(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from streams.testing.workerproc import free_port
+
+    env = {
+        **os.environ,
+        "CROSSTALK_KAFKA__BOOTSTRAP": f"127.0.0.1:{free_port()}",  # nothing listens there
+        "CROSSTALK_DETECTION__FINGERPRINT_KEY": "bridge-test-key",
+    }
+    cmd = [sys.executable, "-m", "streams.cli", "otlp", "--from-kafka", "--to", "kafka"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    errors = [line for line in out.stderr.splitlines() if "crosstalk.otlp ERROR" in line]
+    assert len(errors) == 1 and "otlp_spans" in errors[0] and "kafka-topics.sh --create" in errors[0], out.stderr

@@ -118,20 +118,14 @@ def test_openai_sdk_spans_through_the_receiver_raise_a_cross_tenant_alert(
 ) -> None:
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
-    from opentelemetry import baggage, context
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    class TenantFromBaggage(SpanProcessor):
-        """The gateway's part: who is calling travels in baggage and lands on the span as user.id."""
-
-        def on_start(self, span: Any, parent_context: Any = None) -> None:
-            tenant = baggage.get_baggage("tenant", parent_context)
-            if tenant:
-                span.set_attribute("user.id", str(tenant))
+    # The gateway's part, as docs/connect.md shows it: the public helper puts the tenant on GenAI spans.
+    from streams.integrations.otel import TenantSpanProcessor, tenant
 
     alerts = io.BytesIO()
     output = EmbeddedOutput(SETTINGS, alerts, io.BytesIO())
@@ -141,20 +135,15 @@ def test_openai_sdk_spans_through_the_receiver_raise_a_cross_tenant_alert(
     # cache domain as a resource attribute (OTEL_RESOURCE_ATTRIBUTES or the Collector's resource processor).
     resource = Resource.create({"service.name": "gateway", "crosstalk.cache_domain": "glm53-pd-1"})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(TenantFromBaggage())
+    provider.add_span_processor(TenantSpanProcessor())
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{chat_server.port}/v1", api_key="test", max_retries=0)
 
-    def chat(tenant: str, text: str) -> str:
-        token = context.attach(baggage.set_baggage("tenant", tenant))
-        try:
-            r = client.chat.completions.create(
-                model="glm-5.3", messages=[{"role": "user", "content": text}], user=tenant
-            )
-        finally:
-            context.detach(token)
+    def chat(who: str, text: str) -> str:
+        with tenant(who):
+            r = client.chat.completions.create(model="glm-5.3", messages=[{"role": "user", "content": text}], user=who)
         return r.choices[0].message.content or ""
 
     try:

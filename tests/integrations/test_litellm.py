@@ -79,7 +79,7 @@ def completion(logger: CrosstalkLogger, text: str, team: str = "team-acme") -> A
                 model="openai/glm-5.3",
                 messages=[{"role": "user", "content": text}],
                 mock_response="Noted, thanks.",
-                metadata={"user_api_key_team_id": team},
+                user=team,  # the end user: the default tenant source, which needs no LiteLLM database
             )
         finally:
             for _ in range(100):
@@ -91,6 +91,9 @@ def completion(logger: CrosstalkLogger, text: str, team: str = "team-acme") -> A
     try:
         return asyncio.run(call())
     finally:
+        # LiteLLM copies callbacks into lists of its own on a call: a closed logger of an earlier test would
+        # otherwise still get this test's calls.
+        litellm.logging_callback_manager._reset_all_callbacks()
         litellm.callbacks = []
 
 
@@ -136,9 +139,19 @@ def test_guard_rejects_over_capacity_and_passes_within_via_http_limits(kafka_nam
         ok = completion(logger, "a short question that fits")
         assert ok.choices[0].message.content == "Noted, thanks."
         assert (logger.counters["guard.rejected"], logger.counters["guard.passed"]) == (1, 1)
+        logger.flush()
     finally:
         logger.close()
         server.close()
+    # The refusal is published like any call (issue 26: the docs said so, and nothing was): a request with the
+    # gateway's count and its 400, so the operator sees who was refused; the passed call's pair follows it.
+    recs = consume_records(kafka_names.bootstrap, kafka_names.input_topic, 4)
+    events = [orjson.loads(r.value) for r in recs]
+    refused = {e["request_id"] for e in events if e["type"] == "response" and e["status_code"] == 400}
+    assert len(refused) == 1
+    pair = {e["type"]: e for e in events if e["request_id"] in refused}
+    assert pair["request"]["tenant_id"] == "team-acme" and pair["request"]["prompt_tokens"] > CAPACITY
+    assert pair["request"]["cache_domain"] == "glm53-pd-1" and "prompt_fingerprint" in pair["request"]
 
 
 @pytest.mark.kafka

@@ -34,7 +34,9 @@ def _prompt(i: int) -> str:
 
 @pytest.mark.kafka
 def test_a_gateway_with_another_tokenizer_raises_no_accounting_alert(kafka_names: Any) -> None:
-    settings = kafka_names.settings(litellm={"guard": False, "cache_domains": {"glm-sim": "sim-t"}})
+    # Tenants from the team (as a deployment with LiteLLM's database has them): the metadata below names it.
+    litellm_settings = {"guard": False, "cache_domains": {"glm-sim": "sim-t"}, "tenant_from": ["team"]}
+    settings = kafka_names.settings(litellm=litellm_settings)
     ensure_topics(settings.kafka)
     logger = CrosstalkLogger(settings)
 

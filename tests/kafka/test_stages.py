@@ -238,3 +238,24 @@ def test_replayed_items_are_skipped_by_position() -> None:
     pipe.drain()
     assert pipe.counters["join.replayed_skipped"] == 1
     assert not pipe.out.dead  # skipped, not a duplicate: the position says it was applied
+
+
+def test_quiet_input_releases_the_last_exchange_without_a_later_event() -> None:
+    """Issue 25: with only a little traffic, the last exchange before a pause stayed pending until some
+    later event arrived: the join watermark trailed the newest mark by watermark_lateness_s even once
+    every input partition had gone quiet, and the last exchange's event time is that newest mark."""
+    s = _settings(watermark_idle_s=30.0)
+    pipe = StagePipeline(s, now=100.0)  # past the start-up wait for unheard partitions
+    t0 = time.time() - 60.0
+    req = {"type": "request", "event_id": "q1", "ts": t0, "request_id": "r1", "tenant_id": "acme",
+           "model": "m", "prompt_tokens": 50_000, "cache_domain": "d"}  # fmt: skip
+    resp = {"type": "response", "event_id": "p1", "ts": t0 + 2.0, "request_id": "r1", "tenant_id": "acme",
+            "model": "m", "cache_domain": "d", "status_code": 200,
+            "usage": {"input_tokens": 10, "output_tokens": 5}}  # fmt: skip
+    pipe.feed([(0, orjson.dumps(req)), (0, orjson.dumps(resp))])
+    pipe.heartbeat()
+    assert pipe.out.alerts == []  # input partition 0 is live: its newest item may still have company
+    pipe.now += s.kafka.watermark_idle_s + 1.0  # everything written has been read, and nothing came since
+    pipe.heartbeat()
+    assert [a.kind for a in pipe.out.alerts] == ["token_accounting_mismatch"]
+    assert all(len(st.pending) == 0 for st in pipe.domain_states.values())

@@ -239,3 +239,19 @@ def test_endpoints_that_cannot_be_probed_exit_2(
         code = main(["probe", "--base-url", th.base_url, *FAST])
     assert code == 2
     assert expect in capsys.readouterr().err
+
+
+def test_probe_events_replayed_give_overlong_accepted(engine_factory: Any, tmp_path: Path) -> None:
+    """Issue 26: the probe's events carried the window but not the pool it read from --metrics-url, so
+    `crosstalk replay` of them could not tell that an over-long prompt was accepted."""
+    th = engine_factory("pd-abort-bug")
+    metrics = th.base_url.removesuffix("/v1") + "/metrics"
+    code, _, events = _probe(th, tmp_path, "--metrics-url", metrics)
+    assert code == 1
+    [pool] = [e for e in events if e["type"] == "cache_stats"]
+    assert (pool["capacity_tokens"], pool["role"]) == (4096, "prefill")
+    alerts = tmp_path / "alerts.jsonl"
+    args = ["replay", str(tmp_path / "events.jsonl"), "--alerts-out", str(alerts), "--quiet"]
+    assert main([*args, "--rejects", str(tmp_path / "rejects.jsonl")]) == 0
+    kinds = {orjson.loads(line)["kind"] for line in alerts.read_bytes().splitlines()}
+    assert "overlong_accepted" in kinds, kinds

@@ -1,0 +1,87 @@
+"""What a LiteLLM call sends as its prompt, in every request shape the guard must see: chat `messages`,
+completions `prompt` (a string, strings, token ids) and Responses API `input` (a string or input items).
+
+Issue 25: the guard looked at `messages` only, so an 8k-token `prompt` or `input` passed it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import litellm
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts (chat "text", Responses "input_text"/"output_text")
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]
+        )
+    return ""
+
+
+def prompt_text(messages: Any) -> str | None:
+    """The text of chat messages (None if there is none)."""
+    parts = [_text(m.get("content")) for m in messages or () if isinstance(m, dict)]
+    parts = [p for p in parts if p]
+    return "\n".join(parts) if parts else None
+
+
+def _input_text(value: Any) -> str | None:
+    """Responses API `input`: a string, or items (messages with content, or bare strings)."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, list):
+        parts = [v if isinstance(v, str) else _text(v.get("content")) for v in value if isinstance(v, str | dict)]
+        parts = [p for p in parts if p]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def _prompt_field(value: Any) -> tuple[str | None, int]:
+    """Completions `prompt`: (text, tokens given as ids)."""
+    if isinstance(value, str):
+        return value or None, 0
+    if isinstance(value, list) and value and all(isinstance(x, int) for x in value):
+        return None, len(value)  # one prompt as token ids
+    if isinstance(value, list):
+        texts = [x for x in value if isinstance(x, str) and x]
+        ids = sum(len(x) for x in value if isinstance(x, list))  # several prompts as token ids
+        return ("\n".join(texts) if texts else None), ids
+    return None, 0
+
+
+def request_text(data: dict[str, Any]) -> str | None:
+    """The prompt's text, whatever the request shape (for fingerprints)."""
+    found = [prompt_text(data.get("messages")), _prompt_field(data.get("prompt"))[0], _input_text(data.get("input"))]
+    parts = [p for p in found if p]
+    return "\n".join(parts) if parts else None
+
+
+def prompt_tokens(model: str | None, data: dict[str, Any]) -> int | None:
+    """The gateway's count of the prompt's tokens (litellm.token_counter), or None if the call has no prompt."""
+    name = model or ""
+    total, found = 0, False
+    messages = data.get("messages")
+    if isinstance(messages, list) and messages:
+        total += litellm.token_counter(model=name, messages=messages)
+        found = True
+    text, ids = _prompt_field(data.get("prompt"))
+    if text is not None or ids:
+        total += ids + (litellm.token_counter(model=name, text=text) if text else 0)
+        found = True
+    itext = _input_text(data.get("input"))
+    if itext is not None:
+        total += litellm.token_counter(model=name, text=itext)
+        found = True
+    return total if found else None
+
+
+# Calls whose `input` is no prompt for a KV pool the guard knows (embeddings, images, audio, moderation).
+_NOT_GENERATION = ("embed", "image", "transcription", "speech", "moderation", "rerank", "file", "batch")
+
+
+def is_generation(call_type: Any) -> bool:
+    name = str(getattr(call_type, "value", call_type) or "").lower()
+    return not any(word in name for word in _NOT_GENERATION)
