@@ -1,4 +1,4 @@
-"""Who may send spans to the OTLP receiver, and what they may say (docs/notes/otlp.md, threat model).
+"""Who may send spans to the OTLP receiver, and what they may say (docs/security.md, who may send what).
 
 A span asserts its tenant, and so decides whose data a finding names: the receiver cannot tell a real
 gateway from anyone else who can reach its port. With `otlp.tokens` set, each request must carry

@@ -1,6 +1,7 @@
 """The OTLP/HTTP trace receiver of `crosstalk otlp`: POST /v1/traces, GET /health and /counters.
 
-Hostile peers are bad input, and the receiver's own resources are bounded (docs/notes/otlp.md):
+Hostile peers are bad input, and the receiver's own resources are bounded (docs/security.md, its limits
+under attack):
   * who: with otlp.tokens, a request without a known bearer token gets 401 before its body is read,
     and its sender's spans may assert only the tenants the token allows (streams.inputs.otlp_auth);
   * memory: bodies are inflated as they stream, never past otlp.max_body_bytes (413), and all requests
