@@ -14,7 +14,7 @@ that emit the pair on completion know the domain of both halves), both halves of
 event of a domain are already in one input partition, in the producer's order. Then a partition is a
 replay of its own log and the embedded Monitor is the whole pipeline: no internal topics, no record
 encoding, no watermarks between stages (issue 16, docs/adr/0003). Alerts are the embedded runner's on
-the same per-partition sequence (tests/integration/test_kafka_direct.py compares them).
+the same per-partition sequence (tests/broker/test_kafka_direct.py compares them).
 
 What direct mode gives up, stated in docs/operations.md: canary markers are known per partition (a marker
 planted on one cache domain is found in outputs of that domain's partition: the KV-cache leak class;

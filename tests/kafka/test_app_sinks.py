@@ -1,7 +1,7 @@
 """The Faust app's glue to the sinks, without a broker: the worker's own KafkaPipeline (Faust app built, not
 started) with its topics' `send` recorded in memory, fed by the real ingest and join stages. A sink overriding
 one hook hears that hook; a sink that raises is counted (on /counters) and the alerts still go out.
-The same wiring with the OpenTelemetry sink runs on the real broker in tests/integration/test_kafka_runtime.py."""
+The same wiring with the OpenTelemetry sink runs on the real broker in tests/broker/test_kafka_runtime.py."""
 
 from __future__ import annotations
 

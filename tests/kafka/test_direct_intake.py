@@ -2,7 +2,7 @@
 the worker's own KafkaPipeline (Faust app built, not started). A batch handed over before a revocation is dropped
 whole, even when its partition comes back to the same worker: the consumer reads it again from the last commit,
 and processing the stale copy first would move the fresh state past messages it never saw. The same hand-over
-runs on the real broker in tests/integration/test_kafka_direct.py (two workers, SIGKILL)."""
+runs on the real broker in tests/broker/test_kafka_direct.py (two workers, SIGKILL)."""
 
 from __future__ import annotations
 

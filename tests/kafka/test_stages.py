@@ -1,6 +1,6 @@
 """The Kafka stages without a broker: the worker's own stage classes, frames and records, wired in memory
 (streams/testing/stagepipe.py). The same properties are tested against the real broker in
-tests/integration/test_kafka_runtime.py; these run in seconds and pinpoint the stage that breaks."""
+tests/broker/test_kafka_runtime.py; these run in seconds and pinpoint the stage that breaks."""
 
 from __future__ import annotations
 
