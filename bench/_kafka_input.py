@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from streams.kafka.routing import input_partition_of, partition_of
+from streams.routing import input_partition_of, partition_of
 from streams.settings import Settings
 from streams.testing.rawevents import key_of, tick_events
 
@@ -114,7 +114,7 @@ Direct = list[tuple[bytes | None, bytes, int]]  # (key, value, input partition)
 
 
 def domain_key_of(ev: dict[str, Any], domain_of_request: dict[str, str]) -> bytes | None:
-    """streams.kafka.routing.domain_key on a raw event (None: a canary, written to every partition)."""
+    """streams.routing.domain_key on a raw event (None: a canary, written to every partition)."""
     t = ev["type"]
     if t == "canary":
         return None

@@ -1,4 +1,5 @@
-"""Publishing events to the input topic: `crosstalk produce FILE` and the `GatewayProducer` library.
+"""Publishing events to the input topic: the `GatewayProducer` library, and `produce_file` behind
+`crosstalk produce FILE` (streams/cli/produce.py). Also the Kafka clients the shell builds (producer, admin).
 
 Keys decide co-location: request/response by request_id, cache_stats by cache_domain, canary by
 tenant. The workers re-key anyway (a producer in another language may get this wrong), but keying
@@ -11,7 +12,6 @@ events of one partition only (streams/kafka/direct.py).
 
 from __future__ import annotations
 
-import argparse
 import time
 import zlib
 from collections import Counter, OrderedDict
@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
 
 from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
-from streams.inputs.files import bounded_lines, open_binary
-from streams.kafka.routing import domain_key, input_partition_of, routing_key
+from streams.io import bounded_lines, open_binary
+from streams.routing import domain_key, input_partition_of, routing_key
 from streams.settings import KafkaSettings, Settings, load_settings
 
 
@@ -42,6 +42,10 @@ def make_producer(k: KafkaSettings, **overrides: Any) -> KafkaProducer:
     }
     cfg.update(overrides)
     return KafkaProducer(**cfg)
+
+
+def admin_client(bootstrap: str, timeout_s: float = 10.0) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=int(timeout_s * 1000))
 
 
 # --- producer library for gateways ----------------------------------------------------------------
@@ -317,68 +321,3 @@ def _response_domains(path: str, max_bytes: int) -> dict[str, str]:
             if isinstance(rid, str) and isinstance(dom, str):
                 out[rid] = dom
     return out
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="JSON Lines file of events (.gz ok), or - for stdin")
-    parser.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: kafka.bootstrap)")
-    parser.add_argument("--topic", help="input topic (default: kafka.input_topic)")
-    parser.add_argument("--skip-bad", action="store_true", help="count bad lines but do not publish them")
-    parser.add_argument(
-        "--batch", type=int, default=1, help="events per Kafka message (newline-separated, application/x-ndjson)"
-    )
-    parser.add_argument(
-        "--batch-bytes",
-        type=int,
-        default=BATCH_BYTES,
-        help=f"with --batch: at most this many bytes per message (default {BATCH_BYTES:,}: under the 1 MB default "
-        "message.max.bytes of Kafka clients such as kcat)",
-    )
-    parser.add_argument("--no-progress", action="store_true")
-
-
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-    from streams.cli.main import EXIT_INPUT, CliError
-    from streams.inputs.files import InputError, check_inputs, input_size
-
-    try:
-        check_inputs([args.file])
-    except InputError as exc:
-        raise CliError(EXIT_INPUT, str(exc)) from None
-    settings = load_settings(getattr(args, "config", None))
-    k = settings.kafka
-    upd = {name: v for name, v in (("bootstrap", args.bootstrap), ("input_topic", args.topic)) if v}
-    if upd:
-        k = k.model_copy(update=upd)
-    err = Console(stderr=True)
-    total = input_size([args.file])
-    show = err.is_terminal and not args.no_progress and bool(total)
-    kwargs = {
-        "rate": args.rate,
-        "max_bytes": settings.ingest.max_event_bytes,
-        "send_bad": not args.skip_bad,
-        "batch": max(1, args.batch),
-        "batch_bytes": max(1024, args.batch_bytes),
-    }
-    if show:
-        with Progress(TextColumn("produce"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), console=err) as prog:
-            task = prog.add_task("produce", total=total)
-            res = produce_file(args.file, k, progress=lambda b: prog.advance(task, b + 1), **kwargs)
-    else:
-        res = produce_file(args.file, k, **kwargs)
-    sent = sum(res.sent.values())
-    bad = sum(res.bad_lines.values())
-    err.print(f"published {sent} events to {k.input_topic} in {res.seconds:.1f}s: {dict(res.sent)}")
-    if bad:
-        verb = "skipped" if args.skip_bad else "published for dead-lettering"
-        err.print(f"{bad} bad lines {verb}: {dict(res.bad_lines)}", style="yellow")
-    if res.input_error:
-        from streams.cli.main import EXIT_PARTIAL
-
-        err.print(f"crosstalk: error: {res.input_error}", style="red", markup=False)
-        return EXIT_PARTIAL
-    return 0

@@ -10,14 +10,12 @@ from rich.table import Table
 
 from schemas.alert import Alert
 from schemas.timefmt import format_ts
+from streams.terminal import err
 
 if TYPE_CHECKING:
     from streams.embedded.runner import RunResult
     from streams.sim.evaluate import Evaluation
 
-err = Console(stderr=True, highlight=False)
-if not err.is_terminal:
-    err.width = 160  # logs and CI: wide enough that tables keep one row per line
 _STYLE = {"critical": "bold red", "high": "red", "warning": "yellow", "info": "dim"}
 
 

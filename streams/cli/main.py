@@ -8,32 +8,10 @@ import os
 import sys
 import tomllib
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from streams.io import LazyFile
 from streams.settings import Settings, load_settings, with_run_key
-
-
-class LazyFile:
-    """A file opened on first write: a clean run leaves no empty rejects file behind."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fh: IO[bytes] | None = None
-
-    def write(self, data: bytes) -> int:
-        if self._fh is None:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._fh = Path(self.path).open("ab")  # noqa: SIM115 - closed in close()
-        return self._fh.write(data)
-
-    def flush(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-
 
 # Exit codes (docs/operations.md "Using it"): distinct, so that scripts can tell what went wrong.
 EXIT_OK = 0
@@ -157,10 +135,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     if getattr(args, "live", False):
-        from streams.sim.live import run_live_demo
+        from streams.cli.live import run_live_demo
 
         return run_live_demo(_settings(args))
-    from streams.sim.demo import run_demo
+    from streams.cli.demo import run_demo
 
     return run_demo(_settings(args), seed=args.seed, duration_s=args.duration, fault_at_s=args.fault_at, out=args.out)
 
@@ -184,9 +162,9 @@ _DELEGATED = {
         "streams.sim.simulate",
         "simulate a multi-tenant inference service, optionally with the incident's fault",
     ),
-    "evaluate": ("streams.sim.evaluate", "score alerts against the simulator's ground-truth labels"),
+    "evaluate": ("streams.cli.evaluate", "score alerts against the simulator's ground-truth labels"),
     "worker": ("streams.kafka.worker", "run a Faust worker on Kafka (production mode)"),
-    "produce": ("streams.producer", "publish a JSONL file of events into the Kafka input topic"),
+    "produce": ("streams.cli.produce", "publish a JSONL file of events into the Kafka input topic"),
     "deliver": ("streams.kafka.deliver", "deliver alerts from the Kafka alerts topic to webhooks (at least once)"),
     "report": (
         "streams.report.command",
@@ -195,7 +173,7 @@ _DELEGATED = {
     "corpus": ("streams.cli.corpus", "add public text (licences, docs, RAG passages) that is common, never evidence"),
     "probe": ("streams.probe.cli", "probe an OpenAI-compatible endpoint with canaries and a prompt-size ladder"),
     "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
-    "otlp": ("streams.inputs.otlp_http", "receive OTLP GenAI spans (HTTP, or the Collector's Kafka topic) as events"),
+    "otlp": ("streams.cli.otlp", "receive OTLP GenAI spans (HTTP, or the Collector's Kafka topic) as events"),
     "scrape": ("streams.inputs.scrape", "poll SGLang/vLLM metrics into cache_stats events; serve /limits"),
 }
 

@@ -7,33 +7,22 @@ the original bytes, and is counted.
 from __future__ import annotations
 
 import base64
-import gzip
 import heapq
-import sys
 import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 import orjson
 
 from detectors.ordering import FUTURE_TS, EventClock, JumpGuard
 from schemas.events import Event, EventError, parse_event
+from streams.io import bounded_lines, open_binary
 from streams.sinks.base import ByteOut
 
 _RAW_KEEP = 64 * 1024  # of an oversized line, the head is kept as evidence; the rest is not stored twice
-
-
-def open_binary(path: str) -> BinaryIO:
-    if path == "-":
-        return sys.stdin.buffer
-    raw = Path(path).open("rb")  # noqa: SIM115 - the caller closes what it is handed
-    if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
 
 
 class InputError(Exception):
@@ -57,26 +46,6 @@ def check_inputs(paths: Iterable[str]) -> None:
             raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
         if path.endswith(".gz") and head != b"\x1f\x8b":
             raise InputError(f"{path}: not a gzip file (the name ends in .gz)")
-
-
-def bounded_lines(fh: BinaryIO, max_bytes: int) -> Iterator[tuple[bytes, int]]:
-    """(line, size) of each line; a line longer than `max_bytes` comes as its first `max_bytes + 1`
-    bytes with its full size, and the rest of it is skipped without ever being held, so memory
-    stays bounded whatever the input (a gzip bomb of 1 GiB without a newline included)."""
-    readline = fh.readline
-    chunk = 1 << 16
-    while True:
-        line = readline(max_bytes + 1)
-        if not line:
-            return
-        size = len(line)
-        if size > max_bytes and not line.endswith(b"\n"):
-            while True:  # skip to the end of this line
-                rest = readline(chunk)
-                size += len(rest)
-                if not rest or rest.endswith(b"\n"):
-                    break
-        yield line, size
 
 
 def input_size(paths: Iterable[str]) -> int | None:

@@ -1,19 +1,15 @@
-"""`crosstalk otlp`: OTLP GenAI spans in, over OTLP/HTTP (/v1/traces, protobuf and JSON) or from the
-OpenTelemetry Collector's Kafka exporter topic (`--from-kafka`; encodings otlp_proto and otlp_json).
+"""The outputs of the OTLP input, and the bridge from the OpenTelemetry Collector's Kafka exporter topic.
 
-Spans are mapped by streams.inputs.otlp (text fingerprinted at once) and go to one output:
-  --to embedded  the detectors in this process; alerts as JSON Lines (no broker needed; the default)
-  --to kafka     crosstalk's input topic (the workers detect); unmappable spans to the dead-letter topic
-  --to jsonl     an events file, for `crosstalk replay` later
+Spans mapped by streams.inputs.otlp (text fingerprinted at once) go to one output: `JsonlOutput` (an
+events file, for `crosstalk replay` later) or `KafkaOutput` (crosstalk's input topic; unmappable spans to
+the dead-letter topic); the embedded runner's is streams.embedded.output. `bridge_kafka` reads the
+Collector's topic (encodings otlp_proto and otlp_json) into the input topic. The command that wires a
+receiver or the bridge to its output is `crosstalk otlp` (streams/cli/otlp.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
-import signal
-import sys
 import threading
 from collections import Counter
 from typing import Any
@@ -23,12 +19,11 @@ import orjson
 from detectors.monitor import make_fingerprinter
 from schemas.events import Event
 from streams.inputs.otlp import Mapped, SpanMapper, SpanReject
-from streams.inputs.otlp_auth import UnsafeBind, check_bind
 from streams.inputs.otlp_receiver import OtlpReceiver
-from streams.settings import Settings, load_settings, require_fingerprint_key, with_run_key
+from streams.settings import Settings
 from streams.sinks.base import ByteOut
 
-__all__ = ["EmbeddedOutput", "JsonlOutput", "KafkaOutput", "OtlpReceiver", "bridge_kafka"]
+__all__ = ["JsonlOutput", "KafkaOutput", "OtlpReceiver", "bridge_kafka"]
 
 log = logging.getLogger("crosstalk.otlp")
 
@@ -40,38 +35,6 @@ H_SRC_OFFSET = "x-crosstalk-source-offset"
 
 
 # --- outputs ---------------------------------------------------------------------------------------
-
-
-class EmbeddedOutput:
-    """Detect in-process: the embedded runner's core, fed as spans arrive (live traffic is in time order)."""
-
-    def __init__(self, settings: Settings, alerts_out: ByteOut | None, rejects_out: ByteOut | None) -> None:
-        from streams.embedded.runner import EmbeddedRunner
-        from streams.sinks import build_sinks
-        from streams.sinks.jsonl import AlertWriter
-
-        self.runner = EmbeddedRunner(settings, [AlertWriter(alerts_out), *build_sinks(settings)], rejects_out)
-        self.alerts = self.runner.result.alerts
-
-    def events(self, events: list[Event]) -> list[SpanReject]:
-        """Feed the core; returns what it refused (future_ts, duplicate, canary_tenant, ...), by span, so
-        that the sender hears of it in partial_success (the rejects file has it too)."""
-        refused: list[SpanReject] = []
-        for ev in sorted(events, key=lambda e: e.ts):
-            why = self.runner.feed_checked(ev, "otlp")
-            if why is not None:
-                trace_id, _, span_id = (ev.traceparent or "")[3:-3].rpartition("-")  # 00-<trace>-<span>-01
-                refused.append(SpanReject(why[0], why[1], trace_id, span_id))
-        return refused
-
-    def rejects(self, rejects: list[SpanReject], source: str) -> None:
-        for r in rejects:
-            self.runner.reject(source, None, r.reason, r.detail, orjson.dumps(r.record()))
-
-    def close(self) -> None:
-        import time
-
-        self.runner.finish(time.perf_counter())
 
 
 class JsonlOutput:
@@ -154,16 +117,14 @@ def bridge_kafka(
     """Consume the Collector Kafka exporter's topic, publish mapped events; commit after publishing.
 
     At least once: after a crash, messages since the last commit are mapped again, giving the same
-    event ids (derived from the request id), which the workers drop as duplicates."""
+    event ids (derived from the request id), which the workers drop as duplicates. The topics must exist:
+    `crosstalk otlp --from-kafka` creates them first (streams.kafka.topics.ensure_bridge_topics; an input
+    does not import the runners' rooms)."""
     import time
 
     from kafka import KafkaConsumer
 
-    from streams.kafka.topics import ensure_bridge_topics
-
     o = settings.otlp
-    created = ensure_bridge_topics(settings)  # TopicsUnavailable: one clear error, not a log line per poll
-    log.info("topics: %s", ", ".join(f"{name} {how}" for name, how in sorted(created.items())))
     consumer = KafkaConsumer(
         o.kafka_topic,
         bootstrap_servers=settings.kafka.bootstrap.split(","),
@@ -200,94 +161,3 @@ def bridge_kafka(
         output.close()
         consumer.close()
     return counts
-
-
-# --- the command ------------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--to", choices=["embedded", "kafka", "jsonl"], default="embedded")
-    parser.add_argument("--port", type=int, help="OTLP/HTTP port (default: otlp.port, 14318)")
-    parser.add_argument("--bind", help="address (default: otlp.bind, 127.0.0.1)")
-    parser.add_argument("--from-kafka", action="store_true", help="read the Collector's Kafka topic (otlp.kafka_topic)")
-    parser.add_argument("--events-out", help="--to jsonl: events file (default: stdout)")
-    parser.add_argument("--alerts-out", help="--to embedded: alerts as JSONL (default: stdout)")
-    parser.add_argument("--rejects", default="crosstalk-otlp-rejects.jsonl", help="unmappable spans (not --to kafka)")
-    parser.add_argument(
-        "--selftest",
-        nargs="?",
-        const="",
-        dest="selftest_url",
-        metavar="URL",
-        help="send one GenAI span to a running receiver (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else "
-        "this receiver's address) and say what arrived (streams/inputs/otlp_selftest.py)",
-    )
-    parser.add_argument("--counters-url", help="--selftest through a Collector: crosstalk's /counters URL")
-
-
-def run(args: argparse.Namespace) -> int:
-    from streams.cli.main import EXIT_CONFIG, CliError, LazyFile
-
-    if getattr(args, "selftest_url", None) is not None:
-        from streams.inputs.otlp_selftest import selftest_main
-
-        return selftest_main(args, load_settings(getattr(args, "config", None)))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    settings = load_settings(getattr(args, "config", None))
-    # Fingerprints that leave this process must be made with the key the workers use.
-    keyed = with_run_key if args.to == "embedded" else require_fingerprint_key
-    settings = keyed(settings, "otlp")
-    if args.from_kafka:
-        if args.to != "kafka":
-            raise SystemExit("crosstalk otlp --from-kafka: use --to kafka (the workers detect)")
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())  # finish the batch in hand, commit, close
-        o = settings.otlp
-        log.info("bridging %s (%s) -> %s", o.kafka_topic, o.kafka_encoding, settings.kafka.input_topic)
-        from streams.kafka.topics import TopicsUnavailable
-
-        try:
-            counts = bridge_kafka(settings, stop=stop)
-        except TopicsUnavailable as exc:
-            log.error("crosstalk otlp --from-kafka: %s", exc)
-            return 1
-        log.info("bridge stopped: %s", dict(counts))
-        return 0
-    bind = args.bind or settings.otlp.bind
-    try:  # before any output is opened: a refused start leaves nothing behind
-        check_bind(settings, bind, settings.otlp.port if args.port is None else args.port)
-    except UnsafeBind as exc:
-        raise CliError(EXIT_CONFIG, str(exc)) from None
-    rejects = LazyFile(args.rejects)
-    output: Any
-    out_file: Any = None
-    if args.to == "kafka":
-        output = KafkaOutput(settings)
-    elif args.to == "jsonl":
-        out_file = sys.stdout.buffer if args.events_out in (None, "-") else open(args.events_out, "ab")  # noqa: SIM115
-        output = JsonlOutput(out_file, rejects)
-    else:
-        out_file = sys.stdout.buffer if args.alerts_out in (None, "-") else open(args.alerts_out, "ab")  # noqa: SIM115
-        output = EmbeddedOutput(settings, out_file, rejects)
-    receiver = OtlpReceiver(settings, output)
-
-    async def main() -> None:
-        port = await receiver.start_async(args.bind, args.port)
-        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces -> %s", bind, port, args.to)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await receiver.stop_async()
-
-    try:
-        asyncio.run(main())
-    finally:
-        output.close()
-        rejects.close()
-        if out_file is not None and out_file is not sys.stdout.buffer:
-            out_file.close()
-    log.info("stopped: %s", dict(receiver.counters))
-    return 0

@@ -259,8 +259,7 @@ class KafkaPublisher:
         from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        from streams.kafka.topics import admin_client
-        from streams.producer import GatewayProducer
+        from streams.producer import GatewayProducer, admin_client
 
         self.gp = GatewayProducer(settings)
         self.limits_topic = settings.scrape.limits_topic

@@ -21,8 +21,8 @@ from detectors.ordering import FUTURE_TS, EventClock
 from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
 from streams.kafka import records
 from streams.kafka.frames import INPUT, Item, Source
-from streams.kafka.routing import partition_of, routing_key
 from streams.kafka.stages import NEG_INF, DeadLetter, Send
+from streams.routing import partition_of, routing_key
 from streams.settings import Settings
 
 

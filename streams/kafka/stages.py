@@ -32,7 +32,7 @@ from schemas.events import CacheStats, EventError, Request, Response
 from schemas.exchange import CanaryHit, Exchange
 from streams.kafka import records
 from streams.kafka.frames import JOIN, Batch, Item, Source
-from streams.kafka.routing import partition_of
+from streams.routing import partition_of
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.stages")

@@ -15,6 +15,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
+from streams.producer import admin_client
 from streams.settings import KafkaSettings, Settings
 
 
@@ -73,10 +74,6 @@ def topic_specs(k: KafkaSettings) -> dict[str, tuple[int, dict[str, str]]]:
         n.join_changelog: (k.internal_partitions, compacted),
         n.domain_changelog: (k.internal_partitions, compacted),
     }
-
-
-def admin_client(bootstrap: str, timeout_s: float = 10.0) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=int(timeout_s * 1000))
 
 
 def ensure_topics(

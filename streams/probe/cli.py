@@ -15,7 +15,6 @@ from pathlib import Path
 import orjson
 from rich.progress import Progress, TextColumn
 
-from streams.cli.console import err
 from streams.probe.events import CallbackSink, EventSink, JsonlSink, KafkaSink, NullSink
 from streams.probe.identities import parse_identity
 from streams.probe.judge import ProbeResult
@@ -23,6 +22,7 @@ from streams.probe.ladder import MAX_WINDOW
 from streams.probe.run import CycleReport, Prober
 from streams.probe.summary import print_report, report_json
 from streams.settings import Settings, load_settings
+from streams.terminal import err
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
 

@@ -45,13 +45,13 @@ def _pseudonym_key(settings: Settings) -> bytes | None:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from streams.cli.console import err
     from streams.inputs.files import input_size
     from streams.report.html import render, write_html
     from streams.report.model import build_report, dedupe
     from streams.report.sources import Problems, read_alert_files, read_alerts_topic, read_events
     from streams.report.tenants import Counterparty, write_per_tenant
     from streams.report.timeline import Timeline
+    from streams.terminal import err
 
     settings = load_settings(getattr(args, "config", None))
     missing = [p for p in [*(args.alerts or []), *args.events] if p != "-" and not Path(p).is_file()]

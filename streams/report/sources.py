@@ -16,7 +16,7 @@ import orjson
 from pydantic import ValidationError
 
 from schemas.alert import RESOLVED_RECORD, Alert, IncidentResolved
-from streams.inputs.files import open_binary
+from streams.io import open_binary
 from streams.report.timeline import BadField, Timeline
 
 Progress = Callable[[int], None]  # told the bytes read so far

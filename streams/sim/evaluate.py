@@ -1,4 +1,4 @@
-"""`crosstalk evaluate`: alerts judged against the simulator's ground-truth labels.
+"""Alerts judged against the simulator's ground-truth labels (`crosstalk evaluate`: streams/cli/evaluate.py).
 
 - exposure recall: contaminated responses flagged high or critical;
 - attribution accuracy: contaminated responses flagged with the right conclusion and origin
@@ -15,7 +15,6 @@ and per decoy kind (public_doc, public_echo, translation, rag, vendored, boilerp
 
 from __future__ import annotations
 
-import argparse
 import gzip
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -316,23 +315,3 @@ def print_groups(ev: Evaluation, console: Any = None) -> None:
     for row in clean_rows(ev):
         c.add_row(*row)
     console.print(c)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", help="the events file the alerts were computed from (checked for presence)")
-    parser.add_argument("--labels", required=True, help="labels.json written by `crosstalk simulate`")
-    parser.add_argument("--alerts", required=True, help="alerts JSONL written by `crosstalk replay`")
-    parser.add_argument("--json", dest="json_out", help="also write the figures as JSON to this path")
-
-
-def run(args: argparse.Namespace) -> int:
-    from streams.cli.console import print_evaluation
-
-    if args.events and not Path(args.events).exists():
-        raise SystemExit(f"events file not found: {args.events}")
-    ev = evaluate(load_labels(args.labels), load_alerts(args.alerts))
-    print_evaluation(ev)
-    print_groups(ev)
-    if args.json_out:
-        Path(args.json_out).write_bytes(orjson.dumps(ev.as_dict(), option=orjson.OPT_INDENT_2) + b"\n")
-    return 0

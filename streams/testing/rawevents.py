@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from streams.kafka.routing import covering_keys
+from streams.routing import covering_keys
 from streams.settings import KafkaSettings
 
 TICK_PREFIX = "zz-tick"
 
 
 def key_of(ev: Mapping[str, Any]) -> bytes:
-    """streams.kafka.routing.routing_key, on a raw event (tests/testing/test_rawevents.py checks they agree)."""
+    """streams.routing.routing_key, on a raw event (tests/testing/test_rawevents.py checks they agree)."""
     t = ev["type"]
     if t in ("request", "response"):
         return str(ev["request_id"]).encode()

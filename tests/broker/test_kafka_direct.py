@@ -16,8 +16,8 @@ import pytest
 from conftest import wait_for
 from kafka import KafkaConsumer, KafkaProducer
 
-from streams.kafka.routing import input_partition_of
 from streams.producer import produce_file
+from streams.routing import input_partition_of
 from streams.testing.incident import incident_with_ticks
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py

@@ -18,7 +18,8 @@ import orjson
 import pytest
 
 from schemas.events import Request, Response
-from streams.inputs.otlp_http import EmbeddedOutput, JsonlOutput, OtlpReceiver
+from streams.embedded.output import EmbeddedOutput
+from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
 from streams.settings import Settings
 from streams.testing.otlp import export_request, span_of
 

@@ -13,7 +13,8 @@ import orjson
 import pytest
 from otlp_hostile import CASES, T_NOW, batch, good_span, with_attr
 
-from streams.inputs.otlp_http import EmbeddedOutput, JsonlOutput, OtlpReceiver
+from streams.embedded.output import EmbeddedOutput
+from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
 from streams.settings import Settings
 from streams.testing.otlp import export_request
 

@@ -20,8 +20,8 @@ from streams.embedded.runner import EmbeddedRunner
 from streams.kafka import frames
 from streams.kafka.app import KafkaPipeline
 from streams.kafka.ingest import InputMessage
-from streams.kafka.routing import covering_keys
 from streams.kafka.stages import DomainState, JoinState
+from streams.routing import covering_keys
 from streams.settings import Settings
 from streams.sinks.base import Sink, SinkSet
 

@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from schemas.events import parse_event
+from streams.cli.live import run_live_demo
 from streams.embedded.runner import EmbeddedRunner
 from streams.probe.events import CallbackSink
 from streams.probe.identities import Identity
 from streams.probe.run import Prober
 from streams.settings import Settings
-from streams.sim.live import run_live_demo
 from streams.sim.serving.core import EngineConfig
 from streams.sim.serving.server import EngineThread, LiveEngine
 

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from kafka import KafkaConsumer
 
-from streams.kafka.routing import input_partition_of
 from streams.producer import GatewayProducer, produce_file
+from streams.routing import input_partition_of
 
 pytestmark = pytest.mark.kafka
 T0 = 1_787_821_200.0

@@ -8,7 +8,7 @@ import pytest
 from kafka.partitioner.default import murmur2
 
 from schemas.events import CacheStats, parse_event_obj
-from streams.kafka.routing import partition_of, routing_key
+from streams.routing import partition_of, routing_key
 from streams.settings import KafkaSettings
 from streams.testing.rawevents import key_of, tick_events
 
