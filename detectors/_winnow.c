@@ -368,7 +368,18 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
     return r;
 }
 
-#include "_winnow_digest.h" /* prefix_digests and the module's functions (module_methods) */
+#include "_winnow_digest.h" /* prefix_digests */
+#include "_winnow_spread.h" /* the commonness record's loops (detectors/commonness.py) */
+#include "_winnow_index.h"  /* the content index's single-owner postings (detectors/index.py) */
+
+static PyMethodDef module_methods[] = {
+    {"prefix_digests", prefix_digests, METH_VARARGS,
+     "prefix_digests(data, r, a, b) -> polynomial hashes mod 2**61 - 1 of data[:a] and data[:b]"},
+    SPREAD_METHODS
+    INDEX_METHODS
+    {NULL, NULL, 0, NULL},
+};
+
 
 static PyObject *Winnower_clear(Winnower *self, PyObject *Py_UNUSED(ignored)) {
     cache_clear(&self->cache);
@@ -464,7 +475,8 @@ static struct PyModuleDef winnow_module = {
 };
 
 PyMODINIT_FUNC PyInit__winnow(void) {
-    if (PyType_Ready(&WinnowerType) < 0 || PyType_Ready(&SelectionType) < 0) return NULL;
+    if (PyType_Ready(&WinnowerType) < 0 || PyType_Ready(&SelectionType) < 0 || PyType_Ready(&PostingsType) < 0)
+        return NULL;
     if (!(s_dict = PyUnicode_InternFromString("__dict__")) ||
         !(s_fields_set = PyUnicode_InternFromString("__pydantic_fields_set__")) ||
         !(s_extra = PyUnicode_InternFromString("__pydantic_extra__")) ||
@@ -484,6 +496,12 @@ PyMODINIT_FUNC PyInit__winnow(void) {
     Py_INCREF(&SelectionType);
     if (PyModule_AddObject(m, "Selection", (PyObject *)&SelectionType) < 0) {
         Py_DECREF(&SelectionType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&PostingsType);
+    if (PyModule_AddObject(m, "Postings", (PyObject *)&PostingsType) < 0) {
+        Py_DECREF(&PostingsType);
         Py_DECREF(m);
         return NULL;
     }
