@@ -124,11 +124,18 @@ def main(argv: list[str] | None = None) -> int:
 
     c.log(args, f"replay {t_core:.2f}s CPU; --jobs 2 ...")
     jobs = 2
-    w0, p0 = time.perf_counter(), time.process_time()
-    split = Jobs(settings, [str(path)], jobs)
-    split.start(exchanges=False)
-    split_result = split.run([])
-    w_jobs, p_parent = time.perf_counter() - w0, time.process_time() - p0
+
+    def run_jobs() -> tuple[float, float, Any]:
+        w0, p0 = time.perf_counter(), time.process_time()
+        split = Jobs(settings, [str(path)], jobs)
+        split.start(exchanges=False)
+        out = split.run([])
+        return time.perf_counter() - w0, time.process_time() - p0, out
+
+    # Best of `repeat` (by the busiest job's CPU time): the jobs run at once and, on a shared machine, slow each
+    # other and are slowed by the rest.
+    runs = [run_jobs() for _ in range(repeat)]
+    w_jobs, p_parent, split_result = min(runs, key=lambda r: max(r[2].jobs_cpu_s) + r[1])
     same = [a.alert_id for a in split_result.alerts] == [a.alert_id for a in result.alerts]
     cpu_speedup = t_core / (max(split_result.jobs_cpu_s) + p_parent)
     wall_speedup = w_core / w_jobs

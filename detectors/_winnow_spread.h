@@ -42,6 +42,7 @@ static int spread_keys(PyObject *obj, SpreadKeys *k) {
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *item = items[i];
+            if (i + 8 < n) __builtin_prefetch(items[i + 8]); /* the int objects lie anywhere in memory */
             unsigned long long x;
             if (PyLong_CheckExact(item)) {
                 x = PyLong_AsUnsignedLongLong(item);
@@ -110,6 +111,14 @@ static inline void spread_positions(uint64_t key, uint64_t mask, int probes, uin
     for (int i = 0; i < probes; i++) pos[i] = (a + (uint64_t)i * b) & mask;
 }
 
+#define SPREAD_AHEAD 8 /* keys whose probe bytes are prefetched ahead: a domain's rows are larger than the caches */
+
+static inline void spread_prefetch(const uint8_t *row, uint64_t key, uint64_t mask, int probes) {
+    uint64_t pos[SPREAD_MAX_PROBES];
+    spread_positions(key, mask, probes, pos);
+    for (int i = 0; i < probes; i++) __builtin_prefetch(row + (pos[i] >> 3));
+}
+
 static inline int spread_test(const uint8_t *row, const uint64_t *pos, int probes) {
     for (int i = 0; i < probes; i++)
         if (!((row[pos[i] >> 3] >> (pos[i] & 7)) & 1)) return 0;
@@ -156,6 +165,8 @@ static PyObject *spread_levels(PyObject *Py_UNUSED(mod), PyObject *args) {
         if (out) {
             char *lv = PyByteArray_AS_STRING(out);
             for (Py_ssize_t i = 0; i < keys.n; i++) {
+                if (i + SPREAD_AHEAD < keys.n && cur.bits)
+                    spread_prefetch(cur.bits + nbytes, keys.v[i + SPREAD_AHEAD], mask, probes);
                 spread_positions(keys.v[i], mask, probes, pos);
                 int a = spread_level(&cur, pos, probes), b = spread_level(&old, pos, probes);
                 lv[i] = (char)(a > b ? a : b);
@@ -193,6 +204,8 @@ static PyObject *spread_had(PyObject *Py_UNUSED(mod), PyObject *args) {
         if (out) {
             char *seen = PyByteArray_AS_STRING(out);
             for (Py_ssize_t i = 0; i < keys.n; i++) {
+                if (i + SPREAD_AHEAD < keys.n && cur.bits)
+                    spread_prefetch(cur.bits, keys.v[i + SPREAD_AHEAD] ^ x, mask, probes);
                 spread_positions(keys.v[i] ^ x, mask, probes, pos);
                 seen[i] = (char)((cur.bits && spread_test(cur.bits, pos, probes)) ||
                                  (old.bits && spread_test(old.bits, pos, probes)));
@@ -262,31 +275,43 @@ static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    Py_ssize_t n = keys.n, todo = 0;
-    /* Per key: its new level (0: the pair is known, nothing to do), from the bits before the call. */
-    int8_t *level = PyMem_Malloc(n ? n : 1);
+    Py_ssize_t n = keys.n, todo = 0, *idx = NULL;
+    /* Per key: its new level (0: the pair is known, nothing to do), from the bits before the call; `idx`: the keys
+     * with something to do. Three passes, each prefetching the bytes it reads a few keys ahead: the pairs test, the
+     * levels of the new pairs' fingerprints, the sets. */
+    int8_t *level = PyMem_Calloc(n ? n : 1, 1);
+    idx = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
     SpreadOffsets offs[SPREAD_LEVELS + 1];
     memset(offs, 0, sizeof(offs));
-    if (!level) {
+    if (!level || !idx) {
         PyErr_NoMemory();
         goto done;
     }
     uint64_t ppos[SPREAD_MAX_PROBES], fpos[SPREAD_MAX_PROBES];
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + SPREAD_AHEAD < n) spread_prefetch(cur.bits, keys.v[i + SPREAD_AHEAD] ^ tkey, mask, probes);
         spread_positions(keys.v[i] ^ tkey, mask, probes, ppos);
-        if (spread_test(cur.bits, ppos, probes)) {
-            level[i] = 0;
-            continue;
+        if (!spread_test(cur.bits, ppos, probes)) idx[todo++] = i;
+    }
+    for (Py_ssize_t j = 0; j < todo; j++) {
+        if (j + SPREAD_AHEAD < todo) {
+            uint64_t key = keys.v[idx[j + SPREAD_AHEAD]];
+            if (old.bits) spread_prefetch(old.bits, key ^ tkey, mask, probes);
+            for (int r = 1; r <= SPREAD_LEVELS; r++) {
+                spread_prefetch(cur.bits + r * nbytes, key, mask, probes);
+                if (old.bits) spread_prefetch(old.bits + r * nbytes, key, mask, probes);
+            }
         }
-        todo++;
+        Py_ssize_t i = idx[j];
+        spread_positions(keys.v[i] ^ tkey, mask, probes, ppos);
         int in_old = old.bits != NULL && spread_test(old.bits, ppos, probes);
         spread_positions(keys.v[i], mask, probes, fpos);
         int a = spread_level(&cur, fpos, probes), b = spread_level(&old, fpos, probes);
         int lv = a > b ? a : b;
         level[i] = (int8_t)(in_old ? (lv > 1 ? lv : 1) : (lv + 1 < SPREAD_LEVELS ? lv + 1 : SPREAD_LEVELS));
     }
-    for (Py_ssize_t i = 0; todo && i < n; i++) {
-        if (!level[i]) continue;
+    for (Py_ssize_t j = 0; j < todo; j++) {
+        Py_ssize_t i = idx[j];
         spread_positions(keys.v[i] ^ tkey, mask, probes, ppos);
         spread_set(cur.bits, ppos, probes);
         spread_positions(keys.v[i], mask, probes, fpos);
@@ -320,6 +345,7 @@ nomem:
 done:
     for (int r = 0; r <= SPREAD_LEVELS; r++) PyMem_Free(offs[r].v);
     PyMem_Free(level);
+    PyMem_Free(idx);
     spread_keys_free(&keys);
     spread_gen_free(&cur);
     spread_gen_free(&old);
