@@ -179,6 +179,12 @@ class Observed:
 
 
 class Monitor:
+    # Class defaults: snapshots pickled before these existed restore judging every domain.
+    owns: Callable[[str], bool] | None = None
+    # With `owns`: where the exchanges of domains it does not judge go (None: nowhere; a replay job's are judged by
+    # another job). The direct topology dead-letters them: such an exchange came to the wrong partition.
+    unowned: list[Exchange] | None = None
+
     def __init__(
         self,
         settings: DetectionSettings,
@@ -278,7 +284,11 @@ class Monitor:
         if orphan:
             counters[f"orphans.{orphan}"] += 1
         if self.owns is not None and not self.owns(domain):
-            return []  # another job's domain (`owns`): counted above as everywhere, judged there
+            # Another job's domain (`owns`): counted above as everywhere, judged there; or the direct topology's
+            # exchange on the wrong partition (`unowned`).
+            if self.unowned is not None:
+                self.unowned.append(ex)
+            return []
         # DomainTable.get, inlined for a known domain (a call less per exchange; keep the two alike).
         ts = d["ts"]
         table = self.table
