@@ -6,12 +6,14 @@ Input: the multilingual simulator traffic of bench/bench_textrich.py (chat answe
 up to ~180 KB), keyed by cache domain, PER_MESSAGE events to a message (at most MAX_MESSAGE_BYTES).
 
 The rate of a latency run is found, not assumed: live traffic (event time = the wall clock) is produced by this
-process at a trial rate for a short window, starting from half the worker's end-to-end rate on a pre-filled topic
-and going down by a factor SLOWER until the window is sustained:
+process at a trial rate, starting from half the worker's end-to-end rate on a pre-filled topic and going down by a
+factor SLOWER per trial until a whole window (the length of the measurement) is sustained:
 * the producer kept up: it sent >= 95 % of the events due in the window (this harness shares the machine);
 * every injected over-long request raised its alert within the window's tail;
-* no backlog grew: the median latency of the window's last third is at most twice that of its first third + 100 ms.
-The latency is then measured at that rate over a longer window (the figure reported, with the steps that found it).
+* no backlog grew: the median latency of the window's last third is at most 1.5 times that of its first third
+  + 50 ms (a rate above what the setup sustains queues, and its latency grows for as long as it lasts).
+The first sustained window is the measurement reported, with the trials that led to it. Between trials the worker
+drains what a trial left queued.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def _sustained(res: dict[str, Any]) -> tuple[bool, str]:
     third = max(1, len(ms) // 3)
     first, last = sorted(ms[:third]), sorted(ms[-third:])
     m1, m3 = first[len(first) // 2], last[len(last) // 2]
-    if m3 > 2 * m1 + 100:
+    if m3 > 1.5 * m1 + 50:
         return False, f"latency grew: median {m1:.0f} ms -> {m3:.0f} ms over the window"
     return True, f"median {m1:.0f} ms -> {m3:.0f} ms, producer {res['achieved_rate']:,.0f} ev/s"
 
@@ -121,50 +123,42 @@ def sustained_latency(
     args: Any, bootstrap: str, background: list[dict[str, Any]], start_rate: float, env: dict[str, str], label: str,
     workdir: Path,
 ) -> dict[str, Any]:  # fmt: skip
-    """Find the rate the whole setup sustains (module docstring), then the latency at it."""
-    window = c.pick(args, full=12.0, quick=8.0, tiny=5.0)
-    final_s = c.pick(args, full=30.0, quick=15.0, tiny=6.0)
+    """The latency at the first trial rate the whole setup sustains for a whole window (module docstring)."""
+    window = c.pick(args, full=20.0, quick=12.0, tiny=6.0)
     names = KafkaNames.unique(bootstrap, f"bench-{label}")
     names.create()
     w = start_worker(names, workdir, names.app_id, env)
     steps: list[dict[str, Any]] = []
+    direct = env.get("CROSSTALK_KAFKA__TOPOLOGY") == "direct"
     try:
         wait_up([w], 90)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (w.counters() is not None and w.ready()):
             time.sleep(0.2)
-        rate, found = start_rate, None
-        for _ in range(MAX_TRIALS):
+        rate = start_rate
+        for trial in range(MAX_TRIALS):
             res = asyncio.run(
                 live_latency(
-                    args, names, background, rate, window, warmup_s=1.0, tail_s=2.0, inject_every_s=0.1,
-                    direct=env.get("CROSSTALK_KAFKA__TOPOLOGY") == "direct", run_tag=f"t{len(steps)}-",
+                    args, names, background, rate, window, warmup_s=2.0, tail_s=3.0, inject_every_s=0.1,
+                    direct=direct, run_tag=f"t{trial}-",
                 )
             )  # fmt: skip
             ok, why = _sustained(res)
-            steps.append({"rate": rate, "sustained": ok, "why": why, "p99_ms": res["p99_ms"]})
-            c.log(args, f"latency ({label}): trial {rate:,.0f} ev/s: {'sustained' if ok else 'not sustained'} ({why})")
-            time.sleep(3.0)  # let a backlog drain before the next trial
+            steps.append({"rate": rate, "sustained": ok, "why": why, "p50_ms": res["p50_ms"], "p99_ms": res["p99_ms"]})
+            c.log(args, f"latency ({label}): {rate:,.0f} ev/s: {'sustained' if ok else 'not sustained'} ({why})")
             if ok:
-                found = rate
                 break
+            # What the trial left queued drains before the next one (its alerts took up to max_ms to come out).
+            time.sleep(min(30.0, 3.0 + 2.0 * (res["max_ms"] or 0.0) / 1000.0))
             rate *= SLOWER
-        if found is None:
-            found = rate
-        c.log(args, f"latency ({label}): {found:,.0f} ev/s for {final_s:.0f}s")
-        final = asyncio.run(
-            live_latency(
-                args, names, background, found, final_s, warmup_s=2.0, tail_s=3.0, inject_every_s=0.2,
-                direct=env.get("CROSSTALK_KAFKA__TOPOLOGY") == "direct", run_tag="final-",
-            )
-        )  # fmt: skip
     finally:
         w.stop()
         names.delete()
-    final["env"] = env
-    final["duration_s"] = final_s
-    final["rate_search"] = {"start_rate": start_rate, "window_s": window, "slower": SLOWER, "steps": steps}
-    return final
+    res["env"] = env
+    res["duration_s"] = window
+    res["sustained"] = steps[-1]["sustained"]
+    res["rate_search"] = {"start_rate": start_rate, "window_s": window, "slower": SLOWER, "steps": steps}
+    return res
 
 
 def run_textrich(
@@ -209,7 +203,8 @@ def textrich_tables(tr: dict[str, Any]) -> dict[str, str]:
             {
                 "traffic": label,
                 "rate ev/s": res["achieved_rate"],
-                "found from": f"{search['start_rate']:,.0f} ev/s in {len(search['steps'])} trial(s)",
+                "found from": f"{search['start_rate']:,.0f} ev/s, trial {len(search['steps'])}"
+                + ("" if res.get("sustained", True) else " (none sustained)"),
                 "alerts": res["alerts_timed"],
                 "missing": res["missing"],
                 "p50 ms": res["p50_ms"],

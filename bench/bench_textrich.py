@@ -12,6 +12,9 @@ time is much steadier than wall time, which the other processes' load inflates; 
 * the text-rich core: `EmbeddedRunner.run_files` (read, validate, fingerprint, every detector, alerts), events/s
   and MB/s of text;
 * the ratio core / fingerprinting in MB/s of text. Target (issue 28): >= 25 %;
+* memory per fingerprint at the end of the replay: each domain's content index (deep size: postings and its texts'
+  fingerprints), beside the same texts in the pure path's dicts (rebuilt from the live texts, in order); and the
+  long-horizon records (fixed-size Bloom filters) per insert;
 * `crosstalk replay --jobs 2` (streams/embedded/jobs.py) on the same file: wall time against the one-process replay's,
   each job's CPU time, and that the alerts are the same. Target: >= 1.7x. On a machine whose cores are shared the
   wall-clock figure depends on the others' load: the CPU figure (one process's CPU time over the busiest job's plus
@@ -89,6 +92,38 @@ def sizes_table(texts: list[str]) -> str:
     return c.table(rows)
 
 
+def memory(monitor: Any) -> dict[str, Any]:
+    """Bytes per fingerprint of the content indexes (native, and the pure path on the same live texts) and of the
+    long-horizon records, over the monitor's domains."""
+    from bench_memory import deep_size
+
+    from detectors.index import ContentIndex, Doc
+
+    out: dict[str, float] = {"native_bytes": 0, "pure_bytes": 0, "fingerprints": 0, "distinct": 0, "records_bytes": 0,
+                             "records_inserts": 0}  # fmt: skip
+    for dm in monitor.domains.values():
+        ov = dm.overlap
+        ix = ov.index
+        size = ix.state_size()
+        out["fingerprints"] += size["fingerprints"]
+        out["distinct"] += size["distinct_fingerprints"]
+        out["native_bytes"] += deep_size(ix)
+        pure = ContentIndex(ix.window_s, ix.max_docs, ix.max_fingerprints, ix.common_min_tenants, native=False)
+        for d in ix._docs.values():
+            pure._insert(Doc(d.doc_id, d.tenant_id, d.session_id, d.request_id, d.ts, list(d.hashes), d.tpu))
+        out["pure_bytes"] += deep_size(pure)
+        for rec in (ov.spread, ov.model_spread):
+            st = rec.state_size()
+            out["records_bytes"] += st["spread_bytes"]
+            out["records_inserts"] += st["spread_inserts"]
+    n = max(1.0, out["fingerprints"])
+    out["native_bytes_per_fingerprint"] = out["native_bytes"] / n
+    out["pure_bytes_per_fingerprint"] = out["pure_bytes"] / n
+    out["records_bytes_per_insert"] = out["records_bytes"] / max(1.0, out["records_inserts"])
+    out["domains"] = len(monitor.domains)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
     duration, rate, tenants = c.pick(args, full=(1200.0, 4.0, 24), quick=(300.0, 4.0, 24), tiny=(60.0, 1.0, 8))
@@ -140,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_speedup = t_core / (max(split_result.jobs_cpu_s) + p_parent)
     wall_speedup = w_core / w_jobs
 
+    mem = memory(result.monitor)
     core_mb, fp_mb = text_mb / t_core, text_mb / t_fp
     ratio = core_mb / fp_mb
     rows = [
@@ -155,6 +191,18 @@ def main(argv: list[str] | None = None) -> int:
         + f"\n\ncore / fingerprinting (MB/s of text) = {ratio:.1%}; core / orjson.loads (events/s) = "
         f"{events / t_core / (len(lines) / t_loads):.2%}",
         "texts by size": sizes_table(texts),
+        "memory at the end of the replay (every domain)": c.table(
+            [
+                {"what": "content index, native postings", "MB": mem["native_bytes"] / c.MB,
+                 "bytes per fingerprint": mem["native_bytes_per_fingerprint"]},
+                {"what": "the same texts in the pure path's dicts", "MB": mem["pure_bytes"] / c.MB,
+                 "bytes per fingerprint": mem["pure_bytes_per_fingerprint"]},
+                {"what": "long-horizon records (fixed size), per insert", "MB": mem["records_bytes"] / c.MB,
+                 "bytes per fingerprint": mem["records_bytes_per_insert"]},
+            ]
+        )
+        + f"\n\n{mem['fingerprints']:,.0f} fingerprints in {mem['domains']} domains' indexes "
+        f"({mem['distinct']:,.0f} distinct); {mem['records_inserts']:,.0f} pairs in the records",
         "replay --jobs 2, same file": c.table(
             [
                 {"what": "one process", "wall s": w_core, "CPU s": t_core, "speedup": 1.0},
@@ -218,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio={"core_over_fingerprint": ratio, "core_over_orjson_events": events / t_core / (len(lines) / t_loads)},
         targets=targets,
         tables=tables,
-        extra={"state_size": state, "sim_summary": summary, "load_average": os.getloadavg()},
+        extra={"state_size": state, "sim_summary": summary, "load_average": os.getloadavg(), "memory": mem},
     )
     c.report("text-rich core", tables, targets, file)
     return 0

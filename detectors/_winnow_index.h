@@ -26,6 +26,15 @@
 #define PT_AHEAD 12 /* slots prefetched ahead in the bulk loops */
 #define PT_BUF 2048 /* keys converted on the stack below this many */
 
+/* The fingerprints of a call: a list or tuple of ints (converted), or a buffer of native uint64 (a text's stored
+ * fingerprints, array('Q'): read in place). */
+typedef struct {
+    const uint64_t *v;
+    Py_ssize_t n;
+    uint64_t *heap;
+    Py_buffer view;
+} PtKeys;
+
 /* A slot's value: PT_EMPTY, a doc id (>= 0), or an owner list: -2 - its index in the pool. */
 typedef struct {
     uint64_t key;
@@ -279,6 +288,42 @@ static uint64_t *pt_keys(PyObject **items, Py_ssize_t n, uint64_t *buf, Py_ssize
     return keys;
 }
 
+static int pt_load(PyObject *obj, PtKeys *k, uint64_t *buf, Py_ssize_t nbuf) {
+    k->heap = NULL;
+    k->view.obj = NULL;
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        PyObject **items = PySequence_Fast_ITEMS(obj);
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        uint64_t *keys = pt_keys(items, n, buf, nbuf);
+        if (!keys) return -1;
+        if (keys != buf) k->heap = keys;
+        k->v = keys;
+        k->n = n;
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(obj) || PyObject_GetBuffer(obj, &k->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "fingerprints must be a list or tuple of ints, or a buffer of uint64");
+        return -1;
+    }
+    const char *f = k->view.format ? k->view.format : "B";
+    char last = f[strlen(f) - 1];
+    if (k->view.itemsize != 8 || (last != 'Q' && last != 'L')) {
+        PyBuffer_Release(&k->view);
+        k->view.obj = NULL;
+        PyErr_SetString(PyExc_TypeError, "a buffer of fingerprints must hold uint64");
+        return -1;
+    }
+    k->v = k->view.buf;
+    k->n = k->view.len / 8;
+    return 0;
+}
+
+static void pt_unload(PtKeys *k) {
+    PyMem_Free(k->heap);
+    if (k->view.obj) PyBuffer_Release(&k->view);
+}
+
 static inline void pt_prefetch(const Postings *t, const uint64_t *keys, Py_ssize_t k, Py_ssize_t n) {
     if (k + PT_AHEAD < n) __builtin_prefetch(&t->slots[pt_home(keys[k + PT_AHEAD], t->bits)], 1);
 }
@@ -338,24 +383,22 @@ static PyObject *Postings_insert(Postings *t, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "insert(hashes, doc_id, tenant)");
         return NULL;
     }
-    PyObject **items;
-    Py_ssize_t n;
-    if (pt_keys_of(args[0], &items, &n) < 0) return NULL;
     long long doc = PyLong_AsLongLong(args[1]);
     if (doc == -1 && PyErr_Occurred()) return NULL;
     if (doc < 0) {
         PyErr_SetString(PyExc_ValueError, "doc ids are not negative");
         return NULL;
     }
-    uint64_t buf[PT_BUF], *keys = NULL;
-    if (pt_reserve(t, n) < 0 || !(keys = pt_keys(items, n, buf, PT_BUF))) return NULL;
-    int err = pt_push_doc(t, doc, args[2]);
+    uint64_t buf[PT_BUF];
+    PtKeys keys;
+    if (pt_load(args[0], &keys, buf, PT_BUF) < 0) return NULL;
+    int err = pt_reserve(t, keys.n) < 0 || pt_push_doc(t, doc, args[2]) < 0;
     const PtTenant *mine = err ? NULL : pt_tenant(t, doc);
-    for (Py_ssize_t k = 0; !err && k < n; k++) {
-        pt_prefetch(t, keys, k, n);
-        err = pt_insert_one(t, keys[k], doc, mine);
+    for (Py_ssize_t k = 0; !err && k < keys.n; k++) {
+        pt_prefetch(t, keys.v, k, keys.n);
+        err = pt_insert_one(t, keys.v[k], doc, mine);
     }
-    if (keys != buf) PyMem_Free(keys);
+    pt_unload(&keys);
     if (err) return NULL;
     Py_RETURN_NONE;
 }
@@ -389,22 +432,20 @@ static PyObject *Postings_drop(Postings *t, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "drop(hashes, doc_id)");
         return NULL;
     }
-    PyObject **items;
-    Py_ssize_t n;
-    if (pt_keys_of(args[0], &items, &n) < 0) return NULL;
     long long doc = PyLong_AsLongLong(args[1]);
     if (doc == -1 && PyErr_Occurred()) return NULL;
     if (!t->ndocs || doc != t->base) {
         PyErr_Format(PyExc_ValueError, "postings: text %lld dropped out of order", doc);
         return NULL;
     }
-    uint64_t buf[PT_BUF], *keys = pt_keys(items, n, buf, PT_BUF);
-    if (!keys) return NULL;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        pt_prefetch(t, keys, k, n);
-        pt_drop_one(t, keys[k], doc);
+    uint64_t buf[PT_BUF];
+    PtKeys keys;
+    if (pt_load(args[0], &keys, buf, PT_BUF) < 0) return NULL;
+    for (Py_ssize_t k = 0; k < keys.n; k++) {
+        pt_prefetch(t, keys.v, k, keys.n);
+        pt_drop_one(t, keys.v[k], doc);
     }
-    if (keys != buf) PyMem_Free(keys);
+    pt_unload(&keys);
     Py_DECREF(t->tenants[t->dhead].name);
     t->dhead = (t->dhead + 1) % t->dcap;
     t->ndocs--;
@@ -640,6 +681,14 @@ static PyObject *Postings_get_nbytes(Postings *t, void *Py_UNUSED(closure)) {
     return PyLong_FromSize_t(n);
 }
 
+static PyObject *Postings_sizeof(Postings *t, PyObject *Py_UNUSED(ignored)) {
+    PyObject *n = Postings_get_nbytes(t, NULL);
+    if (!n) return NULL;
+    Py_ssize_t bytes = PyLong_AsSsize_t(n);
+    Py_DECREF(n);
+    return PyLong_FromSsize_t(bytes + (Py_ssize_t)sizeof(Postings));
+}
+
 static int Postings_init(Postings *t, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return -1;
@@ -659,15 +708,22 @@ static PyObject *first_positions(PyObject *Py_UNUSED(mod), PyObject *const *args
         PyErr_SetString(PyExc_TypeError, "first_positions(hashes, needed)");
         return NULL;
     }
-    PyObject **items, **want;
-    Py_ssize_t n, m;
-    if (pt_keys_of(args[0], &items, &n) < 0 || pt_keys_of(args[1], &want, &m) < 0) return NULL;
+    PyObject **want;
+    Py_ssize_t m;
+    if (pt_keys_of(args[1], &want, &m) < 0) return NULL;
+    uint64_t hbuf[PT_BUF];
+    PtKeys text;
+    if (pt_load(args[0], &text, hbuf, PT_BUF) < 0) return NULL;
+    Py_ssize_t n = text.n;
     /* The needed values in a small open-addressing table: value -> index of its first listing in `needed`. */
     int bits = 4;
     while (((Py_ssize_t)1 << bits) < 2 * m + 2) bits++;
     size_t cap = (size_t)1 << bits, mask = cap - 1;
     uint64_t *keys = PyMem_Malloc(cap * sizeof(uint64_t) + cap * sizeof(Py_ssize_t) + (m ? m : 1) * sizeof(Py_ssize_t));
-    if (!keys) return PyErr_NoMemory();
+    if (!keys) {
+        pt_unload(&text);
+        return PyErr_NoMemory();
+    }
     Py_ssize_t *slot = (Py_ssize_t *)(keys + cap), *pos = slot + cap;
     PyObject *out = NULL;
     for (size_t i = 0; i < cap; i++) slot[i] = -1;
@@ -689,8 +745,7 @@ static PyObject *first_positions(PyObject *Py_UNUSED(mod), PyObject *const *args
         }
     }
     for (Py_ssize_t p = 0; p < n && missing; p++) {
-        uint64_t key;
-        if (pt_key(items[p], &key) < 0) goto done;
+        uint64_t key = text.v[p];
         size_t i = pt_home(key, bits);
         while (slot[i] >= 0 && keys[i] != key) i = (i + 1) & mask;
         if (slot[i] >= 0 && pos[slot[i]] < 0) {
@@ -719,6 +774,7 @@ static PyObject *first_positions(PyObject *Py_UNUSED(mod), PyObject *const *args
     }
 done:
     PyMem_Free(keys);
+    pt_unload(&text);
     return out;
 }
 
@@ -738,6 +794,7 @@ static PyMethodDef Postings_methods[] = {
     {"__getstate__", (PyCFunction)Postings_getstate, METH_NOARGS, NULL},
     {"__setstate__", (PyCFunction)Postings_setstate, METH_O, NULL},
     {"__reduce__", (PyCFunction)Postings_reduce, METH_NOARGS, NULL},
+    {"__sizeof__", (PyCFunction)Postings_sizeof, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

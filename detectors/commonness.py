@@ -244,11 +244,11 @@ class TenantSpread:
         """Whether `tenant_id` itself had each fingerprint before (over the horizon)."""
         if self.native and NATIVE and self._cur is not None:
             old = self._old
-            seen = _winnow.spread_had(
+            had = _winnow.spread_had(
                 self._cur.bits, None if old is None else old.bits, _keys(hashes), int(self._tenant_key(tenant_id)),
                 self._cur.bits.shape[1], int(self._mask), self.probes,
             )  # fmt: skip
-            return np.frombuffer(seen, dtype=np.bool_)
+            return np.frombuffer(had, dtype=np.bool_)
         fp = np.asarray(hashes, dtype=np.uint64)
         if self._cur is None or fp.size == 0:
             return np.zeros(fp.size, dtype=bool)

@@ -14,7 +14,9 @@ whole copy is needed.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
 from operator import eq
@@ -27,8 +29,8 @@ try:
     from detectors._winnow import Postings as _Postings
     from detectors._winnow import first_positions as _first_native
 except ImportError:  # built without a C compiler (or an older build): the pure path, the same postings
-    _Postings = None  # type: ignore[assignment,misc]
-    _first_native = None  # type: ignore[assignment]
+    _Postings = None  # type: ignore[assignment,misc,unused-ignore]
+    _first_native = None  # type: ignore[assignment,unused-ignore]
 
 # Whether the postings are the native table (detectors/_winnow_index.h): 16 bytes a slot and a short owner list
 # where several tenants had a fingerprint, instead of dict entries, int objects and a dict per shared fingerprint;
@@ -37,7 +39,7 @@ except ImportError:  # built without a C compiler (or an older build): the pure 
 NATIVE = _Postings is not None
 
 
-def _first_positions(hashes: list[int], needed: list[int]) -> list[int]:
+def _first_positions(hashes: Iterable[int], needed: list[int]) -> list[int]:
     """The first index of each needed value in `hashes`, or -1 (the pure path of the native `first_positions`)."""
     where: dict[int, int] = {}
     for p, h in enumerate(hashes):
@@ -137,7 +139,8 @@ class Doc:
     session_id: str | None
     request_id: str
     ts: float
-    hashes: list[int]
+    # The text's fingerprints in text order, each once: a list, or native uint64 once in the native postings.
+    hashes: list[int] | array[int]
     # Model tokens per unit of this text (the engine's own count over the fingerprinter's units): what a
     # matched unit of it weighs when outputs mixing several sources are attributed. 1.0 when unknown.
     tpu: float = 1.0
@@ -283,7 +286,8 @@ class ContentIndex:
         # add/drop run as C-level bulk dict operations. `_multi` holds the rest, always with >= 2 owners.
         # Invariant: a fingerprint is in at most one of the two. Where the native extension is built, both are one
         # table (`NATIVE`): `_single` is the table itself and `_multi` reads its owner lists (`_Owners`).
-        self._single: dict[int, int] = _Postings() if native and NATIVE else {}
+        # The table answers get / in / len as the dict does (typed as the dict: what the readers use).
+        self._single: dict[int, int] = _Postings() if native and NATIVE else {}  # type: ignore[assignment]
         self._multi: dict[int, dict[str, int]] = {}
         if type(self._single) is not dict:
             self._multi = _Owners(self._single)  # type: ignore[assignment]
@@ -336,10 +340,13 @@ class ContentIndex:
                 self._log = None
 
     def _insert_native(self, doc: Doc) -> None:
-        """The postings of a new text, in the native table (owner lists included)."""
-        # Interned: the table tells two texts' tenants apart by the str objects (and their hashes), not their bytes.
-        hashes = doc.hashes if type(doc.hashes) in (list, tuple) else list(doc.hashes)
-        self._single.insert(hashes, doc.doc_id, intern(doc.tenant_id))  # type: ignore[attr-defined]
+        """The postings of a new text, in the native table (owner lists included). The text keeps its fingerprints
+        as native uint64 (8 bytes each, against a list slot and an int object: 48), which the table reads in place
+        when the text leaves; its tenant interned: the table tells tenants apart by the str objects."""
+        if type(doc.hashes) is not array:
+            doc.hashes = array("Q", doc.hashes)
+        doc.tenant_id = intern(doc.tenant_id)
+        self._single.insert(doc.hashes, doc.doc_id, doc.tenant_id)  # type: ignore[attr-defined]
 
     def _insert_pure(self, doc: Doc) -> None:
         doc_id, tenant_id, hashes, docs = doc.doc_id, doc.tenant_id, doc.hashes, self._docs
@@ -382,7 +389,7 @@ class ContentIndex:
         self._fingerprints -= len(hashes)
         single = self._single
         if type(single) is not dict:
-            single.drop(hashes if type(hashes) in (list, tuple) else list(hashes), doc_id)  # type: ignore[attr-defined]
+            single.drop(hashes, doc_id)  # type: ignore[attr-defined]
             return
         # Only the tenant's newest text is recorded; a newer one keeps the entry alive.
         for h in list(compress(hashes, map(eq, map(single.get, hashes), repeat(doc_id)))):

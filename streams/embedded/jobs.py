@@ -445,7 +445,7 @@ def _receive(queue: Any, state: list[_Job]) -> tuple[Any, ...]:
     """The next message; a job that died without a word (killed, out of memory) is an error, not a hang."""
     while True:
         try:
-            return queue.get(timeout=1.0)  # type: ignore[no-any-return]
+            return queue.get(timeout=1.0)  # type: ignore[no-any-return,unused-ignore]
         except Empty:
             for j, s in enumerate(state):
                 if s.done is None and not s.process.is_alive() and queue.empty():
