@@ -92,6 +92,26 @@ def sizes_table(texts: list[str]) -> str:
     return c.table(rows)
 
 
+def jobs_alone(settings: Any, path: Path, jobs: int, repeat: int) -> dict[str, Any]:
+    """CPU seconds of the parent's work (the read for moved requests) and of each job's body, each run alone in this
+    process (best of `repeat`): the critical path of `--jobs` on as many free cores."""
+    import queue
+
+    from streams.embedded import jobs as jobs_mod
+
+    def cpu(fn: Any) -> float:
+        return best_cpu(fn, repeat)[0]
+
+    moved = jobs_mod.moved_requests([str(path)])
+    parent = cpu(lambda: jobs_mod.moved_requests([str(path)]))
+    per_job = [
+        cpu(lambda j=j: jobs_mod._job_body(j, jobs, settings, [str(path)], "jsonl", moved, None, "x", False,
+                                           queue.Queue()))
+        for j in range(jobs)
+    ]  # fmt: skip
+    return {"parent_cpu_s": parent, "jobs_cpu_s": per_job}
+
+
 def memory(monitor: Any) -> dict[str, Any]:
     """Bytes per fingerprint of the content indexes (native, and the pure path on the same live texts) and of the
     long-horizon records, over the monitor's domains."""
@@ -154,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     t_loads, w_loads, _ = best_cpu(loads, repeat)
     t_fp, w_fp, n_fp = best_cpu(fingerprint, repeat)
     c.log(args, f"orjson {t_loads:.2f}s, fingerprinting {t_fp:.2f}s CPU; replaying ...")
-    t_core, w_core, result = best_cpu(replay, c.pick(args, full=1, quick=1, tiny=1))
+    t_core, w_core, result = best_cpu(replay, repeat)  # best of as many as the baselines: the machine is shared
     events = result.events_total + sum(result.rejects.values())
 
     c.log(args, f"replay {t_core:.2f}s CPU; --jobs 2 ...")
@@ -171,8 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     # other and are slowed by the rest.
     runs = [run_jobs() for _ in range(repeat)]
     w_jobs, p_parent, split_result = min(runs, key=lambda r: max(r[2].jobs_cpu_s) + r[1])
+    # Each job's work alone, one after the other in this process (what two free cores give each): the parent's
+    # first read of the input, then every job's body.
+    alone = jobs_alone(settings, path, jobs, repeat)
     same = [a.alert_id for a in split_result.alerts] == [a.alert_id for a in result.alerts]
     cpu_speedup = t_core / (max(split_result.jobs_cpu_s) + p_parent)
+    alone_speedup = t_core / (alone["parent_cpu_s"] + max(alone["jobs_cpu_s"]))
     wall_speedup = w_core / w_jobs
 
     mem = memory(result.monitor)
@@ -208,16 +232,20 @@ def main(argv: list[str] | None = None) -> int:
                 {"what": "one process", "wall s": w_core, "CPU s": t_core, "speedup": 1.0},
                 {"what": "--jobs 2 (wall)", "wall s": w_jobs, "CPU s": sum(split_result.jobs_cpu_s) + p_parent,
                  "speedup": wall_speedup},
-                {"what": "--jobs 2 (busiest job + parent, CPU)", "wall s": None,
+                {"what": "--jobs 2, run at once: busiest job + parent (CPU)", "wall s": None,
                  "CPU s": max(split_result.jobs_cpu_s) + p_parent, "speedup": cpu_speedup},
+                {"what": "--jobs 2, each job alone: busiest + parent (CPU)", "wall s": None,
+                 "CPU s": max(alone["jobs_cpu_s"]) + alone["parent_cpu_s"], "speedup": alone_speedup},
             ]
         )
-        + f"\n\njobs' CPU s: {', '.join(f'{x:.2f}' for x in split_result.jobs_cpu_s)}; parent {p_parent:.2f}; "
-        f"alerts identical to one process: {same}",
+        + f"\n\njobs' CPU s run at once: {', '.join(f'{x:.2f}' for x in split_result.jobs_cpu_s)}, parent "
+        f"{p_parent:.2f}; alone: {', '.join(f'{x:.2f}' for x in alone['jobs_cpu_s'])}, parent "
+        f"{alone['parent_cpu_s']:.2f}; alerts identical to one process: {same}",
     }  # fmt: skip
     targets = {
         "text-rich core / fingerprinting": c.target(ratio, TARGET),
-        "replay --jobs 2 speedup (CPU)": c.target(cpu_speedup, TARGET_JOBS),
+        "replay --jobs 2 speedup (CPU, each job alone: two free cores)": c.target(alone_speedup, TARGET_JOBS),
+        "replay --jobs 2 speedup (CPU, jobs at once on this shared machine)": c.target(cpu_speedup, TARGET_JOBS),
         "replay --jobs 2 speedup (wall)": c.target(wall_speedup, TARGET_JOBS),
     }
     state = result.state_size
@@ -254,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             "jobs2_parent_cpu_s": p_parent,
             "jobs2_speedup_wall": wall_speedup,
             "jobs2_speedup_cpu": cpu_speedup,
+            "jobs2_alone_cpu_s": alone["jobs_cpu_s"],
+            "jobs2_alone_parent_cpu_s": alone["parent_cpu_s"],
+            "jobs2_speedup_cpu_alone": alone_speedup,
             "jobs2_same_alerts": same,
         },
         baseline={

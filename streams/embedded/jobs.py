@@ -205,6 +205,9 @@ class _Outbox(Sink):
         self.reject_reasons.append((reason, detail))
 
     def seal(self, seq: float) -> None:
+        if not self.pending:  # most events raise nothing
+            self._orphans.clear()
+            return
         if seq != _FLUSH:  # within one event the domains' alerts keep the jobs' order; at the end, their names'
             self.pending = [
                 ((*k[:-1], "") if k[0] == 1 and k[1] == 1 else k, kind, item) for k, kind, item in self.pending
