@@ -32,8 +32,12 @@ async def live_latency(
     tail_s: float,
     inject_every_s: float,
     direct: bool = False,
+    run_tag: str = "",
 ) -> dict[str, Any]:
-    """Produce live at `rate` with ts = now; inject over-long pairs; time alert arrival per response."""
+    """Produce live at `rate` with ts = now; inject over-long pairs; time alert arrival per response.
+
+    `run_tag`: one of several runs against the same worker: every id this run sends is suffixed with it, so that
+    none is a duplicate of an earlier run's (the worker would drop it unjudged)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     domain = "zz-bench-overlong"
@@ -93,11 +97,11 @@ async def live_latency(
                 key = key_for(ev)  # of the original: a re-sent request's suffixed id is not in `rdom`
                 cycle = sent // nbg
                 ev = dict(ev, ts=time.time())
-                if cycle:
-                    ev["event_id"] = f"{ev['event_id']}~L{cycle}"
+                if cycle or run_tag:
+                    ev["event_id"] = f"{ev['event_id']}~L{run_tag}{cycle}"
                     for f in ("request_id", "session_id"):
                         if ev.get(f):
-                            ev[f] = f"{ev[f]}~L{cycle}"
+                            ev[f] = f"{ev[f]}~L{run_tag}{cycle}"
                 if key is None:  # a canary, direct topology
                     for part in range(partitions):
                         await prod.send(names.input_topic, value=orjson.dumps(ev), partition=part)
@@ -106,7 +110,7 @@ async def live_latency(
                 sent += 1
             if next_inject <= now < stop_inject:
                 next_inject += inject_every_s
-                rid = f"ovl-{injected}"
+                rid = f"ovl-{run_tag}{injected}"
                 injected += 1
                 req, resp = overlong_pair(rid, domain, time.time())
                 pair_key = domain.encode() if direct else rid.encode()
@@ -146,6 +150,8 @@ async def live_latency(
         "p99_ms": q(0.99),
         "max_ms": ms[-1] if ms else None,
         "latencies_ms": ms,
+        # In order of injection: a backlog growing over the window shows as latencies growing in this list.
+        "latencies_in_order_ms": [1000.0 * got[rid] for rid in sent_at if rid in got],
     }
 
 

@@ -209,7 +209,7 @@ def run_workers(
     samples_join: list[tuple[float, int]] = []
     alerts_total = 0
     workers: list[WorkerProcess] = []
-    cpu_start = cpu_end = None
+    cpu_start = cpu_end = cpu_first = None
     timeout_s = c.pick(args, full=900.0, quick=300.0, tiny=180.0)
     progress = c.Progress(f"{n_workers} worker(s)", msgs_total, enabled=not args.no_progress)
     try:
@@ -244,6 +244,8 @@ def run_workers(
                     join = sum(v for x in ok for k, v in x["counters"].items() if k.startswith("events."))
                     samples_ingest.append((t, ing))
                     samples_join.append((t, join))
+                    if ing and cpu_first is None:  # the workers' CPU from their first event on (no start-up)
+                        cpu_first = _cpu_now(workers)
                     progress.update(ing)
                     final = ok
             done_ingest = bool(samples_ingest) and samples_ingest[-1][1] >= msgs_total
@@ -295,6 +297,10 @@ def run_workers(
             "workers_cpu_s": cpu_end[0] - cpu_start[0],
             "machine_busy_cpu_s": cpu_end[1] - cpu_start[1],
         }
+    if cpu_first is not None and cpu_end is not None:
+        # The workers' own CPU seconds while they processed the input (from their first event to the last alert).
+        cpu["processing_wall_s"] = cpu_end[2] - cpu_first[2]
+        cpu["processing_workers_cpu_s"] = cpu_end[0] - cpu_first[0]
     counters: dict[str, int] = {}
     for x in final:
         for k, v in (x or {}).get("counters", {}).items():

@@ -20,8 +20,13 @@ In one run, on text-free simulator traffic:
    pre-filled topic the first worker to join reads most of it before the second gets a partition):
    combined rate and scaling vs one worker.
 6. The direct topology (kafka.topology=direct, streams/kafka/direct.py): the same events keyed by
-   cache domain (canaries to every partition), one event and 100 events per message, and its latency
-   at half its own end-to-end rate with the default settings otherwise.
+   cache domain (canaries to every partition), one event and 100 events per message.
+7. Text-rich traffic (issue 28, bench/_kafka_textrich.py): the direct worker, 100 events per message, on
+   the multilingual traffic of bench_textrich beside the text-rich core on the same events; and the direct
+   topology's latency, text-free and text-rich, at a rate the whole setup sustains (producer included),
+   found by trial windows from half the end-to-end rate down.
+   `--only textrich` runs this part alone (and the text-free direct run it starts from) and writes
+   bench/results/bench_kafka_textrich.json.
 
 This file is the command line and the order of the runs; the parts: bench/_kafka_input.py (messages, end
 markers), bench/_kafka_throughput.py (baseline, ceilings, worker runs), bench/_kafka_latency.py (live
@@ -47,6 +52,7 @@ import orjson
 from _kafka_input import PER_MESSAGE, batched, build_input, direct_batched, direct_input, spread_domains
 from _kafka_latency import LOW_LATENCY_ENV, latency_run
 from _kafka_report import Measured, write
+from _kafka_textrich import run_textrich, textrich_tables, textrich_targets
 from _kafka_throughput import core_ceiling, publish, raw_consume, run_workers
 
 from streams.settings import Settings
@@ -67,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     p = c.parser(__doc__.splitlines()[0])
     p.add_argument("--bootstrap", default=os.environ.get("CROSSTALK_KAFKA__BOOTSTRAP", DEFAULT_BOOTSTRAP))
     p.add_argument("--no-defaults-latency", action="store_true", help="skip the latency run with default settings")
+    p.add_argument("--only", choices=["all", "textrich"], default="all", help="textrich: the text-rich runs alone")
     args = p.parse_args(argv)
+    if args.only == "textrich":
+        return textrich_only(args)
     # Produce retries right after topic creation (NotLeaderForPartition) are expected and retried.
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
 
@@ -150,11 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             lat["defaults"] = latency_run(
                 args, args.bootstrap, background, half, {}, "latdef", d_duration, 8.0, workdir
             )
-            # The direct topology at half its own end-to-end rate, default settings otherwise.
-            lat["direct"] = latency_run(
-                args, args.bootstrap, background, 0.5 * d1["end_to_end_events_per_s"], DIRECT_ENV, "latdir",
-                d_duration, 8.0, workdir,
-            )  # fmt: skip
+        # 7: text-rich traffic; the direct topology's latency at rates the whole setup sustains.
+        tr = run_textrich(args, workdir, DIRECT_ENV, background, d1["end_to_end_events_per_s"])
+        lat.update(tr["latency"])
     except Exception:
         keep_logs = True
         print(f"worker logs kept in {workdir}", file=sys.stderr)
@@ -168,10 +175,50 @@ def main(argv: list[str] | None = None) -> int:
         Measured(
             events=n_events, messages=total, nbytes=nbytes, publish_s=t_pub, base=base, base_b=base_b,
             ceiling=ceiling, r1=r1, rb=rb, r2=r2, lat=lat, half=half, r1_ready=r1r, d1=d1, db=db,
-            d1s=d1s, d2s=d2s,
+            d1s=d1s, d2s=d2s, textrich=tr,
         ),
         defaults,
     )  # fmt: skip
+    return 0
+
+
+def textrich_only(args: Any) -> int:
+    """Part 7 alone: the text-free direct run it starts the latency search from, then the text-rich runs."""
+    defaults = Settings()
+    n_events = c.pick(args, full=60_000, quick=30_000, tiny=2_000)
+    duration = c.pick(args, full=1200.0, quick=1200.0, tiny=60.0)
+    lines = c.text_free_lines(args, 3 if n_events > 21_192 else 1, duration_s=duration)[:n_events]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    try:
+        dmsgs, ddomains, _ = direct_input(lines, defaults.kafka.input_partitions)
+        with names(args.bootstrap, "direct") as dn:
+            asyncio.run(publish(args.bootstrap, dn.input_topic, dmsgs))
+            d1 = run_workers(args, dn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+        c.log(args, f"1 worker, direct topology: end-to-end {d1['end_to_end_events_per_s']:,.0f} ev/s")
+        tr = run_textrich(
+            args, workdir, DIRECT_ENV, [orjson.loads(raw) for raw in lines], d1["end_to_end_events_per_s"]
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    tables = textrich_tables(tr)
+    targets = textrich_targets(tr)
+    strip = {k: {kk: vv for kk, vv in v.items() if not kk.startswith("latencies")} for k, v in tr["latency"].items()}
+    path = c.write(
+        "bench_kafka_textrich",
+        args,
+        params={"path": tr["path"], "events": tr["core"]["events"], "text_mb": tr["core"]["text_mb"],
+                "text_free_direct_events": len(dmsgs), "load_average": os.getloadavg()},
+        figures={"worker_end_to_end_events_per_s": tr["worker"]["end_to_end_events_per_s"],
+                 **{f"latency_{k}_p99_ms": v["p99_ms"] for k, v in tr["latency"].items()},
+                 **{f"latency_{k}_rate": v["achieved_rate"] for k, v in tr["latency"].items()}},
+        baseline={"core_events_per_s": tr["core"]["core_events_per_s"], "core": tr["core"],
+                  "text_free_direct_end_to_end_events_per_s": d1["end_to_end_events_per_s"]},
+        ratio={"worker_over_core": tr["worker"]["end_to_end_events_per_s"] / tr["core"]["core_events_per_s"]},
+        targets=targets,
+        tables=tables,
+        extra={"worker": tr["worker"], "latency": strip, "text_free_direct": d1},
+    )  # fmt: skip
+    c.report("text-rich traffic through the direct topology", tables, targets, path)
     return 0
 
 

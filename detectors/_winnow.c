@@ -258,6 +258,85 @@ static PyObject *Winnower_hashes(Winnower *self, PyObject *const *args, Py_ssize
     return r;
 }
 
+/* The units of a non-ASCII `text` as str, in order: words as written with ASCII folded (format characters
+ * removed), and single characters (tokens.Units.raw(): the same spans of the same folded UTF-8). */
+static int unit_strings(Winnower *self, PyObject *text, PyObject *out) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const uint8_t *fold = self->fold, *classes = self->classes;
+    Py_UCS4 last = (Py_UCS4)(self->table_end - 1);
+    uint8_t local[MAX_KEY + 8];
+    size_t wcap = sizeof(local), wlen = 0;
+    uint8_t *word = local;
+    int rc = -1;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        int cls;
+        Py_UCS4 c = 0;
+        uint8_t f = ' ';
+        if (i == n) {
+            cls = SEP;
+        } else {
+            c = PyUnicode_READ(kind, data, i);
+            if (c < 0x80) {
+                f = fold[c];
+                cls = f == ' ' ? SEP : WORD;
+            } else {
+                cls = classes[c < last ? c : last];
+            }
+        }
+        if (cls == DROP) continue;
+        if (cls == WORD) {
+            if (wlen + 4 > wcap) {
+                wcap *= 2;
+                uint8_t *nw = word == local ? PyMem_Malloc(wcap) : PyMem_Realloc(word, wcap);
+                if (!nw) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                if (word == local) memcpy(nw, local, wlen);
+                word = nw;
+            }
+            if (c < 0x80)
+                word[wlen++] = f;
+            else
+                wlen += utf8_put(word + wlen, c);
+            continue;
+        }
+        if (wlen) {
+            PyObject *u = PyUnicode_DecodeUTF8((const char *)word, (Py_ssize_t)wlen, "surrogatepass");
+            if (!u || PyList_Append(out, u) < 0) {
+                Py_XDECREF(u);
+                goto done;
+            }
+            Py_DECREF(u);
+            wlen = 0;
+        }
+        if (cls == CHAR) {
+            PyObject *u = PyUnicode_FromOrdinal((int)c);
+            if (!u || PyList_Append(out, u) < 0) {
+                Py_XDECREF(u);
+                goto done;
+            }
+            Py_DECREF(u);
+        }
+    }
+    rc = 0;
+done:
+    if (word != local) PyMem_Free(word);
+    return rc;
+}
+
+static PyObject *Winnower_units(Winnower *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be a str");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out && unit_strings(self, text, out) < 0) Py_CLEAR(out);
+    return out;
+}
+
 #include "_winnow_select.h" /* select_minima: window minima and the selection */
 
 /* The model object without validation (our own output): as TextFingerprint.model_construct, through the
@@ -368,7 +447,18 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
     return r;
 }
 
-#include "_winnow_digest.h" /* prefix_digests and the module's functions (module_methods) */
+#include "_winnow_digest.h" /* prefix_digests */
+#include "_winnow_spread.h" /* the commonness record's loops (detectors/commonness.py) */
+#include "_winnow_index.h"  /* the content index's single-owner postings (detectors/index.py) */
+
+static PyMethodDef module_methods[] = {
+    {"prefix_digests", prefix_digests, METH_VARARGS,
+     "prefix_digests(data, r, a, b) -> polynomial hashes mod 2**61 - 1 of data[:a] and data[:b]"},
+    SPREAD_METHODS
+    INDEX_METHODS
+    {NULL, NULL, 0, NULL},
+};
+
 
 static PyObject *Winnower_clear(Winnower *self, PyObject *Py_UNUSED(ignored)) {
     cache_clear(&self->cache);
@@ -437,6 +527,7 @@ static PyMethodDef Winnower_methods[] = {
     {"fingerprint", (PyCFunction)(void (*)(void))Winnower_fingerprint, METH_FASTCALL,
      "fingerprint(text, hash_fn) -> the model (TextFingerprint), or (selected hashes, units) without one"},
     {"kgrams", (PyCFunction)Winnower_kgrams, METH_O, "kgrams(unit_hashes) -> bytearray of the k-gram hashes"},
+    {"units", (PyCFunction)Winnower_units, METH_O, "units(text) -> the units as written, ASCII folded (Units.raw)"},
     {"clear", (PyCFunction)Winnower_clear, METH_NOARGS, "forget the cached unit hashes of words"},
     {NULL, NULL, 0, NULL},
 };
@@ -464,7 +555,8 @@ static struct PyModuleDef winnow_module = {
 };
 
 PyMODINIT_FUNC PyInit__winnow(void) {
-    if (PyType_Ready(&WinnowerType) < 0 || PyType_Ready(&SelectionType) < 0) return NULL;
+    if (PyType_Ready(&WinnowerType) < 0 || PyType_Ready(&SelectionType) < 0 || PyType_Ready(&PostingsType) < 0)
+        return NULL;
     if (!(s_dict = PyUnicode_InternFromString("__dict__")) ||
         !(s_fields_set = PyUnicode_InternFromString("__pydantic_fields_set__")) ||
         !(s_extra = PyUnicode_InternFromString("__pydantic_extra__")) ||
@@ -484,6 +576,12 @@ PyMODINIT_FUNC PyInit__winnow(void) {
     Py_INCREF(&SelectionType);
     if (PyModule_AddObject(m, "Selection", (PyObject *)&SelectionType) < 0) {
         Py_DECREF(&SelectionType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&PostingsType);
+    if (PyModule_AddObject(m, "Postings", (PyObject *)&PostingsType) < 0) {
+        Py_DECREF(&PostingsType);
         Py_DECREF(m);
         return NULL;
     }

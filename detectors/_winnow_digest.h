@@ -100,10 +100,5 @@ static PyObject *prefix_digests(PyObject *Py_UNUSED(mod), PyObject *args) {
     return Py_BuildValue("(KK)", (unsigned long long)ha, (unsigned long long)hb);
 }
 
-static PyMethodDef module_methods[] = {
-    {"prefix_digests", prefix_digests, METH_VARARGS,
-     "prefix_digests(data, r, a, b) -> polynomial hashes mod 2**61 - 1 of data[:a] and data[:b]"},
-    {NULL, NULL, 0, NULL},
-};
 
 #endif

@@ -447,7 +447,13 @@ class Fingerprinter:
         return kgram_hashes(wh, self.k)
 
     def _selected(self, kg: np.ndarray) -> list[int]:
-        return window_minima(kg, self.w)
+        w = self.w
+        if self._native is not None and kg.shape[0] > w:
+            # The native window minima (the session state's own loop): the same values in the same order.
+            out: list[int] = []
+            _winnow.Selection().extend(kg, w, kg.shape[0] - w + 1, out)
+            return out
+        return window_minima(kg, w)
 
     def winnow(self, kg: np.ndarray) -> np.ndarray:
         """Selected fingerprints of a k-gram hash sequence, in text order, each hash once."""

@@ -14,11 +14,91 @@ whole copy is needed.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
 from operator import eq
-from typing import NamedTuple
+from sys import intern
+from typing import Any, NamedTuple
+
+import numpy as np
+
+try:
+    from detectors._winnow import Postings as _Postings
+    from detectors._winnow import first_positions as _first_native
+except ImportError:  # built without a C compiler (or an older build): the pure path, the same postings
+    _Postings = None  # type: ignore[assignment,misc,unused-ignore]
+    _first_native = None  # type: ignore[assignment,unused-ignore]
+
+# Whether the postings are the native table (detectors/_winnow_index.h): 16 bytes a slot and a short owner list
+# where several tenants had a fingerprint, instead of dict entries, int objects and a dict per shared fingerprint;
+# and the per-fingerprint loops of `_insert` / `_drop` in C. The same answers in the same order
+# (tests/detectors/test_native_index.py); `ContentIndex(native=False)` runs the dicts.
+NATIVE = _Postings is not None
+
+
+def _first_positions(hashes: Iterable[int], needed: list[int]) -> list[int]:
+    """The first index of each needed value in `hashes`, or -1 (the pure path of the native `first_positions`)."""
+    where: dict[int, int] = {}
+    for p, h in enumerate(hashes):
+        where.setdefault(h, p)
+    return [where.get(h, -1) for h in needed]
+
+
+class _Owners:
+    """`ContentIndex._multi` over the native postings: the fingerprints several tenants had, read through the table
+    (`get(h)` is {tenant: doc id} as the pure path's dict holds it)."""
+
+    __slots__ = ("_table", "get")
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+        self.get = table.owners
+
+    def __len__(self) -> int:
+        return int(self._table.multi)
+
+    def __contains__(self, h: object) -> bool:
+        return bool(self._table.has_owners(h))
+
+    def items(self) -> list[tuple[int, dict[str, int]]]:
+        return list(self._table.owner_items())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (restore_owners, (self._table,))
+
+
+class _Restored(dict[int, int]):
+    """Native postings unpickled without the extension: the pure path's `_single`, with its `_multi` beside it."""
+
+    multi: dict[int, dict[str, int]]
+
+
+def restore_postings(state: tuple[Any, ...]) -> Any:
+    """Unpickle native postings: as the native table where it is built, else as the pure path's two dicts."""
+    if _Postings is not None:
+        table = _Postings()
+        table.__setstate__(state)
+        return table
+    _bits, _slots, keys, vals, owners, base, tenants = state
+    single = _Restored()
+    single.multi = {}
+    listed = iter(np.frombuffer(owners, dtype=np.int64).tolist())
+    for h, doc in zip(
+        np.frombuffer(keys, dtype=np.uint64).tolist(), np.frombuffer(vals, dtype=np.int64).tolist(), strict=True
+    ):
+        if doc >= 0:
+            single[h] = doc
+        else:
+            docs = [next(listed) for _ in range(next(listed))]
+            single.multi[h] = {tenants[d - base]: d for d in docs}
+    return single
+
+
+def restore_owners(table: Any) -> Any:
+    return table.multi if isinstance(table, _Restored) else _Owners(table)
 
 
 class _Run(NamedTuple):
@@ -59,7 +139,8 @@ class Doc:
     session_id: str | None
     request_id: str
     ts: float
-    hashes: list[int]
+    # The text's fingerprints in text order, each once: a list, or native uint64 once in the native postings.
+    hashes: list[int] | array[int]
     # Model tokens per unit of this text (the engine's own count over the fingerprinter's units): what a
     # matched unit of it weighs when outputs mixing several sources are attributed. 1.0 when unknown.
     tpu: float = 1.0
@@ -192,7 +273,9 @@ class Overlap:
 
 
 class ContentIndex:
-    def __init__(self, window_s: float, max_docs: int, max_fingerprints: int, common_min_tenants: int) -> None:
+    def __init__(
+        self, window_s: float, max_docs: int, max_fingerprints: int, common_min_tenants: int, *, native: bool = True
+    ) -> None:
         self.window_s = window_s
         self.max_docs = max_docs
         self.max_fingerprints = max_fingerprints
@@ -201,9 +284,13 @@ class ContentIndex:
         # maps. Almost every fingerprint belongs to one tenant: for those `_single` holds the doc id alone
         # (the tenant is the doc's), which saves a dict per fingerprint (about 3x less memory) and lets
         # add/drop run as C-level bulk dict operations. `_multi` holds the rest, always with >= 2 owners.
-        # Invariant: a fingerprint is in at most one of the two.
-        self._single: dict[int, int] = {}
+        # Invariant: a fingerprint is in at most one of the two. Where the native extension is built, both are one
+        # table (`NATIVE`): `_single` is the table itself and `_multi` reads its owner lists (`_Owners`).
+        # The table answers get / in / len as the dict does (typed as the dict: what the readers use).
+        self._single: dict[int, int] = _Postings() if native and NATIVE else {}  # type: ignore[assignment]
         self._multi: dict[int, dict[str, int]] = {}
+        if type(self._single) is not dict:
+            self._multi = _Owners(self._single)  # type: ignore[assignment]
         self._docs: dict[int, Doc] = {}
         self._order: deque[int] = deque()
         self._next_id = 0
@@ -230,7 +317,6 @@ class ContentIndex:
 
     def _insert(self, doc: Doc) -> None:
         doc_id = doc.doc_id
-        tenant_id = doc.tenant_id
         hashes = doc.hashes
         self._next_id = doc_id + 1
         self.docs_seen += 1
@@ -240,6 +326,30 @@ class ContentIndex:
         docs[doc_id] = doc
         self._order.append(doc_id)
         self._fingerprints += len(hashes)
+        if type(self._single) is not dict:
+            self._insert_native(doc)
+        else:
+            self._insert_pure(doc)
+        log = self._log
+        if log is not None:
+            log.append(doc)
+            self._log_fps += len(hashes)
+            # Dropped texts stay alive in the record: bounded by the index's own bounds, beyond which a
+            # whole copy is cheaper to write than the record anyway.
+            if len(log) > self.max_docs or self._log_fps > self.max_fingerprints:
+                self._log = None
+
+    def _insert_native(self, doc: Doc) -> None:
+        """The postings of a new text, in the native table (owner lists included). The text keeps its fingerprints
+        as native uint64 (8 bytes each, against a list slot and an int object: 48), which the table reads in place
+        when the text leaves; its tenant interned: the table tells tenants apart by the str objects."""
+        if type(doc.hashes) is not array:
+            doc.hashes = array("Q", doc.hashes)
+        doc.tenant_id = intern(doc.tenant_id)
+        self._single.insert(doc.hashes, doc.doc_id, doc.tenant_id)  # type: ignore[attr-defined]
+
+    def _insert_pure(self, doc: Doc) -> None:
+        doc_id, tenant_id, hashes, docs = doc.doc_id, doc.tenant_id, doc.hashes, self._docs
         single = self._single
         multi = self._multi
         shared = False
@@ -258,14 +368,6 @@ class ContentIndex:
             single.update(dict.fromkeys(filterfalse(multi.__contains__, hashes), doc_id))
         else:
             single.update(dict.fromkeys(hashes, doc_id))
-        log = self._log
-        if log is not None:
-            log.append(doc)
-            self._log_fps += len(hashes)
-            # Dropped texts stay alive in the record: bounded by the index's own bounds, beyond which a
-            # whole copy is cheaper to write than the record anyway.
-            if len(log) > self.max_docs or self._log_fps > self.max_fingerprints:
-                self._log = None
 
     def _expire(self, now: float) -> None:
         horizon = now - self.window_s
@@ -286,6 +388,9 @@ class ContentIndex:
         hashes = doc.hashes
         self._fingerprints -= len(hashes)
         single = self._single
+        if type(single) is not dict:
+            single.drop(hashes, doc_id)  # type: ignore[attr-defined]
+            return
         # Only the tenant's newest text is recorded; a newer one keeps the entry alive.
         for h in list(compress(hashes, map(eq, map(single.get, hashes), repeat(doc_id)))):
             single.pop(h, None)
@@ -607,12 +712,11 @@ class ContentIndex:
                 d = None
             if d is not None:
                 matched.append((i, d))
+        needed = [hashes[i] for i, _ in matched]
+        first = _first_native if type(single) is not dict else _first_positions
         for doc_id in dict.fromkeys(d for _, d in matched):
-            doc_hashes = docs[doc_id].hashes
-            where: dict[int, int] = {}
-            for p, h in enumerate(doc_hashes):
-                where.setdefault(h, p)
-            at = [where.get(hashes[i], -1) - i for i, _ in matched]  # the text's offset each match implies
+            # The text's offset each match implies (where the text holds it first).
+            at = [p - i for p, (i, _) in zip(first(docs[doc_id].hashes, needed), matched, strict=True)]
             if min(at) + len(hashes) < 0:  # a match the text does not hold
                 continue
             # A fingerprint met earlier in the text implies an earlier offset (stored once, at its first occurrence),
@@ -698,6 +802,11 @@ class ContentIndex:
         state["_log"] = None  # what changed since a mark is not part of a copy
         state["_log_fps"] = 0
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if isinstance(self._single, _Restored):  # native postings restored without the extension: the dicts
+            self._single = dict(self._single)
 
     def holders(self, h: int) -> set[str]:
         """The tenants whose texts in the window hold fingerprint `h`."""

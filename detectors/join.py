@@ -214,6 +214,15 @@ class Joiner:
             out.append(self._orphan(half, half.event.ts))
         return out
 
+    def take_request(self, request_id: str) -> tuple[Request, TextFingerprint | None] | None:
+        """The waiting request half of `request_id`, taken out (its text already replaced by its fingerprints):
+        the direct topology re-routes it with its response when both came to another domain's partition."""
+        half = self._requests.pop(request_id, None)
+        if half is None:
+            return None
+        assert isinstance(half.event, Request)
+        return half.event, half.text_print
+
     def state_size(self) -> int:
         return len(self._requests) + len(self._responses)
 

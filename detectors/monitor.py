@@ -9,6 +9,7 @@ alerts) comes back as a return value, `Observed`.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,12 +179,27 @@ class Observed:
 
 
 class Monitor:
+    # Class defaults: snapshots pickled before these existed restore judging every domain.
+    owns: Callable[[str], bool] | None = None
+    # With `owns`: where the exchanges of domains it does not judge go (None: nowhere; a replay job's are judged by
+    # another job). The direct topology dead-letters them: such an exchange came to the wrong partition.
+    unowned: list[Exchange] | None = None
+
     def __init__(
-        self, settings: DetectionSettings, public: PublicSet | None = None, counters: Counter[str] | None = None
+        self,
+        settings: DetectionSettings,
+        public: PublicSet | None = None,
+        counters: Counter[str] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         """`counters`: where to count (a Kafka worker passes its own, so one monitor per partition shows on
-        its /counters and pickles the counters by name); by default the monitor's own."""
+        its /counters and pickles the counters by name); by default the monitor's own.
+
+        `owns`: which cache domains this monitor judges (None: all). A replay split into jobs by cache domain
+        (`crosstalk replay --jobs`) gives each job every event, so that event time, joins, duplicates and
+        canaries move exactly as in one process, and each job judges only its own domains."""
         self.settings = settings
+        self.owns = owns
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
         self.canary_policy = CanaryPolicy(settings.canary_tenants)
@@ -238,7 +254,8 @@ class Monitor:
             alerts = self._step(ts, evaluated) if ts >= self._next_advance else []
             if kind == "cache_stats":
                 assert isinstance(event, CacheStats)
-                alerts += self.table.get(d["cache_domain"], ts).observe_stats(event)
+                if self.owns is None or self.owns(d["cache_domain"]):
+                    alerts += self.table.get(d["cache_domain"], ts).observe_stats(event)
             else:
                 assert isinstance(event, Canary)
                 self.canaries.register_event(event)
@@ -266,6 +283,12 @@ class Monitor:
         orphan = d["orphan"]
         if orphan:
             counters[f"orphans.{orphan}"] += 1
+        if self.owns is not None and not self.owns(domain):
+            # Another job's domain (`owns`): counted above as everywhere, judged there; or the direct topology's
+            # exchange on the wrong partition (`unowned`).
+            if self.unowned is not None:
+                self.unowned.append(ex)
+            return []
         # DomainTable.get, inlined for a known domain (a call less per exchange; keep the two alike).
         ts = d["ts"]
         table = self.table

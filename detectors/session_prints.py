@@ -119,8 +119,20 @@ class SessionPrints:
                     return self._continue(session, data, state, cut, now)
         wh = fp.text_hashes(text)
         kg = fp.kgram_hashes(wh)
-        selected = fp._selected(kg)
-        self._remember(session, data, wh, kg)
+        plan = self._plan(data, wh)
+        if plan is not None and _winnow is not None:
+            # One native pass selects the whole text and keeps the windows before the cut as the state's set: the
+            # state's selection is the first `kept` values of the text's (windows before the cut come first).
+            cut, units, nkg = plan
+            seen = _winnow.Selection()
+            selected: list[int] = []
+            kept = seen.extend(kg, fp.w, nkg - fp.w + 1, selected)
+            digest = self._digests(data, cut, cut)[1]
+            self._store(session, digest, cut, units, wh[:units], kg[:nkg], (selected, kept), seen)
+        else:
+            selected = fp._selected(kg)
+            if plan is not None:
+                self._remember(data, wh, kg, plan, session)
         return TextFingerprint.model_construct(hashes=selected, words=wh.shape[0])
 
     def _continue(self, session: str, data: str | bytes, state: _State, cut: int, digest: bytes) -> TextFingerprint:
@@ -150,26 +162,29 @@ class SessionPrints:
             self._prints += state.nsel
         return TextFingerprint.model_construct(hashes=hashes, words=total_units)
 
-    def _remember(self, session: str, data: str | bytes, wh: np.ndarray, kg: np.ndarray) -> None:
-        """State for the next turn after a full pass: everything before the text's last space or newline."""
+    def _plan(self, data: str | bytes, wh: np.ndarray) -> tuple[int, int, int] | None:
+        """Where the state for the next turn ends after a full pass: (cut, the units before it, the k-grams before
+        it), everything before the text's last space or newline; None when no state is kept."""
         cut = _last_separator(data)
         if cut < self.min_cut:
-            return
+            return None
         fp = self.fp
         units = wh.shape[0] - fp.text_hashes(_text(data, cut)).shape[0]
         nkg = max(units - fp.k + 1, 0)
         if nkg - fp.w + 1 < 1:
-            return
-        selected: list[int] = []
-        seen: Any
-        if _winnow is not None:
-            seen = _winnow.Selection()
-            seen.extend(kg[:nkg], fp.w, nkg - fp.w + 1, selected)
-        else:
-            mins = _window_minima(kg[:nkg], fp.w)
-            first = _first_seen(mins[_changes(mins)])
-            selected = first.tolist()
-            seen = np.sort(first)
+            return None
+        return cut, units, nkg
+
+    def _remember(
+        self, data: str | bytes, wh: np.ndarray, kg: np.ndarray, plan: tuple[int, int, int], session: str
+    ) -> None:
+        """State for the next turn after a full pass without the extension (`_plan`)."""
+        fp = self.fp
+        cut, units, nkg = plan
+        mins = _window_minima(kg[:nkg], fp.w)
+        first = _first_seen(mins[_changes(mins)])
+        selected = first.tolist()
+        seen = np.sort(first)
         digest = self._digests(data, cut, cut)[1]
         self._store(session, digest, cut, units, wh[:units], kg[:nkg], (selected, len(selected)), seen)
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -220,8 +220,30 @@ def words_of(text: str) -> list[str]:
     """
     if text.isascii():
         return text.encode("ascii").translate(FOLD).decode("ascii").split()
-    return [u if u.isascii() else _normalise_unit(u) for u in Units.of(text).raw()]
+    raw = _UNITS.units(text) if _UNITS is not None else Units.of(text).raw()
+    return [u if u.isascii() else _normalise_unit(u) for u in raw]
+
+
+def raw_units(text: str, *, native: bool = True) -> list[str]:
+    """`Units.of(text).raw()`: natively (one pass over the str's code points, detectors/_winnow.c) where built."""
+    if native and _UNITS is not None:
+        return list(_UNITS.units(text))
+    return Units.of(text).raw()
 
 
 # Units repeat (a text has a few thousand distinct characters at most): normalise each once.
 _normalise_unit = functools.lru_cache(maxsize=1 << 16)(normalise)
+
+
+def _native_units() -> object | None:
+    """The native extension's unit cutter (`Winnower.units`: no hashing, so no key and no cache), or None."""
+    try:
+        from detectors import _winnow
+    except ImportError:  # built without a C compiler: the numpy path, the same units
+        return None
+    if not hasattr(_winnow.Winnower, "units"):
+        return None
+    return _winnow.Winnower(1, 1, CLASS.tobytes(), FOLD, 1, 4096, None)  # a cache it never fills
+
+
+_UNITS: Any = _native_units()

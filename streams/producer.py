@@ -26,7 +26,7 @@ from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
 from streams.io import bounded_lines, open_binary
-from streams.routing import domain_key, input_partition_of, routing_key
+from streams.routing import PLACED, domain_key, input_partition_of, routing_key
 from streams.settings import KafkaSettings, Settings, load_settings
 
 
@@ -115,8 +115,10 @@ class GatewayProducer:
         if not self.direct:
             return self._producer.send(self.topic, key=routing_key(ev).encode(), value=raw, headers=headers)
         if ev.type == "canary":
+            # A copy on every partition, marked as placed: a direct worker copies an unmarked one itself.
+            placed = [*headers, (PLACED, b"1")]
             futures = [
-                self._producer.send(self.topic, value=raw, headers=headers, partition=q)
+                self._producer.send(self.topic, value=raw, headers=placed, partition=q)
                 for q in sorted(self._producer.partitions_for(self.topic) or {0})
             ]
             return futures[-1]
@@ -241,7 +243,7 @@ def produce_file(
     def send_partition(q: int) -> None:
         lines_q = by_partition.pop(q, None)
         if lines_q:
-            ndjson = [("content-type", NDJSON_CONTENT_TYPE)]
+            ndjson = [("content-type", NDJSON_CONTENT_TYPE), (PLACED, b"1")]
             prod.send(k.input_topic, key=None, partition=q, value=b"\n".join(lines_q), headers=ndjson)
 
     try:
@@ -276,8 +278,9 @@ def produce_file(
                     if len(group) >= batch:
                         send_partition(q)
             elif direct and targets is not None:
+                placed = [*headers, (PLACED, b"1")]  # a direct worker copies an unmarked canary itself
                 for q in targets:
-                    prod.send(k.input_topic, key=key, partition=q, value=line, headers=headers)
+                    prod.send(k.input_topic, key=key, partition=q, value=line, headers=placed)
             elif batch > 1:
                 if pending and pending_bytes + len(line) + 1 > batch_bytes:
                     send_pending()

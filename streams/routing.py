@@ -10,6 +10,10 @@ from collections.abc import Mapping
 
 from schemas.events import CacheStats, Event, Request, Response
 
+# Header of a message placed on its cache domain's input partition by a crosstalk producer or a direct worker: its
+# canaries are on every partition already, and it is never re-routed (streams/kafka/direct.py).
+PLACED = "crosstalk-placed"
+
 
 def routing_key(event: Event) -> str:
     """The key that co-locates what must meet: both halves of a pair, a domain's stats, a tenant's canaries."""
@@ -33,6 +37,33 @@ def domain_key(event: Event, domain_of_request: Mapping[str, str] | None = None)
         known = None if domain_of_request is None else domain_of_request.get(event.request_id)
         return known if known is not None else event.cache_domain
     return None
+
+
+class DomainHome:
+    """Whether a cache domain's input partition is `partition` (of `partitions`): the domains a direct-topology
+    Monitor may judge (`Monitor.owns`). A class, not a closure: the Monitor is pickled with it."""
+
+    __slots__ = ("_seen", "partition", "partitions")
+
+    def __init__(self, partition: int, partitions: int) -> None:
+        self.partition = partition
+        self.partitions = partitions
+        self._seen: dict[str, bool] = {}
+
+    def __call__(self, domain: str) -> bool:
+        home = self._seen.get(domain)
+        if home is None:
+            if len(self._seen) > 100_000:  # junk domains: the map is a cache
+                self._seen.clear()
+            home = self._seen[domain] = input_partition_of(domain.encode(), self.partitions) == self.partition
+        return home
+
+    def __getstate__(self) -> tuple[int, int]:
+        return self.partition, self.partitions
+
+    def __setstate__(self, state: tuple[int, int]) -> None:
+        self.partition, self.partitions = state
+        self._seen = {}
 
 
 def input_partition_of(key: bytes, partitions: int) -> int:

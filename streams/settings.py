@@ -42,10 +42,12 @@ class KafkaSettings(_Section):
     alerts_topic: str = "crosstalk.alerts"
     deadletter_topic: str = "crosstalk.deadletter"
     topology: Literal["staged", "direct"] = Field(
-        default="staged",
-        description="staged: ingest -> join -> domain stages over internal topics, for input keyed any way; "
-        "direct: one stage, a Monitor per input partition, for input keyed by cache domain (producer "
-        "key_by='cache_domain'): no internal topics, several times the throughput (docs/operations.md, ADR 0003)",
+        default="direct",
+        description="direct (default): one stage, a Monitor per input partition, for input keyed by cache domain, as "
+        "every producer crosstalk ships keys it (produce, GatewayProducer, the LiteLLM callback, the OTLP bridge, "
+        "the probe); input keyed otherwise is sent on to its domain's partition or dead-lettered `misrouted`, "
+        "never judged on the wrong one. staged: ingest -> join -> domain stages over internal topics, for foreign "
+        "producers that key events any way (docs/operations.md, ADR 0003)",
     )
     input_partitions: int = Field(default=4, ge=1)
     internal_partitions: int = Field(default=4, ge=1)

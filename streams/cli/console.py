@@ -56,25 +56,24 @@ def print_summary(result: RunResult, console: Console = err) -> None:
     t.add_row("throughput", f"{rate:,.0f} events/s, {result.bytes_in / 1e6 / max(result.seconds, 1e-9):,.1f} MB/s")
     t.add_row("state size", ", ".join(f"{k}={v:,}" for k, v in sorted(result.state_size.items())))
     console.print(t)
-    if result.monitor is not None:
-        incidents = result.monitor.incidents()
-        if incidents:
-            it = Table(title="incidents (grouped by cache domain and category)")
-            for col in ("incident", "domain", "from", "to", "alerts", "requests", "kinds", "tenants hit", "sources"):
-                it.add_column(col)
-            for inc in incidents:
-                it.add_row(
-                    inc.incident_id[:12],
-                    inc.cache_domain,
-                    format_ts(inc.first_ts),
-                    format_ts(inc.last_ts),
-                    str(inc.alerts),
-                    str(len(inc.request_ids) + inc.truncated_request_ids),
-                    ", ".join(f"{k}×{n}" for k, n in inc.kinds.most_common()),
-                    str(len(inc.tenants)),
-                    ", ".join(sorted(inc.source_tenants)[:6]) + (" …" if len(inc.source_tenants) > 6 else ""),
-                )
-            console.print(it)
+    incidents = result.incidents()
+    if incidents:
+        it = Table(title="incidents (grouped by cache domain and category)")
+        for col in ("incident", "domain", "from", "to", "alerts", "requests", "kinds", "tenants hit", "sources"):
+            it.add_column(col)
+        for inc in incidents:
+            it.add_row(
+                inc.incident_id[:12],
+                inc.cache_domain,
+                format_ts(inc.first_ts),
+                format_ts(inc.last_ts),
+                str(inc.alerts),
+                str(len(inc.request_ids) + inc.truncated_request_ids),
+                ", ".join(f"{k}×{n}" for k, n in inc.kinds.most_common()),
+                str(len(inc.tenants)),
+                ", ".join(sorted(inc.source_tenants)[:6]) + (" …" if len(inc.source_tenants) > 6 else ""),
+            )
+        console.print(it)
 
 
 def print_evaluation(ev: Evaluation, console: Console | None = None) -> None:

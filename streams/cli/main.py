@@ -20,6 +20,7 @@ EXIT_INPUT = 3  # an input file cannot be read at all: missing, a directory, not
 EXIT_OUTPUT = 4  # an output (--alerts-out, --rejects) cannot be written
 EXIT_CONFIG = 5  # the settings (TOML file or CROSSTALK_* env) are not valid
 EXIT_PARTIAL = 6  # an input ended early (truncated or corrupt gzip): all that was read was processed and written
+EXIT_INTERNAL = 7  # a replay job failed (its traceback is printed)
 EXIT_INTERRUPTED = 130  # SIGINT: all that was read was processed, flushed and summarised
 
 
@@ -62,6 +63,16 @@ def default_rejects_path() -> str:
     return str(data_dir() / "rejects" / f"replay-{stamp}-{os.getpid()}.jsonl")
 
 
+def _jobs(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs: {value!r}") from None
+    if not 0 <= n <= 256:
+        raise argparse.ArgumentTypeError("--jobs must be within 0..256 (0: one per CPU)")
+    return n
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     settings = load_settings(getattr(args, "config", None))
     return with_run_key(settings, args.command) if args.command in ("replay", "demo") else settings
@@ -71,6 +82,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
     from streams.cli.console import err, print_alert, print_summary
+    from streams.embedded.jobs import Jobs, JobsError, default_jobs
     from streams.embedded.runner import EmbeddedRunner
     from streams.inputs.files import InputError, check_inputs, input_size
     from streams.sinks import build_sinks
@@ -84,17 +96,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise CliError(EXIT_INPUT, str(exc)) from None
     if args.rejects is None:
         args.rejects = default_rejects_path()
+    jobs = args.jobs or default_jobs()
+    if jobs > 1 and "-" in args.files:
+        raise CliError(EXIT_USAGE, "--jobs needs files: standard input can be read only once (use --jobs 1)")
     _writable(args.rejects, "--rejects")
     alerts_out: Any = sys.stdout.buffer
     if args.alerts_out not in (None, "-"):
         _writable(args.alerts_out, "--alerts-out")
         alerts_out = Path(args.alerts_out).open("wb")  # noqa: SIM115 - closed below
     rejects = LazyFile(args.rejects)
+    split = None
+    if jobs > 1:
+        # Forked before the sinks and the progress bar start their threads.
+        split = Jobs(settings, args.files, jobs, args.format)
+        split.start(exchanges=settings.otel.enabled or settings.otel.console)
     sinks: list[Sink] = [AlertWriter(alerts_out), *build_sinks(settings)]
     total = input_size(args.files)
     show = err.is_terminal and not args.no_progress and total
     progress = Progress(*Progress.get_default_columns()[:-1], DownloadColumn(), TransferSpeedColumn(), console=err)
-    task = progress.add_task("replay", total=total or None)
+    # With jobs: the slowest job's position in the input (every job reads all of it).
+    task = progress.add_task("replay" if jobs == 1 else f"replay ({jobs} jobs)", total=total or None)
     if args.alerts_out not in (None, "-") and args.verbose:
 
         class Echo(AlertWriter):
@@ -102,16 +123,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 print_alert(alert)
 
         sinks.append(Echo(None))
-    runner = EmbeddedRunner(
-        settings,
-        sinks,
-        rejects_out=rejects,
-        on_progress=(lambda n: progress.update(task, completed=n)) if show else None,
-    )
+    on_progress = (lambda n: progress.update(task, completed=n)) if show else None
     if show:
         progress.start()
     try:
-        result = runner.run_files(args.files, format=args.format)
+        if split is not None:
+            result = split.run(sinks, rejects, on_progress)
+        else:
+            runner = EmbeddedRunner(settings, sinks, rejects_out=rejects, on_progress=on_progress)
+            result = runner.run_files(args.files, format=args.format)
+    except JobsError as exc:
+        raise CliError(EXIT_INTERNAL, str(exc)) from None
     finally:
         if show:
             progress.stop()
@@ -213,6 +235,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no summary table")
     p.add_argument("-v", "--verbose", action="store_true", help="print alerts as they fire (with --alerts-out)")
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        help="processes, split by cache domain (the same alerts as one; files only, not stdin); 0: one per CPU",
+    )
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="simulate a short GLM-5.3-style incident in-process and watch crosstalk catch it")

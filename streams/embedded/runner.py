@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from detectors.incidents import Incident
 from detectors.monitor import Monitor, Observed
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.alert import Alert, IncidentResolved
@@ -35,10 +36,17 @@ class RunResult:
     input_errors: list[str] = field(default_factory=list)  # inputs that ended early (truncated gzip, ...)
     interrupted: bool = False  # stopped by SIGINT; what was read was processed and flushed
     run_id: str = ""  # also on every line this run wrote to the rejects file
+    merged_incidents: list[Incident] | None = None  # a run split into jobs (streams/embedded/jobs.py): theirs
+    jobs_cpu_s: list[float] = field(default_factory=list)  # and each job's CPU time
 
     @property
     def events_total(self) -> int:
         return sum(self.events.values())
+
+    def incidents(self) -> list[Incident]:
+        if self.monitor is not None:
+            return self.monitor.incidents()
+        return list(self.merged_incidents or [])
 
 
 class EmbeddedRunner:
@@ -51,13 +59,15 @@ class EmbeddedRunner:
         sinks: Iterable[Sink] = (),
         rejects_out: ByteOut | None = None,
         on_progress: Callable[[int], None] | None = None,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
+        """`owns`: the cache domains this runner judges (a job of a split replay, streams/embedded/jobs.py)."""
         self.settings = settings
         self.result = RunResult()
         # A failing sink is counted in the run's counters (sink_errors.*) and does not stop the run.
         self.sinks = SinkSet(sinks, self.result.counters)
         self.rejects = Rejects(rejects_out, listener=self.sinks.on_reject)
-        self.monitor = Monitor(settings.detection, public=load_public(settings))
+        self.monitor = Monitor(settings.detection, public=load_public(settings), owns=owns)
         self.result.monitor = self.monitor
         self._progress = Counter[str]()
         self._readers: list[LineReader] = []

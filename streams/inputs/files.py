@@ -150,8 +150,12 @@ class LineReader:
         max_skew_s: float | None = None,
         now: float | None = None,
         stop: StopFlag | None = None,
+        parse: Callable[[bytes], Event] | None = None,
     ) -> None:
         self.path = path
+        # One line -> its validated event, or EventError (a job of a split replay validates other jobs' lines
+        # without their text: streams/embedded/jobs.py).
+        self.parse = parse
         self.rejects = rejects
         self.max_bytes = max_bytes
         self.progress = progress
@@ -208,7 +212,7 @@ class LineReader:
                                 yield Parsed(item.ts, 0, src, lineno, item), line
                         continue
                     try:
-                        ev = parse_event(line, max_bytes=self.max_bytes)
+                        ev = parse_event(line, max_bytes=self.max_bytes) if self.parse is None else self.parse(line)
                     except EventError as exc:
                         self.rejects.add(src, lineno, exc.reason, exc.detail, line)
                         continue

@@ -44,6 +44,7 @@ from streams.kafka.stages import (
     Send,
 )
 from streams.kafka.topics import TopicNames, topic_names
+from streams.routing import PLACED
 from streams.settings import Settings
 from streams.sinks import build_sinks
 from streams.sinks.base import SinkSet
@@ -391,16 +392,20 @@ class KafkaPipeline:
             st = self._state("direct", p)
             msgs = []
             for m in ms:
-                msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers)))
+                msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers), _is_placed(m.headers)))
                 # The last one is held as the event itself: a checkpoint's background store reads the
                 # weak reference above until the checkpoint covering it acks it.
                 hold("direct", p, event if m is last else consumer_mod.HeldMessage(m, consumer))
             res = self.direct.read(st, p, msgs, wall())
-            if res.dead or res.published or res.event_types:
+            if res.dead or res.published or res.event_types or res.reroute:
                 await self._direct_out(res)
             await self.checkpoints.maybe("direct", p, st, self.direct_table, self._flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
+        # Events that came to another domain's partition, sent to theirs, and canary copies (streams/kafka/direct.py),
+        # before the checkpoint that acks them, which flushes the producer first.
+        for key, value, partition in res.reroute:
+            await self.input_topic.send(key=key, value=value, partition=partition, headers=[(PLACED, b"1")])
         if self.sinks:
             for event_type in res.event_types:
                 self.sinks.on_event(event_type)
@@ -476,6 +481,13 @@ class KafkaPipeline:
 
     async def _domain_batch(self, st: DomainState, p: int, offset: int, batch: frames.Batch) -> None:
         await self._emit(self.domain.handle(st, p, batch, time.monotonic()))
+
+
+def _is_placed(headers: Any) -> bool:
+    if not headers:
+        return False
+    items = headers.items() if isinstance(headers, dict) else headers
+    return any(k == PLACED for k, _ in items)
 
 
 def _is_ndjson(headers: Any) -> bool:

@@ -18,29 +18,44 @@ the same per-partition sequence (tests/broker/test_kafka_direct.py compares them
 
 What direct mode gives up, stated in docs/operations.md: canary markers are known per partition (a marker
 planted on one cache domain is found in outputs of that domain's partition: the KV-cache leak class;
-the producer writes `canary` events to every partition); a request keyed elsewhere than its response
-is joined by neither (an orphan pair, counted `orphans.*`), so producers must key both halves alike.
+the producer writes `canary` events to every partition).
+
+Input keyed otherwise (a producer on the staged keys, by request id) is never judged on the wrong partition
+(issue 28). crosstalk's own producers mark what they placed by domain (header `routing.PLACED`: canary copies,
+batches). A response or cache_stats event on a partition that is not its domain's is sent again to the input topic,
+to its domain's partition (`DirectResult.reroute`, marked placed; counted `direct.rerouted.*`), a response together
+with its request if that waits here (as its fingerprints: the text is gone), and a request that comes after its
+re-routed response follows it; a canary that was not placed is copied to every other partition. An exchange that
+still ends up here for a domain of another partition (an orphaned request of another domain) is dead-lettered
+`misrouted`, as is a placed event not at home (a producer that counts the partitions otherwise). What re-routing
+cannot give back is order: a re-routed event reaches its partition after what was already there, so a bulk load of
+foreign-keyed input is judged in another order than one file would be (live traffic moves by milliseconds); the
+staged topology remains for such producers.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
+from detectors.fingerprint import SCHEME, positions_of
 from detectors.monitor import Monitor
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from schemas.events import CacheStats, EventError, Response
+from schemas.events import EventError, Fingerprint
+from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
 from streams.kafka.ingest import InputMessage, dropped_warning, message_lines, parse_bounded, reason_of
 from streams.kafka.stages import NEG_INF, DeadLetter, DomainResult, DomainState, publish
+from streams.routing import DomainHome, input_partition_of
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.direct")
-_KEYED_BY_DOMAIN = (Response, CacheStats)  # a request's key may be its response's domain
 _RESOLVE_STEP_S = 1.0  # as the embedded runner: incidents resolve in event time, checked once per second of it
+_MOVED_MAX = 100_000  # request ids of re-routed responses remembered per partition (their requests follow)
 
 
 @dataclass
@@ -67,6 +82,8 @@ class DirectResult(DomainResult):
 
     event_types: list[str] = field(default_factory=list)
     newest: float = NEG_INF  # newest event time admitted
+    # Events to send again to the input topic, marked placed: (key, value, partition).
+    reroute: list[tuple[bytes | None, bytes, int]] = field(default_factory=list)
 
 
 class DirectStage:
@@ -74,15 +91,24 @@ class DirectStage:
 
     def __init__(self, settings: Settings, counters: Counter[str]) -> None:
         self.max_bytes = settings.ingest.max_event_bytes
+        self.partitions = settings.kafka.input_partitions
         self.counters = counters
         self.positions: dict[int, int] = {}  # input partition -> last offset read (consumer lag)
         self.input_max: dict[int, float] = {}  # input partition -> newest event time admitted
+        # input partition -> request id -> the domain its response was re-routed to (its request follows it there)
+        self.moved: dict[int, OrderedDict[str, str]] = {}
 
     def read(self, st: DirectState, partition: int, messages: list[InputMessage], wall: float) -> DirectResult:
         """`messages` of one partition, in offset order; those the state already covers (a replay after a
         restart from an older ack) are skipped. `wall`: the wall clock (UNIX s), the bound of event time."""
         res = DirectResult()
         monitor, clock, counters = st.monitor, st.clock, self.counters
+        home = monitor.owns
+        if not isinstance(home, DomainHome) or (home.partition, home.partitions) != (partition, self.partitions):
+            home = monitor.owns = DomainHome(partition, self.partitions)
+        unowned: list[Exchange] = []
+        monitor.unowned = unowned
+        moved = self.moved.setdefault(partition, OrderedDict())
         observe = monitor.observe_evaluated
         for msg in messages:
             counters["direct.messages"] += 1
@@ -99,6 +125,8 @@ class DirectStage:
             for line_no, line in message_lines(msg):
                 try:
                     event = parse_bounded(line, self.max_bytes, clock, wall)
+                    if self._away(event.__dict__, home, moved, monitor, line, msg, line_no, res):
+                        continue
                     observed = observe(event)
                     clock.admit(event.ts, wall)
                 except Exception as exc:  # EventError has its reason; anything else must not stop the worker
@@ -112,14 +140,8 @@ class DirectStage:
                 if warning is not None:
                     res.dead.append(warning)
                 res.event_types.append(event.type)
-                if (
-                    msg.key is not None
-                    and isinstance(event, _KEYED_BY_DOMAIN)
-                    and msg.key != event.cache_domain.encode()
-                ):
-                    # Keyed, but not by its domain: a producer on the staged keys. Its pairs and domains are
-                    # split across partitions; say so rather than alert less (docs/operations.md, direct topology).
-                    counters["direct.misrouted"] += 1
+                if unowned:
+                    self._misrouted(unowned, home, source, msg.offset, res)
                 if observed.alerts:
                     res.alerts += observed.alerts
                 if observed.evaluated:
@@ -135,6 +157,90 @@ class DirectStage:
         publish(res.alerts, res.resolved, res.published, res.dead, counters, Source(INPUT, partition))
         return res
 
+    def _away(
+        self,
+        d: dict[str, object],
+        home: DomainHome,
+        moved: OrderedDict[str, str],
+        monitor: Monitor,
+        line: bytes,
+        msg: InputMessage,
+        line_no: int | None,
+        res: DirectResult,
+    ) -> bool:
+        """Whether the event belongs on another partition: then it is sent there (or dead-lettered) instead."""
+        kind = d["type"]
+        if kind == "canary":
+            if not msg.placed:  # one copy from a foreign producer: markers are known per partition, so to all
+                for q in range(home.partitions):
+                    if q != home.partition:
+                        res.reroute.append((None, line, q))
+                self.counters["direct.rerouted.canary"] += 1
+            return False
+        if kind == "request":
+            domain = moved.pop(str(d["request_id"]), None)  # its response was re-routed: it follows
+            if domain is None:
+                return False
+        elif kind in ("response", "cache_stats"):
+            domain = str(d["cache_domain"])
+            if home(domain):
+                return False
+        else:
+            return False
+        counters = self.counters
+        if msg.placed:
+            # Placed here as this domain's partition, and not at home: a producer (or a worker) that counts the
+            # input topic's partitions otherwise. Dead-lettered rather than re-routed in a loop or judged here.
+            counters["direct.misrouted"] += 1
+            detail = (
+                f"cache domain {domain!r} is not at home on input partition {home.partition} of {home.partitions}, "
+                "where it was placed: does its producer count the input topic's partitions otherwise?"
+            )
+            res.dead.append(DeadLetter(line, "misrouted", detail, Source(INPUT, home.partition), msg.offset, line_no))
+            return True
+        key = domain.encode()
+        q = input_partition_of(key, home.partitions)
+        if kind == "response":
+            rid = str(d["request_id"])
+            waiting = monitor.joiner.take_request(rid)
+            if waiting is not None:  # its request came here first: both go, the request first
+                res.reroute.append((key, _request_line(monitor, *waiting), q))
+                counters["direct.rerouted.request"] += 1
+            else:
+                moved[rid] = domain
+                while len(moved) > _MOVED_MAX:
+                    moved.popitem(last=False)
+        res.reroute.append((key, line, q))
+        counters[f"direct.rerouted.{kind}"] += 1
+        return True
+
+    def _misrouted(
+        self, unowned: list[Exchange], home: DomainHome, source: Source, offset: int, res: DirectResult
+    ) -> None:
+        """Exchanges that ended up here for another partition's domain (an orphaned request keyed elsewhere)."""
+        for ex in unowned:
+            self.counters["direct.misrouted"] += 1
+            half = ex.response if ex.response is not None else ex.request
+            payload = half.model_dump_json(exclude_none=True).encode() if half is not None else b""
+            detail = (
+                f"exchange {ex.request_id!r} of cache domain {ex.cache_domain!r} ended up on input partition "
+                f"{home.partition}, not its domain's: key both halves by the response's cache domain "
+                "(streams/producer.py, key_by cache domain)"
+            )
+            res.dead.append(DeadLetter(payload, "misrouted", detail, source, offset, key=ex.request_id.encode()))
+        unowned.clear()
+
     def forget(self, partition: int) -> None:
         self.positions.pop(partition, None)
         self.input_max.pop(partition, None)
+
+
+def _request_line(monitor: Monitor, request: Any, tp: Any) -> bytes:
+    """A waiting request as an input line again, its text as the fingerprints it was replaced by."""
+    if tp is None:
+        return bytes(request.model_dump_json(exclude_none=True).encode())
+    fpr = monitor.fingerprinter
+    wire = Fingerprint(
+        scheme=SCHEME, k=fpr.k, w=fpr.w, key_id=fpr.key_id, words=tp.words, hashes=tp.hashes, positions=positions_of(tp)
+    )
+    return bytes(request.model_copy(update={"prompt_fingerprint": wire}).model_dump_json(exclude_none=True).encode())

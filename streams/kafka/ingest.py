@@ -33,6 +33,7 @@ class InputMessage:
     key: bytes | None
     value: bytes | None
     ndjson: bool  # content-type application/x-ndjson: one event per line
+    placed: bool = False  # placed on its domain's partition by a crosstalk producer or worker (direct.PLACED header)
 
 
 def message_lines(msg: InputMessage) -> Iterator[tuple[int | None, bytes]]:

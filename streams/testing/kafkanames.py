@@ -52,6 +52,8 @@ class KafkaNames:
         """Settings whose Kafka section names this pipeline; other sections as given."""
         # A dict, not a KafkaSettings: the settings sources merge it with env like any other input.
         kafka: Any = {
+            # As the workers of kafka_env: the staged topology unless the test asks for the direct one (the default).
+            "topology": "staged",
             "bootstrap": self.bootstrap,
             "app_id": self.app_id,
             "input_topic": self.input_topic,

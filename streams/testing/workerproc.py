@@ -30,6 +30,8 @@ def kafka_env(bootstrap: str, app_id: str) -> dict[str, str]:
         "CROSSTALK_KAFKA__INPUT_TOPIC": f"{app_id}.events",
         "CROSSTALK_KAFKA__ALERTS_TOPIC": f"{app_id}.alerts",
         "CROSSTALK_KAFKA__DEADLETTER_TOPIC": f"{app_id}.deadletter",
+        # The tests written for the staged topology keep it; a test of the direct one (the default) says so.
+        "CROSSTALK_KAFKA__TOPOLOGY": "staged",
     }
 
 

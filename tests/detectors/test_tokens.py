@@ -170,3 +170,17 @@ def test_texts_of_characters_and_ascii_words_take_the_code_point_paths_with_the_
     # Such texts are hashed from their UTF-32 code points (without words, or with ASCII words only); the
     # list path makes the units from the UTF-8 bytes. (An "é" sends a text to the bytes path.)
     assert FP.text_hashes(text).tolist() == FP.word_hashes(words_of(text)).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.one_of(st.characters(), st.sampled_from("\u00ad\u200b\ufeff \n_-ｶﾞ½ﬀ用Straße")), max_size=300
+    )
+)
+def test_native_units_are_the_numpy_units(text: str) -> None:
+    """`raw_units` (the native cutter, detectors/_winnow.c) is `Units.raw()` on any text: format characters,
+    surrogates, every script; and so `words_of` is the same with and without the extension."""
+    from detectors.tokens import raw_units
+
+    assert raw_units(text) == Units.of(text).raw() == raw_units(text, native=False)

@@ -13,7 +13,15 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ["bench_core", "bench_fingerprint", "bench_replay", "bench_memory", "bench_scaling", "bench_checkpoint"]
+SCRIPTS = [
+    "bench_textrich",
+    "bench_core",
+    "bench_fingerprint",
+    "bench_replay",
+    "bench_memory",
+    "bench_scaling",
+    "bench_checkpoint",
+]
 
 
 def _run_tiny(name: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:

@@ -149,7 +149,7 @@ def _one_partition() -> tuple[Counter[str], DirectStage, DirectState]:
 def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
     counters, stage, st = _one_partition()
     now = time.time()
-    good = {"type": "cache_stats", "event_id": "c1", "ts": now, "cache_domain": "d", "role": "unified",
+    good = {"type": "cache_stats", "event_id": "c1", "ts": now, "cache_domain": "dom", "role": "unified",
             "capacity_tokens": 10, "used_tokens": 0}  # fmt: skip
     future = {**good, "event_id": "c2", "ts": now + 10 * 365 * 86400.0}
     batch = b"\n".join([orjson.dumps(good), b"{broken", orjson.dumps(future), orjson.dumps(good)])
@@ -170,19 +170,56 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
     assert res.event_types == ["cache_stats"]
 
 
-def test_input_keyed_by_something_else_than_its_domain_is_counted() -> None:
+def _pair(rid: str, domain: str, ts: float, text: str = "the quick brown fox jumps over the lazy dog") -> list[bytes]:
+    req = {
+        "type": "request",
+        "event_id": f"{rid}-q",
+        "ts": ts,
+        "request_id": rid,
+        "tenant_id": "t",
+        "model": "m",
+        "prompt_tokens": 10,
+        "prompt_text": text,
+    }
+    resp = {"type": "response", "event_id": f"{rid}-r", "ts": ts + 1, "request_id": rid, "tenant_id": "t",
+            "model": "m", "cache_domain": domain, "status_code": 200}  # fmt: skip
+    return [orjson.dumps(req), orjson.dumps(resp)]
+
+
+def test_input_keyed_otherwise_goes_to_its_domains_partition_and_is_never_judged_here() -> None:
+    """Partition 0 of 4 is the home of "dom" (Kafka's murmur2 of the key), not of "d1" (partition 1). A producer
+    on the staged keys (request id) sends pairs of both there: the "dom" pair is judged here; the "d1" response is
+    sent again keyed by its domain, with its waiting request (as fingerprints); a request that comes after its
+    re-routed response follows it; a cache_stats of "d1" goes too; an event that came back re-routed and is still
+    not at home is dead-lettered (the topic's partitions are not the settings'), as is a request of "d1" whose
+    response never came here, once it is an orphan."""
+    assert (input_partition_of(b"dom", PARTS), input_partition_of(b"d1", PARTS)) == (0, 1)
     counters, stage, st = _one_partition()
     now = time.time()
-    resp = {"type": "response", "event_id": "r1", "ts": now, "request_id": "q1", "tenant_id": "t", "model": "m",
-            "cache_domain": "dom", "status_code": 200}  # fmt: skip
-    msgs = [
-        InputMessage(0, 0, b"q1", orjson.dumps(resp), False),  # the staged key: its request_id
-        InputMessage(0, 1, b"dom", orjson.dumps({**resp, "event_id": "r2", "request_id": "q2"}), False),
-        InputMessage(0, 2, None, orjson.dumps({**resp, "event_id": "r3", "request_id": "q3"}), False),
-    ]
-    res = stage.read(st, 0, msgs, now)
-    assert not res.dead and counters["ingest.response"] == 3
-    assert counters["direct.misrouted"] == 1
+    home, away = _pair("q1", "dom", now), _pair("q2", "d1", now)
+    late_req, late_resp = _pair("q3", "d1", now)
+    stats = orjson.dumps({"type": "cache_stats", "event_id": "c2", "ts": now, "cache_domain": "d1",
+                          "role": "unified", "capacity_tokens": 10, "used_tokens": 0})  # fmt: skip
+    orphan = orjson.dumps({**orjson.loads(away[0]), "event_id": "q4-q", "request_id": "q4", "cache_domain": "d1"})
+    lines = [home[0], home[1], away[0], away[1], late_resp, late_req, stats, orphan]
+    msgs = [InputMessage(0, i, line[:4], line, False) for i, line in enumerate(lines)]
+    msgs.append(InputMessage(0, len(lines), b"d1", stats.replace(b'"c2"', b'"c3"'), False, True))  # back again
+    res = stage.read(st, 0, msgs, now + 2)
+    assert [orjson.loads(v)["event_id"] for _, v, _ in res.reroute] == ["q2-q", "q2-r", "q3-r", "q3-q", "c2"]
+    assert {(k, q) for k, _, q in res.reroute} == {(b"d1", 1)}
+    rerouted_request = orjson.loads(res.reroute[0][1])
+    assert rerouted_request["prompt_fingerprint"]["hashes"] and "prompt_text" not in rerouted_request
+    assert orjson.loads(res.reroute[3][1])["prompt_text"]  # it was never read here: as its producer sent it
+    assert counters["exchanges"] == 1 and set(st.monitor.domains) == {"dom"}  # only "dom" is judged here
+    assert [(d.reason, d.offset) for d in res.dead] == [("misrouted", 8)]
+    assert counters["direct.rerouted.response"] == 2 and counters["direct.rerouted.request"] == 2
+    # The orphan request of "d1" (its response never came here) is dead-lettered, not judged here.
+    res = stage.read(st, 0, [InputMessage(0, 9, b"dom", orjson.dumps({**orjson.loads(stats), "event_id": "c4",
+                                                                       "cache_domain": "dom", "ts": now + 900}),
+                                          False)], now + 900)  # fmt: skip
+    misrouted = [d for d in res.dead if d.reason == "misrouted"]
+    assert len(misrouted) == 1 and b"q4" in misrouted[0].payload and "not its domain's" in misrouted[0].detail
+    assert set(st.monitor.domains) == {"dom"} and counters["direct.misrouted"] == 2
 
 
 def test_a_checkpoint_copies_the_new_event_ids_not_the_dedup_window(lines: list[bytes]) -> None:
@@ -208,3 +245,22 @@ def test_a_checkpoint_copies_the_new_event_ids_not_the_dedup_window(lines: list[
     assert isinstance(restored, DirectState) and restored.monitor is not None
     assert restored.monitor.dedup._seen == st.monitor.dedup._seen
     assert list(restored.monitor.dedup._order) == list(st.monitor.dedup._order)
+
+
+def test_a_canary_from_a_foreign_producer_is_copied_to_every_other_partition() -> None:
+    """Markers are known per partition: crosstalk's producers write a canary to every partition (marked placed); one
+    copy from another producer is copied on by the worker that reads it, and still registered where it landed."""
+    counters, stage, st = _one_partition()
+    now = time.time()
+    canary = {"type": "canary", "event_id": "k1", "ts": now, "tenant_id": "probe-1", "marker": "CT-" + "ab12" * 8}
+    placed = {**canary, "event_id": "k2", "marker": "CT-" + "cd34" * 8}
+    res = stage.read(
+        st,
+        0,
+        [InputMessage(0, 0, b"probe-1", orjson.dumps(canary), False),
+         InputMessage(0, 1, None, orjson.dumps(placed), False, True)],
+        now,
+    )  # fmt: skip
+    assert [(k, q) for k, _, q in res.reroute] == [(None, 1), (None, 2), (None, 3)]
+    assert all(orjson.loads(v)["event_id"] == "k1" for _, v, _ in res.reroute)
+    assert st.monitor.canaries.state_size() == 2 and counters["direct.rerouted.canary"] == 1

@@ -12,6 +12,7 @@ from factories import PROBE_MARKER, weak_canary_story
 from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.ingest import InputMessage
 from streams.kafka.stages import DeadLetter
+from streams.routing import input_partition_of
 from streams.settings import Settings
 from streams.testing.rawevents import tick_events
 from streams.testing.stagepipe import run_lines
@@ -42,8 +43,10 @@ def test_direct_stage_keeps_the_request() -> None:
     s = Settings(detection={"fingerprint_key": "k"}, kafka={"topology": "direct"})
     counters: Counter[str] = Counter()
     stage, st = DirectStage(s, counters), DirectState.fresh_direct(s.detection, counters)
-    msgs = [InputMessage(0, off, b"d1", line, False) for off, line in enumerate(weak_canary_story(T0))]
-    res = stage.read(st, 0, msgs, time.time())
+    # On the story's domain's own partition: the direct stage sends another partition's domain on (issue 28).
+    q = input_partition_of(b"d1", s.kafka.input_partitions)
+    msgs = [InputMessage(q, off, b"d1", line, False) for off, line in enumerate(weak_canary_story(T0))]
+    res = stage.read(st, q, msgs, time.time())
     assert st.monitor is not None
     alerts = res.alerts + st.monitor.flush()
     kinds = sorted((a.kind, a.tenant_id, a.source_tenant_id) for a in alerts)

@@ -1,0 +1,825 @@
+/* The content index's postings (detectors/index.py, ContentIndex) as a native hash table.
+ *
+ * fingerprint (uint64) -> the doc id of the newest text of each tenant that had it. Almost every fingerprint has one
+ * owner: its slot holds that doc id. A fingerprint of several tenants holds an owner list instead: the doc ids, one
+ * per tenant, in the order a dict {tenant: doc id} would keep them (a new tenant last, a newer text of a tenant in
+ * its tenant's place, a dropped one taken out; back to a plain slot at one owner), so that the pure path's dicts and
+ * this table answer alike, order included (tests/detectors/test_native_index.py).
+ *
+ * The table knows the tenant of each live text (the index inserts texts with consecutive ids and drops them oldest
+ * first, so a ring holds them), and with it decides per fingerprint in C, in one pass over a text's fingerprints,
+ * what ContentIndex._insert and _drop did with two Python dicts. Open addressing with linear probing and
+ * backward-shift deletion (no tombstones), slots found from the fingerprint by Fibonacci hashing; 16 bytes a slot
+ * (key, value), at most 70 % full; the bulk loops prefetch slots a few fingerprints ahead, as the table is far
+ * larger than the caches. Pure computation: no I/O, no clock.
+ */
+#ifndef WINNOW_INDEX_H
+#define WINNOW_INDEX_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PT_EMPTY INT64_MIN
+#define PT_MIN_BITS 10
+#define PT_GOLDEN 0x9E3779B97F4A7C15ULL
+#define PT_AHEAD 12 /* slots prefetched ahead in the bulk loops */
+#define PT_BUF 2048 /* keys converted on the stack below this many */
+
+/* The fingerprints of a call: a list or tuple of ints (converted), or a buffer of native uint64 (a text's stored
+ * fingerprints, array('Q'): read in place). */
+typedef struct {
+    const uint64_t *v;
+    Py_ssize_t n;
+    uint64_t *heap;
+    Py_buffer view;
+} PtKeys;
+
+/* A slot's value: PT_EMPTY, a doc id (>= 0), or an owner list: -2 - its index in the pool. */
+typedef struct {
+    uint64_t key;
+    int64_t val;
+} PtSlot;
+
+/* A live text's tenant: the (interned) str and its hash, so that texts of two tenants compare without a read of
+ * either str. */
+typedef struct {
+    PyObject *name;
+    Py_hash_t hash;
+} PtTenant;
+
+typedef struct {
+    int32_t n, cap;
+    int64_t doc[]; /* one per tenant, in dict order */
+} PtOwners;
+
+typedef struct {
+    PyObject_HEAD
+    PtSlot *slots;
+    int bits;
+    Py_ssize_t used;  /* occupied slots */
+    Py_ssize_t multi; /* of which owner lists */
+    /* Owner lists, and the free indices among them. */
+    PtOwners **pool;
+    Py_ssize_t npool, poolcap;
+    Py_ssize_t *free;
+    Py_ssize_t nfree;
+    /* Tenants of the live texts, ids base .. base + ndocs - 1, in a ring. */
+    int64_t base;
+    PtTenant *tenants;
+    Py_ssize_t ndocs, dcap, dhead;
+} Postings;
+
+static inline size_t pt_home(uint64_t key, int bits) { return (size_t)((key * PT_GOLDEN) >> (64 - bits)); }
+
+static inline int pt_is_list(int64_t val) { return val <= -2 && val != PT_EMPTY; }
+static inline PtOwners *pt_list(const Postings *t, int64_t val) { return t->pool[-2 - val]; }
+
+/* The slot holding `key`, or the free slot where it would go. */
+static inline size_t pt_find(const Postings *t, uint64_t key) {
+    size_t mask = ((size_t)1 << t->bits) - 1, i = pt_home(key, t->bits);
+    while (t->slots[i].val != PT_EMPTY && t->slots[i].key != key) i = (i + 1) & mask;
+    return i;
+}
+
+static int pt_alloc(Postings *t, int bits) {
+    size_t cap = (size_t)1 << bits;
+    PtSlot *slots = PyMem_Malloc(cap * sizeof(PtSlot));
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < cap; i++) slots[i].val = PT_EMPTY;
+    t->slots = slots;
+    t->bits = bits;
+    return 0;
+}
+
+static int pt_grow(Postings *t, int bits) {
+    PtSlot *old = t->slots;
+    size_t cap = (size_t)1 << t->bits;
+    if (pt_alloc(t, bits) < 0) {
+        t->slots = old;
+        return -1;
+    }
+    size_t mask = ((size_t)1 << t->bits) - 1;
+    for (size_t i = 0; i < cap; i++) {
+        if (old[i].val == PT_EMPTY) continue;
+        size_t j = pt_home(old[i].key, t->bits);
+        while (t->slots[j].val != PT_EMPTY) j = (j + 1) & mask;
+        t->slots[j] = old[i];
+    }
+    PyMem_Free(old);
+    return 0;
+}
+
+/* Room for `more` keys (at most 70 % full). */
+static inline int pt_reserve(Postings *t, Py_ssize_t more) {
+    int bits = t->bits;
+    while ((size_t)(t->used + more) * 10 > ((size_t)7 << bits)) bits++;
+    return bits == t->bits ? 0 : pt_grow(t, bits);
+}
+
+static void pt_free_list(Postings *t, int64_t val) {
+    Py_ssize_t idx = -2 - val;
+    PyMem_Free(t->pool[idx]);
+    t->pool[idx] = NULL;
+    t->free[t->nfree++] = idx; /* `free` has room for every pool index */
+}
+
+/* A new owner list [a, b]; its slot value. */
+static int pt_new_list(Postings *t, int64_t a, int64_t b, int64_t *val) {
+    PtOwners *ol = PyMem_Malloc(sizeof(PtOwners) + 2 * sizeof(int64_t));
+    if (!ol) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ol->n = 2;
+    ol->cap = 2;
+    ol->doc[0] = a;
+    ol->doc[1] = b;
+    Py_ssize_t idx;
+    if (t->nfree) {
+        idx = t->free[--t->nfree];
+    } else {
+        if (t->npool == t->poolcap) {
+            Py_ssize_t cap = t->poolcap ? 2 * t->poolcap : 256;
+            PtOwners **pool = PyMem_Realloc(t->pool, cap * sizeof(PtOwners *));
+            Py_ssize_t *free = pool ? PyMem_Realloc(t->free, cap * sizeof(Py_ssize_t)) : NULL;
+            if (pool) t->pool = pool;
+            if (!pool || !free) {
+                PyMem_Free(ol);
+                PyErr_NoMemory();
+                return -1;
+            }
+            t->free = free;
+            t->poolcap = cap;
+        }
+        idx = t->npool++;
+    }
+    t->pool[idx] = ol;
+    *val = -2 - (int64_t)idx;
+    return 0;
+}
+
+static int pt_append(Postings *t, int64_t val, int64_t doc) {
+    PtOwners *ol = pt_list(t, val);
+    if (ol->n == ol->cap) {
+        int32_t cap = ol->cap * 2;
+        PtOwners *grown = PyMem_Realloc(ol, sizeof(PtOwners) + (size_t)cap * sizeof(int64_t));
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        grown->cap = cap;
+        ol = t->pool[-2 - val] = grown;
+    }
+    ol->doc[ol->n++] = doc;
+    return 0;
+}
+
+static void pt_delete(Postings *t, size_t i) {
+    size_t mask = ((size_t)1 << t->bits) - 1, j = i;
+    t->used--;
+    for (;;) { /* backward shift: move later members of the cluster into the hole when their home allows */
+        j = (j + 1) & mask;
+        if (t->slots[j].val == PT_EMPTY) break;
+        size_t home = pt_home(t->slots[j].key, t->bits);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slots[i] = t->slots[j];
+            i = j;
+        }
+    }
+    t->slots[i].val = PT_EMPTY;
+}
+
+static int pt_key(PyObject *obj, uint64_t *key) {
+    unsigned long long x;
+    if (PyLong_CheckExact(obj)) {
+        x = PyLong_AsUnsignedLongLong(obj);
+    } else {
+        PyObject *index = PyNumber_Index(obj);
+        if (!index) return -1;
+        x = PyLong_AsUnsignedLongLong(index);
+        Py_DECREF(index);
+    }
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *key = (uint64_t)x;
+    return 0;
+}
+
+/* A key that is no fingerprint (negative, too large, not an int) is simply not there, as for a dict. */
+static int pt_lookup(Postings *t, PyObject *obj, int64_t *val) {
+    uint64_t key;
+    if (pt_key(obj, &key) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+        PyErr_Clear();
+        *val = PT_EMPTY;
+        return 0;
+    }
+    *val = t->slots[pt_find(t, key)].val;
+    return 0;
+}
+
+static PtTenant *pt_tenant(const Postings *t, int64_t doc) {
+    if (doc < t->base || doc >= t->base + t->ndocs) return NULL;
+    return &t->tenants[(t->dhead + (doc - t->base)) % t->dcap];
+}
+
+static int pt_push_doc(Postings *t, int64_t doc, PyObject *tenant) {
+    Py_hash_t hash = PyObject_Hash(tenant);
+    if (hash == -1) return -1;
+    if (t->ndocs && doc != t->base + t->ndocs) {
+        PyErr_Format(PyExc_ValueError, "postings: text %lld inserted out of order", (long long)doc);
+        return -1;
+    }
+    if (t->ndocs == t->dcap) {
+        Py_ssize_t cap = t->dcap ? 2 * t->dcap : 64;
+        PtTenant *ring = PyMem_Malloc(sizeof(PtTenant) * cap);
+        if (!ring) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < t->ndocs; i++) ring[i] = t->tenants[(t->dhead + i) % t->dcap];
+        PyMem_Free(t->tenants);
+        t->tenants = ring;
+        t->dcap = cap;
+        t->dhead = 0;
+    }
+    if (!t->ndocs) t->base = doc;
+    Py_INCREF(tenant);
+    PtTenant *slot = &t->tenants[(t->dhead + t->ndocs) % t->dcap];
+    slot->name = tenant;
+    slot->hash = hash;
+    t->ndocs++;
+    return 0;
+}
+
+static inline int pt_same_tenant(const PtTenant *a, const PtTenant *b) {
+    if (a->name == b->name) return 1;
+    if (a->hash != b->hash) return 0;
+    return PyObject_RichCompareBool(a->name, b->name, Py_EQ);
+}
+
+static int pt_keys_of(PyObject *hashes, PyObject ***items, Py_ssize_t *n) {
+    if (!PyList_Check(hashes) && !PyTuple_Check(hashes)) {
+        PyErr_SetString(PyExc_TypeError, "fingerprints must be a list or a tuple of ints");
+        return -1;
+    }
+    *items = PySequence_Fast_ITEMS(hashes);
+    *n = PySequence_Fast_GET_SIZE(hashes);
+    return 0;
+}
+
+/* The keys of a list or tuple of ints as native uint64 (in `buf` when they fit), for the bulk loops. */
+static uint64_t *pt_keys(PyObject **items, Py_ssize_t n, uint64_t *buf, Py_ssize_t nbuf) {
+    uint64_t *keys = n <= nbuf ? buf : PyMem_Malloc(sizeof(uint64_t) * n);
+    if (!keys) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (k + 8 < n) __builtin_prefetch(items[k + 8]); /* the int objects lie anywhere in memory */
+        if (pt_key(items[k], &keys[k]) < 0) {
+            if (keys != buf) PyMem_Free(keys);
+            return NULL;
+        }
+    }
+    return keys;
+}
+
+static int pt_load(PyObject *obj, PtKeys *k, uint64_t *buf, Py_ssize_t nbuf) {
+    k->heap = NULL;
+    k->view.obj = NULL;
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        PyObject **items = PySequence_Fast_ITEMS(obj);
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        uint64_t *keys = pt_keys(items, n, buf, nbuf);
+        if (!keys) return -1;
+        if (keys != buf) k->heap = keys;
+        k->v = keys;
+        k->n = n;
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(obj) || PyObject_GetBuffer(obj, &k->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "fingerprints must be a list or tuple of ints, or a buffer of uint64");
+        return -1;
+    }
+    const char *f = k->view.format ? k->view.format : "B";
+    char last = f[strlen(f) - 1];
+    if (k->view.itemsize != 8 || (last != 'Q' && last != 'L')) {
+        PyBuffer_Release(&k->view);
+        k->view.obj = NULL;
+        PyErr_SetString(PyExc_TypeError, "a buffer of fingerprints must hold uint64");
+        return -1;
+    }
+    k->v = k->view.buf;
+    k->n = k->view.len / 8;
+    return 0;
+}
+
+static void pt_unload(PtKeys *k) {
+    PyMem_Free(k->heap);
+    if (k->view.obj) PyBuffer_Release(&k->view);
+}
+
+static inline void pt_prefetch(const Postings *t, const uint64_t *keys, Py_ssize_t k, Py_ssize_t n) {
+    if (k + PT_AHEAD < n) __builtin_prefetch(&t->slots[pt_home(keys[k + PT_AHEAD], t->bits)], 1);
+}
+
+/* One fingerprint of a new text `doc` of tenant `mine` (ContentIndex._insert): nobody had it -> this text; the
+ * same tenant had it alone -> this text; another tenant alone -> the owners [that text, this one]; several -> this
+ * text in its tenant's place, or last. */
+static int pt_insert_one(Postings *t, uint64_t key, int64_t doc, const PtTenant *mine) {
+    size_t mask = ((size_t)1 << t->bits) - 1, i = pt_home(key, t->bits);
+    while (t->slots[i].val != PT_EMPTY && t->slots[i].key != key) i = (i + 1) & mask;
+    int64_t v = t->slots[i].val;
+    if (v == PT_EMPTY) {
+        t->slots[i].key = key;
+        t->slots[i].val = doc;
+        t->used++;
+        return 0;
+    }
+    if (v == doc) return 0; /* listed twice in the text */
+    if (v >= 0) {
+        const PtTenant *other = pt_tenant(t, v);
+        if (!other) {
+            PyErr_Format(PyExc_RuntimeError, "postings: text %lld is not live", (long long)v);
+            return -1;
+        }
+        int same = pt_same_tenant(other, mine);
+        if (same < 0) return -1;
+        if (same) {
+            t->slots[i].val = doc;
+            return 0;
+        }
+        int64_t val;
+        if (pt_new_list(t, v, doc, &val) < 0) return -1;
+        t->slots[i].val = val;
+        t->multi++;
+        return 0;
+    }
+    PtOwners *ol = pt_list(t, v);
+    for (int32_t j = 0; j < ol->n; j++) {
+        const PtTenant *owner = pt_tenant(t, ol->doc[j]);
+        if (!owner) {
+            PyErr_Format(PyExc_RuntimeError, "postings: text %lld is not live", (long long)ol->doc[j]);
+            return -1;
+        }
+        int same = pt_same_tenant(owner, mine);
+        if (same < 0) return -1;
+        if (same) {
+            ol->doc[j] = doc;
+            return 0;
+        }
+    }
+    return pt_append(t, v, doc);
+}
+
+/* insert(hashes, doc_id, tenant): the text `doc_id` of `tenant` (the next id) holds `hashes`. */
+static PyObject *Postings_insert(Postings *t, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "insert(hashes, doc_id, tenant)");
+        return NULL;
+    }
+    long long doc = PyLong_AsLongLong(args[1]);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    if (doc < 0) {
+        PyErr_SetString(PyExc_ValueError, "doc ids are not negative");
+        return NULL;
+    }
+    uint64_t buf[PT_BUF];
+    PtKeys keys;
+    if (pt_load(args[0], &keys, buf, PT_BUF) < 0) return NULL;
+    int err = pt_reserve(t, keys.n) < 0 || pt_push_doc(t, doc, args[2]) < 0;
+    const PtTenant *mine = err ? NULL : pt_tenant(t, doc);
+    for (Py_ssize_t k = 0; !err && k < keys.n; k++) {
+        pt_prefetch(t, keys.v, k, keys.n);
+        err = pt_insert_one(t, keys.v[k], doc, mine);
+    }
+    pt_unload(&keys);
+    if (err) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* One fingerprint of the oldest text `doc` as it leaves (ContentIndex._drop): pointing at it -> gone; in an owner
+ * list -> out of it, and back to a plain slot at one owner. */
+static void pt_drop_one(Postings *t, uint64_t key, int64_t doc) {
+    size_t mask = ((size_t)1 << t->bits) - 1, i = pt_home(key, t->bits);
+    while (t->slots[i].val != PT_EMPTY && t->slots[i].key != key) i = (i + 1) & mask;
+    int64_t v = t->slots[i].val;
+    if (v == doc) {
+        pt_delete(t, i);
+    } else if (pt_is_list(v)) {
+        PtOwners *ol = pt_list(t, v);
+        for (int32_t j = 0; j < ol->n; j++) {
+            if (ol->doc[j] != doc) continue;
+            memmove(&ol->doc[j], &ol->doc[j + 1], (size_t)(ol->n - j - 1) * sizeof(int64_t));
+            if (--ol->n == 1) {
+                t->slots[i].val = ol->doc[0];
+                pt_free_list(t, v);
+                t->multi--;
+            }
+            break;
+        }
+    }
+}
+
+/* drop(hashes, doc_id): the oldest live text `doc_id` leaves. */
+static PyObject *Postings_drop(Postings *t, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "drop(hashes, doc_id)");
+        return NULL;
+    }
+    long long doc = PyLong_AsLongLong(args[1]);
+    if (doc == -1 && PyErr_Occurred()) return NULL;
+    if (!t->ndocs || doc != t->base) {
+        PyErr_Format(PyExc_ValueError, "postings: text %lld dropped out of order", doc);
+        return NULL;
+    }
+    uint64_t buf[PT_BUF];
+    PtKeys keys;
+    if (pt_load(args[0], &keys, buf, PT_BUF) < 0) return NULL;
+    for (Py_ssize_t k = 0; k < keys.n; k++) {
+        pt_prefetch(t, keys.v, k, keys.n);
+        pt_drop_one(t, keys.v[k], doc);
+    }
+    pt_unload(&keys);
+    Py_DECREF(t->tenants[t->dhead].name);
+    t->dhead = (t->dhead + 1) % t->dcap;
+    t->ndocs--;
+    t->base++;
+    Py_RETURN_NONE;
+}
+
+/* get(h, default=None) -> the doc id of its one owner (as `_single.get`). */
+static PyObject *Postings_get(Postings *t, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get(h, default=None)");
+        return NULL;
+    }
+    int64_t v;
+    if (pt_lookup(t, args[0], &v) < 0) return NULL;
+    if (v < 0) {
+        PyObject *dflt = nargs == 2 ? args[1] : Py_None;
+        Py_INCREF(dflt);
+        return dflt;
+    }
+    return PyLong_FromLongLong(v);
+}
+
+static PyObject *pt_owners_dict(Postings *t, int64_t val) {
+    PtOwners *ol = pt_list(t, val);
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (int32_t j = 0; j < ol->n; j++) {
+        const PtTenant *owner = pt_tenant(t, ol->doc[j]);
+        PyObject *doc = owner ? PyLong_FromLongLong(ol->doc[j]) : NULL;
+        if (!doc || PyDict_SetItem(d, owner->name, doc) < 0) {
+            if (!owner) PyErr_SetString(PyExc_RuntimeError, "postings: an owner's text is not live");
+            Py_XDECREF(doc);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(doc);
+    }
+    return d;
+}
+
+/* owners(h, default=None) -> {tenant: doc id} of a fingerprint of several tenants (as `_multi.get`). */
+static PyObject *Postings_owners(Postings *t, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "owners(h, default=None)");
+        return NULL;
+    }
+    int64_t v;
+    if (pt_lookup(t, args[0], &v) < 0) return NULL;
+    if (!pt_is_list(v)) {
+        PyObject *dflt = nargs == 2 ? args[1] : Py_None;
+        Py_INCREF(dflt);
+        return dflt;
+    }
+    return pt_owners_dict(t, v);
+}
+
+static int Postings_contains(Postings *t, PyObject *key) {
+    int64_t v;
+    if (pt_lookup(t, key, &v) < 0) return -1;
+    return v >= 0;
+}
+
+static PyObject *Postings_has_owners(Postings *t, PyObject *key) {
+    int64_t v;
+    if (pt_lookup(t, key, &v) < 0) return NULL;
+    return PyBool_FromLong(pt_is_list(v));
+}
+
+static Py_ssize_t Postings_len(Postings *t) { return t->used - t->multi; }
+
+static PyObject *Postings_get_multi(Postings *t, void *Py_UNUSED(closure)) { return PyLong_FromSsize_t(t->multi); }
+
+/* items() -> [(h, doc id)] of the one-owner fingerprints; owner_items() -> [(h, {tenant: doc id})] of the others;
+ * both in slot order (for tests and checks). */
+static PyObject *pt_items(Postings *t, int lists) {
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    size_t cap = (size_t)1 << t->bits;
+    for (size_t i = 0; i < cap; i++) {
+        int64_t v = t->slots[i].val;
+        if (v == PT_EMPTY || pt_is_list(v) != lists) continue;
+        PyObject *value = lists ? pt_owners_dict(t, v) : PyLong_FromLongLong(v);
+        PyObject *pair = value ? Py_BuildValue("(KN)", (unsigned long long)t->slots[i].key, value) : NULL;
+        if (!pair || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return out;
+}
+
+static PyObject *Postings_items(Postings *t, PyObject *Py_UNUSED(ignored)) { return pt_items(t, 0); }
+static PyObject *Postings_owner_items(Postings *t, PyObject *Py_UNUSED(ignored)) { return pt_items(t, 1); }
+
+/* The state for pickling: (bits, slots, keys, vals, owners, base, live tenants). slots/keys/vals: the occupied
+ * slots as native uint32/uint64/int64 arrays, an owner list's value as -1; owners: per owner list in slot order,
+ * its length and doc ids, as native int64. */
+static PyObject *Postings_getstate(Postings *t, PyObject *Py_UNUSED(ignored)) {
+    size_t cap = (size_t)1 << t->bits;
+    Py_ssize_t nown = 0;
+    for (size_t i = 0; i < cap; i++)
+        if (pt_is_list(t->slots[i].val)) nown += 1 + pt_list(t, t->slots[i].val)->n;
+    PyObject *slots = PyBytes_FromStringAndSize(NULL, t->used * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *keys = PyBytes_FromStringAndSize(NULL, t->used * (Py_ssize_t)sizeof(uint64_t));
+    PyObject *vals = PyBytes_FromStringAndSize(NULL, t->used * (Py_ssize_t)sizeof(int64_t));
+    PyObject *owners = PyBytes_FromStringAndSize(NULL, nown * (Py_ssize_t)sizeof(int64_t));
+    PyObject *tenants = PyList_New(t->ndocs);
+    if (!slots || !keys || !vals || !owners || !tenants) goto fail;
+    uint32_t *s = (uint32_t *)PyBytes_AS_STRING(slots);
+    uint64_t *k = (uint64_t *)PyBytes_AS_STRING(keys);
+    int64_t *v = (int64_t *)PyBytes_AS_STRING(vals), *o = (int64_t *)PyBytes_AS_STRING(owners);
+    Py_ssize_t j = 0;
+    for (size_t i = 0; i < cap; i++) {
+        int64_t val = t->slots[i].val;
+        if (val == PT_EMPTY) continue;
+        s[j] = (uint32_t)i;
+        k[j] = t->slots[i].key;
+        v[j] = pt_is_list(val) ? -1 : val;
+        if (pt_is_list(val)) {
+            PtOwners *ol = pt_list(t, val);
+            *o++ = ol->n;
+            for (int32_t m = 0; m < ol->n; m++) *o++ = ol->doc[m];
+        }
+        j++;
+    }
+    for (Py_ssize_t d = 0; d < t->ndocs; d++) {
+        PyObject *tenant = t->tenants[(t->dhead + d) % t->dcap].name;
+        Py_INCREF(tenant);
+        PyList_SET_ITEM(tenants, d, tenant);
+    }
+    return Py_BuildValue("(iNNNNLN)", t->bits, slots, keys, vals, owners, (long long)t->base, tenants);
+fail:
+    Py_XDECREF(slots);
+    Py_XDECREF(keys);
+    Py_XDECREF(vals);
+    Py_XDECREF(owners);
+    Py_XDECREF(tenants);
+    return NULL;
+}
+
+static void pt_clear(Postings *t) {
+    for (Py_ssize_t d = 0; d < t->ndocs; d++) Py_DECREF(t->tenants[(t->dhead + d) % t->dcap].name);
+    PyMem_Free(t->tenants);
+    t->tenants = NULL;
+    t->ndocs = t->dcap = t->dhead = 0;
+    for (Py_ssize_t p = 0; p < t->npool; p++) PyMem_Free(t->pool[p]);
+    PyMem_Free(t->pool);
+    PyMem_Free(t->free);
+    t->pool = NULL;
+    t->free = NULL;
+    t->npool = t->poolcap = t->nfree = 0;
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+    t->used = t->multi = 0;
+    t->base = 0;
+}
+
+static PyObject *pt_malformed(void) {
+    PyErr_SetString(PyExc_ValueError, "postings: a malformed state");
+    return NULL;
+}
+
+static PyObject *Postings_setstate(Postings *t, PyObject *state) {
+    int bits;
+    PyObject *slots, *keys, *vals, *owners, *tenants;
+    long long base;
+    if (!PyArg_ParseTuple(state, "iSSSSLO!", &bits, &slots, &keys, &vals, &owners, &base, &PyList_Type, &tenants))
+        return NULL;
+    Py_ssize_t n = PyBytes_GET_SIZE(slots) / (Py_ssize_t)sizeof(uint32_t);
+    Py_ssize_t nown = PyBytes_GET_SIZE(owners) / (Py_ssize_t)sizeof(int64_t);
+    if (bits < PT_MIN_BITS || bits > 40 || PyBytes_GET_SIZE(keys) != n * 8 || PyBytes_GET_SIZE(vals) != n * 8 ||
+        PyBytes_GET_SIZE(slots) != n * 4 || PyBytes_GET_SIZE(owners) != nown * 8)
+        return pt_malformed();
+    pt_clear(t);
+    if (pt_alloc(t, bits) < 0) return NULL;
+    for (Py_ssize_t d = 0; d < PyList_GET_SIZE(tenants); d++) {
+        PyObject *tenant = PyList_GET_ITEM(tenants, d);
+        Py_INCREF(tenant);
+        if (PyUnicode_CheckExact(tenant)) PyUnicode_InternInPlace(&tenant); /* as the index interns them */
+        int err = pt_push_doc(t, base + d, tenant);
+        Py_DECREF(tenant);
+        if (err < 0) return NULL;
+    }
+    const uint32_t *s = (const uint32_t *)PyBytes_AS_STRING(slots);
+    const uint64_t *k = (const uint64_t *)PyBytes_AS_STRING(keys);
+    const int64_t *v = (const int64_t *)PyBytes_AS_STRING(vals), *o = (const int64_t *)PyBytes_AS_STRING(owners);
+    const int64_t *oend = o + nown;
+    size_t cap = (size_t)1 << bits;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (s[j] >= cap || t->slots[s[j]].val != PT_EMPTY || v[j] < -1) return pt_malformed();
+        int64_t val = v[j];
+        if (val == -1) { /* an owner list: its length, then its doc ids */
+            if (o + 3 > oend || o[0] < 2 || o + 1 + o[0] > oend) return pt_malformed();
+            int64_t len = *o++;
+            if (pt_new_list(t, o[0], o[1], &val) < 0) return NULL;
+            for (int64_t m = 2; m < len; m++)
+                if (pt_append(t, val, o[m]) < 0) return NULL;
+            o += len;
+            t->multi++;
+        }
+        t->slots[s[j]].key = k[j];
+        t->slots[s[j]].val = val;
+        t->used++;
+    }
+    if (o != oend) return pt_malformed();
+    Py_RETURN_NONE;
+}
+
+/* Pickled through detectors.index.restore_postings(state): a process without the extension restores the same
+ * postings as the two dicts of its pure path. */
+static PyObject *Postings_reduce(Postings *t, PyObject *Py_UNUSED(ignored)) {
+    PyObject *mod = PyImport_ImportModule("detectors.index");
+    if (!mod) return NULL;
+    PyObject *fn = PyObject_GetAttrString(mod, "restore_postings");
+    Py_DECREF(mod);
+    if (!fn) return NULL;
+    PyObject *state = Postings_getstate(t, NULL);
+    if (!state) {
+        Py_DECREF(fn);
+        return NULL;
+    }
+    return Py_BuildValue("(N(N))", fn, state);
+}
+
+static PyObject *Postings_get_nbytes(Postings *t, void *Py_UNUSED(closure)) {
+    size_t n = ((size_t)1 << t->bits) * sizeof(PtSlot) + (size_t)t->dcap * sizeof(PtTenant) +
+               (size_t)t->poolcap * (sizeof(PtOwners *) + sizeof(Py_ssize_t));
+    for (Py_ssize_t p = 0; p < t->npool; p++)
+        if (t->pool[p]) n += sizeof(PtOwners) + (size_t)t->pool[p]->cap * sizeof(int64_t);
+    return PyLong_FromSize_t(n);
+}
+
+static PyObject *Postings_sizeof(Postings *t, PyObject *Py_UNUSED(ignored)) {
+    PyObject *n = Postings_get_nbytes(t, NULL);
+    if (!n) return NULL;
+    Py_ssize_t bytes = PyLong_AsSsize_t(n);
+    Py_DECREF(n);
+    return PyLong_FromSsize_t(bytes + (Py_ssize_t)sizeof(Postings));
+}
+
+static int Postings_init(Postings *t, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "", kwlist)) return -1;
+    pt_clear(t);
+    return pt_alloc(t, PT_MIN_BITS);
+}
+
+static void Postings_dealloc(Postings *t) {
+    pt_clear(t);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+/* first_positions(hashes, needed) -> [the first index of each needed value in hashes, or -1]
+ * (ContentIndex._in_order: where a text holds each matched fingerprint, without a map of the whole text). */
+static PyObject *first_positions(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "first_positions(hashes, needed)");
+        return NULL;
+    }
+    PyObject **want;
+    Py_ssize_t m;
+    if (pt_keys_of(args[1], &want, &m) < 0) return NULL;
+    uint64_t hbuf[PT_BUF];
+    PtKeys text;
+    if (pt_load(args[0], &text, hbuf, PT_BUF) < 0) return NULL;
+    Py_ssize_t n = text.n;
+    /* The needed values in a small open-addressing table: value -> index of its first listing in `needed`. */
+    int bits = 4;
+    while (((Py_ssize_t)1 << bits) < 2 * m + 2) bits++;
+    size_t cap = (size_t)1 << bits, mask = cap - 1;
+    uint64_t *keys = PyMem_Malloc(cap * sizeof(uint64_t) + cap * sizeof(Py_ssize_t) + (m ? m : 1) * sizeof(Py_ssize_t));
+    if (!keys) {
+        pt_unload(&text);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t *slot = (Py_ssize_t *)(keys + cap), *pos = slot + cap;
+    PyObject *out = NULL;
+    for (size_t i = 0; i < cap; i++) slot[i] = -1;
+    Py_ssize_t missing = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        uint64_t key;
+        pos[j] = -1;
+        if (pt_key(want[j], &key) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+            PyErr_Clear(); /* not a fingerprint: nowhere in the text */
+            continue;
+        }
+        size_t i = pt_home(key, bits);
+        while (slot[i] >= 0 && keys[i] != key) i = (i + 1) & mask;
+        if (slot[i] < 0) {
+            keys[i] = key;
+            slot[i] = j;
+            missing++;
+        }
+    }
+    for (Py_ssize_t p = 0; p < n && missing; p++) {
+        uint64_t key = text.v[p];
+        size_t i = pt_home(key, bits);
+        while (slot[i] >= 0 && keys[i] != key) i = (i + 1) & mask;
+        if (slot[i] >= 0 && pos[slot[i]] < 0) {
+            pos[slot[i]] = p;
+            missing--;
+        }
+    }
+    out = PyList_New(m);
+    if (!out) goto done;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        uint64_t key;
+        Py_ssize_t at = -1;
+        if (pt_key(want[j], &key) == 0) {
+            size_t i = pt_home(key, bits);
+            while (slot[i] >= 0 && keys[i] != key) i = (i + 1) & mask;
+            at = slot[i] >= 0 ? pos[slot[i]] : -1;
+        } else {
+            PyErr_Clear();
+        }
+        PyObject *v = PyLong_FromSsize_t(at);
+        if (!v) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, j, v);
+    }
+done:
+    PyMem_Free(keys);
+    pt_unload(&text);
+    return out;
+}
+
+#define INDEX_METHODS                                                                                                \
+    {"first_positions", (PyCFunction)(void (*)(void))first_positions, METH_FASTCALL,                                 \
+     "first_positions(hashes, needed) -> the first index of each needed value in hashes, or -1"},
+
+static PyMethodDef Postings_methods[] = {
+    {"insert", (PyCFunction)(void (*)(void))Postings_insert, METH_FASTCALL, "insert(hashes, doc_id, tenant)"},
+    {"drop", (PyCFunction)(void (*)(void))Postings_drop, METH_FASTCALL, "drop(hashes, doc_id): the oldest text"},
+    {"get", (PyCFunction)(void (*)(void))Postings_get, METH_FASTCALL, "get(h, default=None) -> its one owner's doc"},
+    {"owners", (PyCFunction)(void (*)(void))Postings_owners, METH_FASTCALL,
+     "owners(h, default=None) -> {tenant: doc id} when several tenants had h"},
+    {"has_owners", (PyCFunction)Postings_has_owners, METH_O, "has_owners(h) -> whether several tenants had h"},
+    {"items", (PyCFunction)Postings_items, METH_NOARGS, "[(h, doc id)] of the one-owner fingerprints"},
+    {"owner_items", (PyCFunction)Postings_owner_items, METH_NOARGS, "[(h, {tenant: doc id})] of the others"},
+    {"__getstate__", (PyCFunction)Postings_getstate, METH_NOARGS, NULL},
+    {"__setstate__", (PyCFunction)Postings_setstate, METH_O, NULL},
+    {"__reduce__", (PyCFunction)Postings_reduce, METH_NOARGS, NULL},
+    {"__sizeof__", (PyCFunction)Postings_sizeof, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Postings_getset[] = {
+    {"nbytes", (getter)Postings_get_nbytes, NULL, "bytes held: slots, owner lists, the ring of live texts", NULL},
+    {"multi", (getter)Postings_get_multi, NULL, "fingerprints of several tenants", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Postings_as_sequence = {
+    .sq_length = (lenfunc)Postings_len,
+    .sq_contains = (objobjproc)Postings_contains,
+};
+
+static PyTypeObject PostingsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "detectors._winnow.Postings",
+    .tp_basicsize = sizeof(Postings),
+    .tp_dealloc = (destructor)Postings_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Postings(): the content index's postings (fingerprint -> doc id per tenant), native",
+    .tp_methods = Postings_methods,
+    .tp_getset = Postings_getset,
+    .tp_as_sequence = &Postings_as_sequence,
+    .tp_init = (initproc)Postings_init,
+    .tp_new = PyType_GenericNew,
+};
+
+#endif
