@@ -27,9 +27,7 @@ class ChatServer:
 
         body = await request.json()
         prompt = "\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
-        leak = (self.leak_next or request.headers.get("x-test-leak") == "previous") and self.prompts
-        self.leak_next = False
-        content = self.prompts[-1] if leak else ANSWER
+        content = self.answer(body, prompt, request.headers)
         self.prompts.append(prompt)
         n_in, n_out = len(prompt.split()), len(content.split())
         return web.json_response(
@@ -44,6 +42,12 @@ class ChatServer:
                 "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
             }
         )
+
+    def answer(self, body: dict[str, Any], prompt: str, headers: Any) -> str:
+        """The answer's text (a subclass decides otherwise); called before `prompt` joins `prompts`."""
+        leak = (self.leak_next or headers.get("x-test-leak") == "previous") and self.prompts
+        self.leak_next = False
+        return self.prompts[-1] if leak else ANSWER
 
     def start(self) -> int:
         from aiohttp import web

@@ -5,11 +5,9 @@ tenant's prompt into another tenant's answer, and the alert names both."""
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import io
 import random
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +19,8 @@ from schemas.events import Request, Response
 from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
 from streams.settings import Settings
+from streams.testing.chatserver import ANSWER
+from streams.testing.chatserver import ChatServer as BaseChatServer
 from streams.testing.otlp import export_request, span_of
 
 openai = pytest.importorskip("openai")
@@ -36,71 +36,23 @@ def private_text(seed: int, words: int = 120) -> str:
     return " ".join(rng.choice(WORDS) + str(rng.randrange(1000)) for _ in range(words))
 
 
-class ChatServer:
-    """A minimal OpenAI-compatible /v1/chat/completions; `leak_from` makes the next answer another
-    tenant's last prompt (the stale-KV failure as the client sees it: HTTP 200, someone else's text)."""
+class ChatServer(BaseChatServer):
+    """`leak_from` makes the next answer another tenant's last prompt (the stale-KV failure as the client sees
+    it: HTTP 200, someone else's text)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.last_prompt: dict[str, str] = {}
         self.leak_from: str | None = None
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: Any = None
 
-    async def _chat(self, request: Any) -> Any:
-        from aiohttp import web
-
-        body = await request.json()
-        prompt = "\n".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
-        user = body.get("user", "?")
+    def answer(self, body: dict[str, Any], prompt: str, headers: Any) -> str:
         if self.leak_from is not None:
             content = self.last_prompt[self.leak_from]
             self.leak_from = None
         else:
-            content = "Noted. I will keep that in mind for the next step."
-        self.last_prompt[user] = prompt
-        n_in, n_out = len(prompt.split()), len(content.split())
-        return web.json_response(
-            {
-                "id": f"chatcmpl-{len(self.last_prompt)}",
-                "object": "chat.completion",
-                "created": 1_787_817_600,
-                "model": body["model"],
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
-            }
-        )
-
-    def start(self) -> int:
-        from aiohttp import web
-
-        ready = threading.Event()
-
-        async def boot() -> None:
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", self._chat)
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-        def main() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(boot())
-            ready.set()
-            self._loop.run_forever()
-
-        threading.Thread(target=main, daemon=True).start()
-        assert ready.wait(10)
-        return self.port
-
-    def stop(self) -> None:
-        assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+            content = ANSWER
+        self.last_prompt[body.get("user", "?")] = prompt
+        return content
 
 
 @pytest.fixture
