@@ -483,7 +483,7 @@ class OverlapDetector:
 
         `include_output=False` marks the output as a flagged leak: its matched fingerprints are tainted with their
         sources and its receiver, and only the rest of it (what no other tenant's text explains) is learned as the
-        receiver's. The model's session record learns the whole output (`_learn_texts`)."""
+        receiver's; the model's session record likewise learns only that rest of a flagged output."""
         own_output: list[int] = []
         # An output a cold domain holds (`detectors/held.py`): its leaked pages go into the long-horizon records (a
         # stock phrase must become common, which is what dismisses it later) but not into the window as the
@@ -537,8 +537,9 @@ class OverlapDetector:
         tainted.update(leaked)
         victims.update(dict.fromkeys(leaked, receiver))
         while len(tainted) > self.s.max_tainted:
-            victims.pop(next(iter(tainted)), None)
-            del tainted[next(iter(tainted))]
+            oldest = next(iter(tainted))
+            del tainted[oldest]
+            victims.pop(oldest, None)
 
     def _not_resent(self, tenant: str, hashes: list[int]) -> list[int]:
         """`hashes` without the leaked passages this tenant received and now re-sends: they stay the source's, never
