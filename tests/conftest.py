@@ -26,6 +26,21 @@ if os.environ.get("CI") == "true":
     hypothesis_settings.load_profile("ci")
 
 
+@pytest.fixture(autouse=True)
+def _no_litellm_callback_left() -> Iterator[None]:
+    """LiteLLM keeps callbacks in module-level lists and takes one logger of a class: a logger an earlier test left
+    there would take the next test's calls (with that test's settings). Reset after every test that imported it."""
+    yield
+    import sys
+
+    litellm = sys.modules.get("litellm")
+    if litellm is not None:
+        manager = getattr(litellm, "logging_callback_manager", None)
+        if manager is not None:
+            manager._reset_all_callbacks()
+        litellm.callbacks = []
+
+
 def _broker_reachable(bootstrap: str, timeout_s: float = 5.0) -> str | None:
     """None if a Kafka broker answers a metadata request; else why not."""
     host, _, port = bootstrap.split(",")[0].rpartition(":")

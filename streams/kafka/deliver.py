@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 _Waiter = tuple[str, str]  # (receiver, alert_id or "resolved:<incident_id>")
 _PROGRESS_EVERY_S = 30.0
+_METADATA_MAX_AGE_MS = 10_000
 
 
 def _resolved_waiter(incident_id: str) -> str:
@@ -275,6 +276,9 @@ class DeliveryConsumer:
             auto_offset_reset="earliest",
             max_poll_records=500,
             max_poll_interval_ms=int(self.settings.webhooks.deliver_max_poll_interval_s * 1000),
+            # `deliver` may start before the worker has created the alerts topic: the client only learns that it
+            # exists at its next metadata refresh (five minutes by default), and until then it holds no partition.
+            metadata_max_age_ms=_METADATA_MAX_AGE_MS,
         )
         self.consumer.subscribe([self.topic], listener=Listener())
         self._assigned_at: float | None = None
