@@ -307,7 +307,7 @@ class TenantSpread:
                 rows.append((row, offsets, cur.bits[row, offsets]))
         return SpreadChanges(cur.inserts, rows)
 
-    def apply(self, changes: SpreadChanges) -> None:
+    def replay(self, changes: SpreadChanges) -> None:
         """Write `changes()` taken from another record into a copy of it as it was at its mark."""
         if self._cur is None:
             raise ValueError("spread changes applied to a record without a generation")

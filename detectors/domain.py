@@ -17,7 +17,7 @@ from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
 from detectors.signals import registry
-from detectors.signals.base import Detector, Stateless
+from detectors.signals.base import Detector, Piece, Stateless
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.mechanism import AccountingDetector, MechanismScreen, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
@@ -357,6 +357,28 @@ class DomainMonitor:
         # settings are pickled as `s` alone, in its place, as before the copy existed.
         return {("s" if k == "_s" else k): v for k, v in self.__dict__.items() if k not in _NOT_PICKLED}
 
+    def pieces(self) -> dict[str, Piece]:
+        """Every detector's declared pieces (`HasPieces`): the state a snapshot copies on its own and as its changes.
+        The rest of the monitor is copied whole, with these left out by name (streams/kafka/pieces.py)."""
+        out: dict[str, Piece] = {}
+        for name, det in self.detectors.items():
+            declared = getattr(det, "pieces", None)
+            if declared is None:
+                continue
+            for key, piece in declared().items():
+                if key in out:
+                    raise ValueError(f"detector {name!r} declares piece {key!r} a second time")
+                out[key] = piece
+        return out
+
+    def attach(self, public: PublicSet | None, settings: DetectionSettings | None = None) -> None:
+        """Give a monitor loaded from a snapshot what the process holds and snapshots never do: the operator's
+        corpus (loaded from its file) and, if given, the process's settings."""
+        if settings is not None:
+            self.s = settings
+            self.overlap.s = settings
+        self.overlap.public = public
+
     def state_size(self) -> dict[str, int]:
         idx = self.overlap.index.state_size()
         return {
@@ -382,10 +404,7 @@ class DomainMonitor:
         obj = pickle.loads(blob)
         if not isinstance(obj, cls):
             raise TypeError("not a DomainMonitor snapshot")
-        if settings is not None:
-            obj.s = settings
-            obj.overlap.s = settings
-        obj.overlap.public = public  # the process's corpus: never part of a snapshot
+        obj.attach(public, settings)
         return obj
 
 

@@ -209,3 +209,28 @@ def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
     mods = modules_of(tmp_path)
     assert loops(mods, pairs) == [["streams.cli.main", "streams.producer"], ["streams.sinks", "streams.sinks.base"]]
     assert [str(e) for e in upward(edges)] == ["streams/producer.py:1: streams.producer imports streams.cli.main"]
+
+
+# A domain's detectors are the core's: the shell copies, restores and sizes them through DomainMonitor
+# (`pieces()`, `attach()`, `state_size()`), so that a new stateful signal never has to touch streams/.
+
+
+def core_reaches(root: Path) -> list[str]:
+    """Every `<something>.overlap` (or another detector's insides) read in streams/, as path:line."""
+    found = []
+    for path in sorted((root / "streams").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "overlap":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_the_shell_never_reaches_into_a_domains_detectors() -> None:
+    assert core_reaches(ROOT) == []
+
+
+def test_the_reach_check_sees_a_reach(tmp_path: Path) -> None:
+    (tmp_path / "streams" / "kafka").mkdir(parents=True)
+    (tmp_path / "streams" / "kafka" / "x.py").write_text("def f(dm):\n    return dm.overlap.index\n")
+    assert core_reaches(tmp_path) == ["streams/kafka/x.py:2"]

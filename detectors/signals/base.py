@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, get_args
+from typing import Any, Protocol, get_args
 
 from detectors.settings import DetectionSettings
 from schemas.alert import AlertKind, Signal
@@ -42,6 +42,28 @@ class Detector(Protocol):
     def learn(self, ex: Exchange, include_output: bool = True) -> None: ...
 
     def state_size(self) -> int: ...
+
+
+class Piece(Protocol):
+    """A part of a detector's state that a snapshot may copy as its changes since the last copy.
+
+    `changes()` is None when only a whole copy will do (never marked, or a rotation dropped the trail);
+    `mark()` says the piece was copied; `replay(changes)` on a copy taken at the mark brings it to the live
+    piece. A piece is plain data (no settings, no corpus); how it is stored is the shell's."""
+
+    def changes(self) -> Any: ...
+
+    def mark(self) -> None: ...
+
+    def replay(self, changes: Any) -> None: ...
+
+
+class HasPieces(Protocol):
+    """A detector whose state holds large pieces that grow with traffic, not with what changed: it names
+    them (`pieces()`, name -> live object, names unique within a domain) so that a snapshot can copy each
+    one on its own and as its changes. A detector without the method is copied whole with its domain."""
+
+    def pieces(self) -> dict[str, Piece]: ...
 
 
 class Stateless:

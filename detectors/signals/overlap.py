@@ -39,7 +39,7 @@ from detectors.held import Held, HeldRun, standing
 from detectors.index import BRIDGE, ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from detectors.signals.base import DomainFacts
+from detectors.signals.base import DomainFacts, Piece
 from schemas.alert import SEVERITY_RANK, Severity, Signal
 from schemas.exchange import Exchange
 
@@ -472,6 +472,11 @@ class OverlapDetector:
                 source_request_ids=[r for r, _ in top],
             ),
         )
+
+    def pieces(self) -> dict[str, Piece]:
+        """The state that grows with traffic (`HasPieces`): the content index, the tenants' long-horizon record and
+        the model's session record. Their names are those of existing snapshots: never rename one."""
+        return {"ix": self.index, "sp": self.spread, "ms": self.model_spread}
 
     def state_size(self) -> int:
         """Documents and fingerprints in the window, plus tainted fingerprints (the spread record is fixed-size)."""

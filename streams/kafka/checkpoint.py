@@ -154,9 +154,9 @@ def loads(blob: bytes, settings: DetectionSettings, counters: Counter[str], publ
     if not isinstance(state, (JoinState, DomainState)):
         raise TypeError(f"not a stage snapshot: {type(state).__name__}")
     if isinstance(state, DomainState):
-        # Each domain's overlap detector pickles its corpus as None (as DomainMonitor.loads re-attaches it).
+        # A snapshot never holds the operator's corpus: each domain gets the process's back.
         for dm in state.table.domains.values():
-            dm.overlap.public = public
+            dm.attach(public)
     return state
 
 

@@ -3,9 +3,12 @@
 A domain partition is cut into
     ("part",)        the DomainState without its domains: watermarks, held items, positions, activity
     ("dm", name)     one DomainMonitor without its content index and long-horizon record
-    ("ix", name)     its ContentIndex: whole, or the texts inserted and dropped since the last copy
-    ("sp", name)     its TenantSpread: whole, or the bytes set since the last copy
-    ("ms", name)     its model stock-phrase record (a TenantSpread keyed by session): likewise
+    (key, name)      each piece its detectors declare (`DomainMonitor.pieces()`, detectors/signals/base.py
+                     `HasPieces`); today the overlap detector's
+                     ("ix", name)  its ContentIndex: whole, or the texts inserted and dropped since the last copy
+                     ("sp", name)  its TenantSpread: whole, or the bytes set since the last copy
+                     ("ms", name)  its model's session record (a TenantSpread keyed by session): likewise
+                     A piece of a type this file cannot pack as changes is copied whole each time.
     ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
     ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
                      whole, or the keys that left and the halves that came (found by comparison, see
@@ -55,8 +58,13 @@ JOIN: Name = ("join",)
 DEDUP: Name = ("dd",)
 WAIT_REQ: Name = ("wait", "request")
 WAIT_RESP: Name = ("wait", "response")
-# Pieces that can be copied as their changes since the last copy; the others are always copied whole.
-INCREMENTAL = ("ix", "sp", "ms", "dd", "wait")
+# Pieces always copied whole; every other piece (the deduper, the waiting halves and what each domain's detectors
+# declare through `DomainMonitor.pieces()`) can be copied as its changes since the last copy.
+WHOLE = ("part", "join", "dm")
+
+
+def incremental(name: Name) -> bool:
+    return name[0] not in WHOLE
 
 
 def _dedup_of(state: Any) -> Deduper | None:
@@ -148,9 +156,8 @@ def parts(state: State) -> Iterator[tuple[Name, Any]]:
         yield JOIN, state
         return
     for name, dm in state.table.domains.items():
-        yield ("ix", name), dm.overlap.index
-        yield ("sp", name), dm.overlap.spread
-        yield ("ms", name), dm.overlap.model_spread
+        for key, piece in dm.pieces().items():
+            yield (key, name), piece
         yield ("dm", name), dm
     yield PART, state
 
@@ -194,26 +201,19 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
             return process_id(o, counters)
 
     elif name[0] == "dm":
-        index, spread, model = obj.overlap.index, obj.overlap.spread, obj.overlap.model_spread
+        own = {id(piece): (key, name[1]) for key, piece in obj.pieces().items()}
 
         def cut(o: object) -> Any:
-            if o is index:
-                return ("ix", name[1])
-            if o is spread:
-                return ("sp", name[1])
-            if o is model:
-                return ("ms", name[1])
-            return process_id(o, counters)
+            return own.get(id(o)) or process_id(o, counters)
 
     elif name[0] == "wait":
         # Halves hold events and fingerprints (no process objects), but the cut costs nothing to keep.
         def cut(o: object) -> Any:
             return process_id(o, counters)
 
-    elif name[0] in INCREMENTAL:
+    elif incremental(name):
         # Plain data (numbers, strings, arrays): no persistent ids needed, and without the per-object callback
         # pickling runs at C speed (an index holds millions of ints).
-        assert isinstance(obj, (ContentIndex, TenantSpread, Deduper))
         return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
     else:
 
@@ -260,7 +260,7 @@ def _unpack_spread(packed: tuple[int, list[tuple[int, np.ndarray, np.ndarray]]])
 
 def changes(name: Name, obj: Any) -> bytes | None:
     """The piece's changes since its last `mark`, b"" if there are none, None if only a whole copy will do."""
-    if name[0] not in INCREMENTAL:
+    if not incremental(name):
         return None
     if name[0] == "wait":
         waited = _waiting_changes(obj)
@@ -272,9 +272,10 @@ def changes(name: Name, obj: Any) -> bytes | None:
         if ids is None:
             return None
         return zlib.compress(pickle.dumps(ids, protocol=pickle.HIGHEST_PROTOCOL), 1) if ids[0] or ids[1] else b""
-    assert isinstance(obj, (ContentIndex, TenantSpread))
     delta = obj.changes()
     if delta is None:
+        return None
+    if not isinstance(obj, (ContentIndex, TenantSpread)):  # a piece of a type this file has no packing for yet
         return None
     # No bit set means no insert counted either (a rotation makes changes() None).
     if not (delta.rows if isinstance(delta, SpreadChanges) else delta):
@@ -289,7 +290,7 @@ def mark(name: Name, obj: Any) -> None:
     """The piece was copied: its changes count from here."""
     if name[0] == "wait":
         _mark_waiting(obj)
-    elif name[0] in INCREMENTAL:
+    elif incremental(name):
         obj.mark()
 
 
@@ -313,30 +314,31 @@ def assemble(
         unpickler.persistent_load = known.__getitem__  # type: ignore[method-assign]
         return unpickler.load()
 
-    for kind in ("ix", "sp", "ms", "dd", "wait"):
-        for name, blobs in pieces.items():
-            if name[0] != kind:
-                continue
-            obj = load(blobs[0])
-            for blob in blobs[1:]:
-                if kind == "wait":
-                    gone, came = load(blob)
-                    for k in gone:
-                        obj.pop(k, None)
-                    obj.update(came)
-                elif isinstance(obj, ContentIndex):
-                    obj.replay(_unpack_docs(load(blob)))
-                elif isinstance(obj, TenantSpread):
-                    obj.apply(_unpack_spread(load(blob)))
-                elif isinstance(obj, Deduper):
-                    obj.replay(load(blob))
-            known[name] = obj
+    for name, blobs in pieces.items():  # the children first: their parents name them
+        if not incremental(name):
+            continue
+        obj = load(blobs[0])
+        for blob in blobs[1:]:
+            if name[0] == "wait":
+                gone, came = load(blob)
+                for k in gone:
+                    obj.pop(k, None)
+                obj.update(came)
+            elif isinstance(obj, ContentIndex):
+                obj.replay(_unpack_docs(load(blob)))
+            elif isinstance(obj, TenantSpread):
+                obj.replay(_unpack_spread(load(blob)))
+            elif isinstance(obj, Deduper):
+                obj.replay(load(blob))
+            else:
+                raise TypeError(f"piece {name}: {type(obj).__name__} has changes but no way here to replay them")
+        known[name] = obj
     for name, blobs in pieces.items():
         if name[0] == "dm":
             dm = load(blobs[0])
             if not isinstance(dm, DomainMonitor):
                 raise TypeError(f"piece {name} is not a DomainMonitor")
-            dm.overlap.public = public  # pickled as None (OverlapDetector.__getstate__)
+            dm.attach(public)  # a snapshot never holds the process's corpus
             known[name] = dm
     top = pieces.get(PART) or pieces.get(JOIN)
     if top is None:

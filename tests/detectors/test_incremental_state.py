@@ -88,14 +88,14 @@ def test_spread_copy_plus_changes_is_the_live_record(ops: list[tuple[str, list[i
         if i in marks:
             changes = sp.changes()
             if copy is not None and changes is not None:
-                copy.apply(changes)
+                copy.replay(changes)
                 assert _same_spread(copy, sp)
             copy = pickle.loads(pickle.dumps(sp))
             sp.mark()
         sp.add(tenant, hashes, float(i))
     changes = sp.changes()
     if copy is not None and changes is not None:
-        copy.apply(changes)
+        copy.replay(changes)
         assert _same_spread(copy, sp)
 
 
