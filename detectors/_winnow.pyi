@@ -36,6 +36,9 @@ def spread_levels(cur: object, old: object, keys: object, nbytes: int, mask: int
 def spread_had(
     cur: object, old: object, keys: object, xor: int, nbytes: int, mask: int, probes: int, /
 ) -> bytearray: ...
+def spread_tag(
+    cur: object, keys: object, xor: int, nbytes: int, mask: int, probes: int, note: bool, /
+) -> tuple[int, bytes | None]: ...
 def spread_add(
     cur: object, old: object, keys: object, tenant_key: int, nbytes: int, mask: int, probes: int, note: bool, /
 ) -> tuple[int, tuple[bytes, ...] | None]: ...
