@@ -453,7 +453,7 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
 
 #include "_winnow_digest.h" /* prefix_digests */
 #include "_winnow_spread.h" /* the commonness record's loops (detectors/commonness.py) */
-#include "_winnow_index.h"  /* the content index's single-owner postings (detectors/index.py) */
+#include "_winnow_index_type.h" /* the content index's postings (detectors/index.py) */
 
 static PyMethodDef module_methods[] = {
     {"prefix_digests", prefix_digests, METH_VARARGS,
