@@ -260,7 +260,21 @@ static PyObject *Winnower_hashes(Winnower *self, PyObject *const *args, Py_ssize
 
 /* The units of a non-ASCII `text` as str, in order: words as written with ASCII folded (format characters
  * removed), and single characters (tokens.Units.raw(): the same spans of the same folded UTF-8). */
-static int unit_strings(Winnower *self, PyObject *text, PyObject *out) {
+/* Append unit `u` (a new reference, stolen) to `out`; `norm` (not NULL): a non-ASCII unit goes in as norm(u). */
+static int put_unit(PyObject *out, PyObject *u, PyObject *norm) {
+    if (!u) return -1;
+    if (norm && !PyUnicode_IS_ASCII(u)) {
+        PyObject *n = PyObject_CallOneArg(norm, u);
+        Py_DECREF(u);
+        if (!n) return -1;
+        u = n;
+    }
+    int rc = PyList_Append(out, u);
+    Py_DECREF(u);
+    return rc;
+}
+
+static int unit_strings(Winnower *self, PyObject *text, PyObject *out, PyObject *norm) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -304,22 +318,11 @@ static int unit_strings(Winnower *self, PyObject *text, PyObject *out) {
             continue;
         }
         if (wlen) {
-            PyObject *u = PyUnicode_DecodeUTF8((const char *)word, (Py_ssize_t)wlen, "surrogatepass");
-            if (!u || PyList_Append(out, u) < 0) {
-                Py_XDECREF(u);
+            if (put_unit(out, PyUnicode_DecodeUTF8((const char *)word, (Py_ssize_t)wlen, "surrogatepass"), norm) < 0)
                 goto done;
-            }
-            Py_DECREF(u);
             wlen = 0;
         }
-        if (cls == CHAR) {
-            PyObject *u = PyUnicode_FromOrdinal((int)c);
-            if (!u || PyList_Append(out, u) < 0) {
-                Py_XDECREF(u);
-                goto done;
-            }
-            Py_DECREF(u);
-        }
+        if (cls == CHAR && put_unit(out, PyUnicode_FromOrdinal((int)c), norm) < 0) goto done;
     }
     rc = 0;
 done:
@@ -327,13 +330,14 @@ done:
     return rc;
 }
 
-static PyObject *Winnower_units(Winnower *self, PyObject *text) {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "text must be a str");
+static PyObject *Winnower_units(Winnower *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "units(text: str, normalise=None)");
         return NULL;
     }
+    PyObject *norm = nargs == 2 && args[1] != Py_None ? args[1] : NULL;
     PyObject *out = PyList_New(0);
-    if (out && unit_strings(self, text, out) < 0) Py_CLEAR(out);
+    if (out && unit_strings(self, args[0], out, norm) < 0) Py_CLEAR(out);
     return out;
 }
 
@@ -449,7 +453,7 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
 
 #include "_winnow_digest.h" /* prefix_digests */
 #include "_winnow_spread.h" /* the commonness record's loops (detectors/commonness.py) */
-#include "_winnow_index.h"  /* the content index's single-owner postings (detectors/index.py) */
+#include "_winnow_index_type.h" /* the content index's postings (detectors/index.py) */
 
 static PyMethodDef module_methods[] = {
     {"prefix_digests", prefix_digests, METH_VARARGS,
@@ -527,7 +531,8 @@ static PyMethodDef Winnower_methods[] = {
     {"fingerprint", (PyCFunction)(void (*)(void))Winnower_fingerprint, METH_FASTCALL,
      "fingerprint(text, hash_fn) -> the model (TextFingerprint), or (selected hashes, units) without one"},
     {"kgrams", (PyCFunction)Winnower_kgrams, METH_O, "kgrams(unit_hashes) -> bytearray of the k-gram hashes"},
-    {"units", (PyCFunction)Winnower_units, METH_O, "units(text) -> the units as written, ASCII folded (Units.raw)"},
+    {"units", (PyCFunction)(void (*)(void))Winnower_units, METH_FASTCALL,
+     "units(text, normalise=None) -> the units as written, ASCII folded (Units.raw); normalise(u) for non-ASCII u"},
     {"clear", (PyCFunction)Winnower_clear, METH_NOARGS, "forget the cached unit hashes of words"},
     {NULL, NULL, 0, NULL},
 };

@@ -352,11 +352,76 @@ done:
     return result;
 }
 
+/* spread_tag(cur, keys, xor, nbytes, mask, probes, note) -> (new pairs, offsets or None)
+ * TenantSpread.tag: the pairs (key ^ xor) not yet in cur's pairs row are set there (row 0 only: no level moves);
+ * all tests read the bits as before the call. With `note`, the byte offsets set (native uint32, one per probe and
+ * new pair). */
+static PyObject *spread_tag(PyObject *Py_UNUSED(mod), PyObject *args) {
+    PyObject *cur_obj, *keys_obj, *xor_obj, *mask_obj;
+    Py_ssize_t nbytes;
+    int probes, note;
+    if (!PyArg_ParseTuple(args, "OOOnOip", &cur_obj, &keys_obj, &xor_obj, &nbytes, &mask_obj, &probes, &note))
+        return NULL;
+    uint64_t mask;
+    if (spread_args(mask_obj, probes, &mask) < 0) return NULL;
+    uint64_t x = PyLong_AsUnsignedLongLong(xor_obj);
+    if (x == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    SpreadGen cur;
+    SpreadKeys keys;
+    if (cur_obj == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "no current generation");
+        return NULL;
+    }
+    if (spread_gen(cur_obj, &cur, nbytes, 1) < 0) return NULL;
+    if (spread_keys(keys_obj, &keys) < 0) {
+        spread_gen_free(&cur);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = keys.n, fresh = 0;
+    Py_ssize_t *idx = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
+    SpreadOffsets offs = {NULL, 0, 0};
+    uint64_t pos[SPREAD_MAX_PROBES];
+    if (!idx) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + SPREAD_AHEAD < n) spread_prefetch(cur.bits, keys.v[i + SPREAD_AHEAD] ^ x, mask, probes);
+        spread_positions(keys.v[i] ^ x, mask, probes, pos);
+        if (!spread_test(cur.bits, pos, probes)) idx[fresh++] = i;
+    }
+    for (Py_ssize_t j = 0; j < fresh; j++) {
+        spread_positions(keys.v[idx[j]] ^ x, mask, probes, pos);
+        spread_set(cur.bits, pos, probes);
+        if (note)
+            for (int p = 0; p < probes; p++)
+                if (spread_note(&offs, pos[p] >> 3) < 0) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+    }
+    if (note && fresh) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)offs.v, offs.n * (Py_ssize_t)sizeof(uint32_t));
+        if (b) result = Py_BuildValue("(nN)", fresh, b);
+    } else {
+        result = Py_BuildValue("(nO)", fresh, Py_None);
+    }
+done:
+    PyMem_Free(offs.v);
+    PyMem_Free(idx);
+    spread_keys_free(&keys);
+    spread_gen_free(&cur);
+    return result;
+}
+
 #define SPREAD_METHODS                                                                                               \
     {"spread_levels", spread_levels, METH_VARARGS,                                                                   \
      "spread_levels(cur, old, keys, nbytes, mask, probes) -> bytearray of levels (TenantSpread.tenants)"},               \
         {"spread_had", spread_had, METH_VARARGS,                                                                     \
          "spread_had(cur, old, keys, xor, nbytes, mask, probes) -> bytearray of 0/1 (TenantSpread.had)"},                \
+        {"spread_tag", spread_tag, METH_VARARGS,                                                                     \
+         "spread_tag(cur, keys, xor, nbytes, mask, probes, note) -> (new pairs, row-0 offsets or None)"},             \
         {"spread_add", spread_add, METH_VARARGS,                                                                     \
          "spread_add(cur, old, keys, tenant_key, nbytes, mask, probes, note) -> (new pairs, offsets per row or None)"},
 

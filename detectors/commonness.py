@@ -266,6 +266,20 @@ class TenantSpread:
         self._rotate(ts)
         cur = self._cur
         assert cur is not None
+        if self.native and NATIVE:  # one C pass (detectors/_winnow_spread.h): the same bits, inserts and note
+            note = self._touched is not None
+            fresh, raw = _winnow.spread_tag(
+                cur.bits, _keys(hashes), int(self._tenant_key("\x00" + label)), cur.bits.shape[1], int(self._mask),
+                self.probes, note,
+            )  # fmt: skip
+            cur.inserts += fresh
+            if raw and self._touched is not None:
+                offsets = np.frombuffer(raw, dtype=np.uint32)
+                self._touched.append((0, offsets))
+                self._touched_n += offsets.size
+                if self._touched_n > cur.bits.shape[1] // 2:  # as `_set`
+                    self._touched = None
+            return
         pos = self._positions(np.asarray(hashes, dtype=np.uint64) ^ self._tenant_key("\x00" + label))
         new = ~self._test(cur.bits[0], pos)
         if new.any():

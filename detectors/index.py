@@ -16,89 +16,15 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter, deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
 from operator import eq
 from sys import intern
 from typing import Any, NamedTuple
 
-import numpy as np
+from detectors.postings import NATIVE, Restored, first_native, first_positions, native_table, owners_of
 
-try:
-    from detectors._winnow import Postings as _Postings
-    from detectors._winnow import first_positions as _first_native
-except ImportError:  # built without a C compiler (or an older build): the pure path, the same postings
-    _Postings = None  # type: ignore[assignment,misc,unused-ignore]
-    _first_native = None  # type: ignore[assignment,unused-ignore]
-
-# Whether the postings are the native table (detectors/_winnow_index.h): 16 bytes a slot and a short owner list
-# where several tenants had a fingerprint, instead of dict entries, int objects and a dict per shared fingerprint;
-# and the per-fingerprint loops of `_insert` / `_drop` in C. The same answers in the same order
-# (tests/detectors/test_native_index.py); `ContentIndex(native=False)` runs the dicts.
-NATIVE = _Postings is not None
-
-
-def _first_positions(hashes: Iterable[int], needed: list[int]) -> list[int]:
-    """The first index of each needed value in `hashes`, or -1 (the pure path of the native `first_positions`)."""
-    where: dict[int, int] = {}
-    for p, h in enumerate(hashes):
-        where.setdefault(h, p)
-    return [where.get(h, -1) for h in needed]
-
-
-class _Owners:
-    """`ContentIndex._multi` over the native postings: the fingerprints several tenants had, read through the table
-    (`get(h)` is {tenant: doc id} as the pure path's dict holds it)."""
-
-    __slots__ = ("_table", "get")
-
-    def __init__(self, table: Any) -> None:
-        self._table = table
-        self.get = table.owners
-
-    def __len__(self) -> int:
-        return int(self._table.multi)
-
-    def __contains__(self, h: object) -> bool:
-        return bool(self._table.has_owners(h))
-
-    def items(self) -> list[tuple[int, dict[str, int]]]:
-        return list(self._table.owner_items())
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (restore_owners, (self._table,))
-
-
-class _Restored(dict[int, int]):
-    """Native postings unpickled without the extension: the pure path's `_single`, with its `_multi` beside it."""
-
-    multi: dict[int, dict[str, int]]
-
-
-def restore_postings(state: tuple[Any, ...]) -> Any:
-    """Unpickle native postings: as the native table where it is built, else as the pure path's two dicts."""
-    if _Postings is not None:
-        table = _Postings()
-        table.__setstate__(state)
-        return table
-    _bits, _slots, keys, vals, owners, base, tenants = state
-    single = _Restored()
-    single.multi = {}
-    listed = iter(np.frombuffer(owners, dtype=np.int64).tolist())
-    for h, doc in zip(
-        np.frombuffer(keys, dtype=np.uint64).tolist(), np.frombuffer(vals, dtype=np.int64).tolist(), strict=True
-    ):
-        if doc >= 0:
-            single[h] = doc
-        else:
-            docs = [next(listed) for _ in range(next(listed))]
-            single.multi[h] = {tenants[d - base]: d for d in docs}
-    return single
-
-
-def restore_owners(table: Any) -> Any:
-    return table.multi if isinstance(table, _Restored) else _Owners(table)
+__all__ = ["BRIDGE", "NATIVE", "ContentIndex", "Doc", "Overlap", "unit_tokens"]
 
 
 class _Run(NamedTuple):
@@ -285,12 +211,12 @@ class ContentIndex:
         # (the tenant is the doc's), which saves a dict per fingerprint (about 3x less memory) and lets
         # add/drop run as C-level bulk dict operations. `_multi` holds the rest, always with >= 2 owners.
         # Invariant: a fingerprint is in at most one of the two. Where the native extension is built, both are one
-        # table (`NATIVE`): `_single` is the table itself and `_multi` reads its owner lists (`_Owners`).
+        # table (`NATIVE`): `_single` is the table itself and `_multi` reads its owner lists (detectors/postings.py).
         # The table answers get / in / len as the dict does (typed as the dict: what the readers use).
-        self._single: dict[int, int] = _Postings() if native and NATIVE else {}  # type: ignore[assignment]
+        self._single: dict[int, int] = native_table() if native and NATIVE else {}
         self._multi: dict[int, dict[str, int]] = {}
         if type(self._single) is not dict:
-            self._multi = _Owners(self._single)  # type: ignore[assignment]
+            self._multi = owners_of(self._single)
         self._docs: dict[int, Doc] = {}
         self._order: deque[int] = deque()
         self._next_id = 0
@@ -713,7 +639,7 @@ class ContentIndex:
             if d is not None:
                 matched.append((i, d))
         needed = [hashes[i] for i, _ in matched]
-        first = _first_native if type(single) is not dict else _first_positions
+        first = first_native if type(single) is not dict else first_positions
         for doc_id in dict.fromkeys(d for _, d in matched):
             # The text's offset each match implies (where the text holds it first).
             at = [p - i for p, (i, _) in zip(first(docs[doc_id].hashes, needed), matched, strict=True)]
@@ -805,7 +731,7 @@ class ContentIndex:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if isinstance(self._single, _Restored):  # native postings restored without the extension: the dicts
+        if isinstance(self._single, Restored):  # native postings restored without the extension: the dicts
             self._single = dict(self._single)
 
     def holders(self, h: int) -> set[str]:

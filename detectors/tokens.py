@@ -220,8 +220,9 @@ def words_of(text: str) -> list[str]:
     """
     if text.isascii():
         return text.encode("ascii").translate(FOLD).decode("ascii").split()
-    raw = _UNITS.units(text) if _UNITS is not None else Units.of(text).raw()
-    return [u if u.isascii() else _normalise_unit(u) for u in raw]
+    if _UNITS is not None:  # cut and normalised in one native pass (the cached normalisation called from C)
+        return _UNITS.units(text, _normalise_unit)  # type: ignore[no-any-return]
+    return [u if u.isascii() else _normalise_unit(u) for u in Units.of(text).raw()]
 
 
 def raw_units(text: str, *, native: bool = True) -> list[str]:

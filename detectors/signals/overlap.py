@@ -516,12 +516,6 @@ class OverlapDetector:
             fp = np.asarray(prompt, dtype=np.uint64)
             authored = (self.model_spread.tenants(fp) == 0) | self.spread.tagged(_AUTHORED, fp)
             self.spread.tag(_AUTHORED, fp[authored], ex.ts)
-        if out is not None and out.hashes and self.s.common_min_sessions:
-            # A flagged answer's leaked pages are a leak, not the model's writing: only the rest of it counts. A stock
-            # phrase wrongly flagged still becomes the model's habit: its first holder's next session writes it too.
-            # Keyed by session (a request without one is a session of its own), tenant-qualified.
-            written = out.hashes if include_output else own_output
-            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", written, ex.ts)
         for tp, hashes in (
             (ex.prompt_print, prompt),
             (out, out.hashes if include_output and out is not None else own_output),
@@ -529,6 +523,12 @@ class OverlapDetector:
             if tp is None or not hashes:
                 continue
             hashes = self._not_resent(ex.tenant_id, hashes)
+            if tp is out and hashes and self.s.common_min_sessions:
+                # What the model wrote: a flagged answer's leaked pages are a leak, not its writing, and neither is a
+                # victim echoing a page it was leaked before (filtered just above). A stock phrase wrongly flagged still
+                # becomes the model's habit: its first holder's next session writes it too. Keyed by session (a
+                # request without one is a session of its own), tenant-qualified.
+                self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", hashes, ex.ts)
             if hashes:
                 indexed = own_output if held and tp is out else hashes
                 if indexed:

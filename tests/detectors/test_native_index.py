@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import detectors.index as index_module
-from detectors.index import NATIVE, ContentIndex, Overlap, _first_positions
+import detectors.postings as postings_module
+from detectors.index import NATIVE, ContentIndex, Overlap
+from detectors.postings import first_positions as _first_positions
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="the native extension is not built")
 
@@ -113,10 +114,10 @@ def test_copies_and_changes_restore_the_same_postings() -> None:
     _same(restored, b, pool)
     state = pickle.dumps(a)
     try:
-        index_module._Postings = None  # type: ignore[assignment]
+        postings_module._Postings = None  # type: ignore[assignment]
         plain = pickle.loads(state)
     finally:
-        index_module._Postings = type(a._single)  # type: ignore[assignment]
+        postings_module._Postings = type(a._single)  # type: ignore[assignment]
     assert type(plain._single) is dict and type(plain._multi) is dict
     assert _postings(plain)[1] == _postings(a)[1] and plain._single == dict(a._single.items())
     for ix in (plain, b, a):

@@ -62,13 +62,18 @@ def test_native_record_equals_the_numpy_record(seq: list[tuple[str, list[int], b
             a.mark()
             b.mark()
         ts = i * 5.0
-        a.add(tenant, hashes, ts)
-        b.add(tenant, hashes, ts)
+        if i % 4 == 1:  # a tag (provenance: the pairs row only, under a key no tenant id has)
+            a.tag("authored", hashes, ts)
+            b.tag("authored", hashes, ts)
+        else:
+            a.add(tenant, hashes, ts)
+            b.add(tenant, hashes, ts)
         _same(a, b)
         assert _changes(a) == _changes(b)
         probe = [big[j] for j in range(0, 401, 3)]
         assert np.array_equal(a.tenants(probe), b.tenants(probe))
         assert np.array_equal(a.had(tenant, probe), b.had(tenant, probe))
+        assert np.array_equal(a.tagged("authored", probe), b.tagged("authored", probe))
         assert a.tenants(probe).dtype == b.tenants(probe).dtype and a.had(tenant, probe).dtype == np.bool_
 
 

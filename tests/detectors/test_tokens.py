@@ -184,3 +184,13 @@ def test_native_units_are_the_numpy_units(text: str) -> None:
     from detectors.tokens import raw_units
 
     assert raw_units(text) == Units.of(text).raw() == raw_units(text, native=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.one_of(st.characters(), st.sampled_from("ＡＢｶﾞ½ﬀΣσςß用Straße ")), max_size=200))
+def test_native_words_are_the_numpy_words(text: str) -> None:
+    """words_of with the native cutter normalising in the same pass is the numpy path's words."""
+    from detectors.tokens import _normalise_unit, raw_units
+
+    pure = [u if u.isascii() else _normalise_unit(u) for u in raw_units(text, native=False)]
+    assert words_of(text) == pure
