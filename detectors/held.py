@@ -18,7 +18,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from detectors.commonness import TenantSpread
+from detectors.index import ContentIndex
+from detectors.matches import BRIDGE
+from detectors.public import PublicSet
+from detectors.settings import DetectionSettings
 from schemas.alert import Signal
+
+# The long-horizon record's tag for prompt text a tenant introduced (the model had not written it before).
+AUTHORED = "authored"
 
 
 @dataclass(slots=True)
@@ -59,3 +69,67 @@ def standing(unexplained: Sequence[bool], bridge: int) -> int:
             if gap > bridge:
                 run = 0
     return best
+
+
+class HeldJudge:
+    """Judging a held finding again (`OverlapDetector` is one): what it reads of the detector's state."""
+
+    s: DetectionSettings
+    index: ContentIndex
+    spread: TenantSpread
+    model_spread: TenantSpread
+    public: PublicSet | None
+
+    def recheck(self, held: Held, receivers: dict[tuple[str, int], set[str]]) -> list[Signal]:
+        """The held response's signals, judged with what the domain knows now: a flagged source none of whose runs
+        still has the matches a page needs (`_stands`) is dismissed (info). `receivers`: per (source, fingerprint),
+        the tenants of the held responses whose runs of that source hold it (this one's included). The runs that
+        stand are not tainted now: the receiver learned them while cold, and text tainted late, when wrongly held,
+        could never become common."""
+        out = []
+        for s in held.signals:
+            src = s.source_tenant_id
+            if (
+                s.name == "cross_tenant_contamination"
+                and src is not None
+                and src in held.runs
+                and not any(self._stands(r, src, held.needs[src], receivers) for r in held.runs[src])
+            ):
+                s = s.model_copy(update={"severity": "info", "figures": dict(s.figures, held_dismissed=True)})
+            out.append(s)
+        return out
+
+    def _stands(self, run: HeldRun, src: str, need: int, receivers: dict[tuple[str, int], set[str]]) -> bool:
+        """Whether a held run is still a page: with its fingerprints that are now public or common taken out, it keeps
+        a strong run, or (a free run) the run its source needed. Common here counts independent holders: tenants in
+        the window other than the source and the held receivers of that page (`receivers`), or a page held for
+        `common_min_tenants` receivers itself. The long-horizon record cannot tell those apart (a page that reached
+        two receivers while the domain was cold is in three tenants' texts, like a stock phrase), nor can the
+        receiver's own history (its output was learned while cold); the window (900 s) still holds the minutes
+        after the finding (judged `overlap_hold_s` = 600 s later). The model's stock phrases are asked as when
+        judging at once."""
+        if not run.hashes:
+            return False
+        others = self.s.shared_min_tenants - 1
+        holders = self.index.holders
+        none: set[str] = set()
+        # Held for that many receivers: what the model writes to everyone (a public text it
+        # echoes) more likely than one stale page read that often in a domain's first minutes.
+        many = self.s.common_min_tenants
+        explained = np.zeros(len(run.hashes), dtype=bool)
+        got_n = np.zeros(len(run.hashes), dtype=np.int64)
+        for i, h in enumerate(run.hashes):
+            got = receivers.get((src, h), none)
+            got_n[i] = len(got)
+            explained[i] = len(got) >= many or len(holders(h) - got - {src}) >= others
+        if self.s.common_min_sessions:
+            # The model's habit (`_common`), with the same provenance: text the model wrote first, in that many
+            # sessions' answers besides the held receivers' own (their outputs were learned while cold, so each of
+            # them adds a session of its own to the record).
+            fp = np.asarray(run.hashes, dtype=np.uint64)
+            sessions = self.model_spread.tenants(fp).astype(np.int64) - got_n
+            explained |= (sessions >= self.s.common_min_sessions) & ~self.spread.tagged(AUTHORED, fp)
+        if self.public is not None:
+            explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
+        left = standing((~explained).tolist(), BRIDGE)
+        return left >= self.s.overlap_strong_matches or (run.free and left >= need)
