@@ -433,7 +433,7 @@ class OverlapDetector(HeldJudge):
 
         `include_output=False` marks the output as a flagged leak: its matched fingerprints are tainted with their
         sources and its receiver, and only the rest of it (what no other tenant's text explains) is learned as the
-        receiver's; the model's session record likewise learns only that rest of a flagged output."""
+        receiver's; the model's session record learns the whole output (what the model wrote)."""
         own_output: list[int] = []
         # An output a cold domain holds (`detectors/held.py`): its leaked pages go into the long-horizon records (a
         # stock phrase must become common, which is what dismisses it later) but not into the window as the
@@ -461,6 +461,13 @@ class OverlapDetector(HeldJudge):
             fp = np.asarray(prompt, dtype=np.uint64)
             authored = (self.model_spread.tenants(fp) == 0) | self.spread.tagged(AUTHORED, fp)
             self.spread.tag(AUTHORED, fp[authored], ex.ts)
+        if out is not None and out.hashes and self.s.common_min_sessions:
+            # What the model wrote in this session, flagged or not. A stock phrase flagged as a leak must still become
+            # the model's habit when it writes it again (the next time to the same receiver, who never re-sent it),
+            # or it is flagged every time. A leaked page a tenant authored cannot become habit through this: authored
+            # text is the model's only once two tenants hold it (`_common`). Keyed by session (a request without one
+            # is a session of its own), tenant-qualified.
+            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", out.hashes, ex.ts)
         for tp, hashes in (
             (ex.prompt_print, prompt),
             (out, out.hashes if include_output and out is not None else own_output),
@@ -468,12 +475,6 @@ class OverlapDetector(HeldJudge):
             if tp is None or not hashes:
                 continue
             hashes = self._not_resent(ex.tenant_id, hashes)
-            if tp is out and hashes and self.s.common_min_sessions:
-                # What the model wrote: a flagged answer's leaked pages are a leak, not its writing, and neither is a
-                # victim echoing a page it was leaked before (filtered just above). A stock phrase wrongly flagged still
-                # becomes the model's habit: its first holder's next session writes it too. Keyed by session (a
-                # request without one is a session of its own), tenant-qualified.
-                self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", hashes, ex.ts)
             if hashes:
                 indexed = own_output if held and tp is out else hashes
                 if indexed:

@@ -105,3 +105,42 @@ def test_text_a_tenant_keeps_sending_stays_authored_across_generations(seed: int
     answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
     out += m.observe(response("r1", "R", 81, text=answer, session_id="r"))
     assert [a.source_tenant_id for a in _high(out)] == ["A"]
+
+
+def _twice(seed: int, where: str) -> list[list[Alert]]:
+    """A's one session holds a 24-word phrase (`where`: in the model's answer, or A's prompt and the answer), learned
+    while cold; then the model writes it in two answers to R, in two sessions of R that never sent it. Returns the
+    alerts on each of R's answers."""
+    rng = random.Random(seed)
+    pool = rng.sample(WORDS, 300)
+    phrase, own = " ".join(pool[:24]), pool[24:]
+    m = Monitor(_settings(overlap_warmup_docs=2))
+    prompt = f"{' '.join(own[:10])} {phrase}" if where == "both" else " ".join(own[:10])
+    m.observe(request("a1", "A", 1.0, text=prompt, session_id="a"))
+    m.observe(response("a1", "A", 1.5, text=f"{phrase} {' '.join(own[10:20])}", session_id="a"))
+    out = []
+    for i in range(2):
+        words = own[40 + 60 * i : 100 + 60 * i]
+        m.observe(request(f"r{i}", "R", 50.0 + i, text=" ".join(words[:10]), session_id=f"r{i}"))
+        answer = " ".join(words[10:30]) + f" {phrase} " + " ".join(words[30:50])
+        out.append(_high(m.observe(response(f"r{i}", "R", 50.5 + i, text=answer, session_id=f"r{i}"))))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_model_phrase_flagged_once_is_habit_when_the_model_writes_it_again(seed: int) -> None:
+    # One session's answer is A's (a whole response delivered to R is this): R's first answer with it is flagged. The
+    # model writing it again in R's next session, which never sent it, makes two sessions' answers: the model's habit.
+    first, second = _twice(seed, "output")
+    assert [a.source_tenant_id for a in first] == ["A"]
+    assert second == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_page_a_tenant_authored_is_flagged_each_time_it_reaches_the_receiver(seed: int) -> None:
+    # Control: the same phrase introduced in A's prompt is A's text; the model writing it into R's answers twice is
+    # two leaks of A's page, both flagged (the flagged answer's session counts for the model, authored text never
+    # becomes its habit through that).
+    first, second = _twice(seed, "both")
+    assert [a.source_tenant_id for a in first] == ["A"]
+    assert [a.source_tenant_id for a in second] == ["A"]
