@@ -25,7 +25,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
@@ -98,12 +98,34 @@ class OtelSink(Sink):
         self.export_stats = ExportStats(redact_url(settings.endpoint))
         self.close_report: dict[str, Any] = {}
         resource = Resource.create({"service.name": settings.service_name})
-        base = settings.endpoint.rstrip("/")
-        headers = {k: v.get_secret_value() for k, v in settings.headers.items()}
-        timeout_ms = settings.timeout_s * 1000
-
         # No atexit hooks: an exit must not wait on a collector either; close() bounds the wait.
         self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self._span_exporters = self._traces(span_exporter)
+        self.tracer = self.tracer_provider.get_tracer("crosstalk")
+        self._metric_exporters: list[CountedMetrics] = []
+        readers = self._readers(metric_readers)
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+        self._state_source: SizeSource | None = None
+        self._lag_source: SizeSource | None = None
+        self._behind_source: Callable[[], float | None] | None = None
+        self._instruments(self.meter_provider.get_meter("crosstalk"))
+
+        # The runner thread calls on_*; the webhook threads call the metrics hooks (counters are
+        # thread-safe); the lock guards the span bookkeeping only.
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._done: OrderedDict[str, SpanContext] = OrderedDict()  # request_id -> ended exchange span
+        self._seen_alerts: OrderedDict[str, None] = OrderedDict()
+        self._event_clock = 0.0
+        self._closed = False
+
+    def _endpoint(self, signal: str) -> tuple[str, dict[str, str]]:
+        s = self.settings
+        return f"{s.endpoint.rstrip('/')}/v1/{signal}", {k: v.get_secret_value() for k, v in s.headers.items()}
+
+    def _traces(self, span_exporter: SpanExporter | None) -> list[CountedSpans]:
+        """The span exporters (injected, OTLP and/or console), each counted and behind its batch processor."""
+        settings = self.settings
         exporters: list[SpanExporter] = []
         if settings.traces:
             if span_exporter is not None:
@@ -111,13 +133,12 @@ class OtelSink(Sink):
             elif settings.enabled:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-                exporters.append(
-                    OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=headers, timeout=settings.timeout_s)
-                )
+                url, headers = self._endpoint("traces")
+                exporters.append(OTLPSpanExporter(endpoint=url, headers=headers, timeout=settings.timeout_s))
             if settings.console:
                 exporters.append(ConsoleSpanExporter())
-        self._span_exporters = [CountedSpans(exp, self.export_stats) for exp in exporters]
-        for exp in self._span_exporters:
+        counted = [CountedSpans(exp, self.export_stats) for exp in exporters]
+        for exp in counted:
             # A file replay produces thousands of spans per second; the default 2048-span queue
             # would drop some whenever one export is slow.
             self.tracer_provider.add_span_processor(
@@ -125,21 +146,21 @@ class OtelSink(Sink):
                     exp,
                     max_queue_size=settings.max_queue_spans,
                     schedule_delay_millis=1000,
-                    export_timeout_millis=timeout_ms,
+                    export_timeout_millis=settings.timeout_s * 1000,
                 )
             )
-        self.tracer = self.tracer_provider.get_tracer("crosstalk")
+        return counted
 
+    def _readers(self, metric_readers: Iterable[MetricReader] | None) -> list[MetricReader]:
+        """The metric readers: injected ones, else periodic readers over counted OTLP and/or console exporters."""
+        settings = self.settings
         readers: list[MetricReader] = list(metric_readers or [])
-        interval_ms = settings.export_interval_s * 1000
-        self._metric_exporters: list[CountedMetrics] = []
         metric_exporters: list[MetricExporter] = []
         if settings.metrics and metric_readers is None and settings.enabled:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-            metric_exporters.append(
-                OTLPMetricExporter(endpoint=f"{base}/v1/metrics", headers=headers, timeout=settings.timeout_s)
-            )
+            url, headers = self._endpoint("metrics")
+            metric_exporters.append(OTLPMetricExporter(endpoint=url, headers=headers, timeout=settings.timeout_s))
         if settings.metrics and settings.console:
             metric_exporters.append(ConsoleMetricExporter())
         for mexp in metric_exporters:
@@ -147,12 +168,15 @@ class OtelSink(Sink):
             self._metric_exporters.append(counted)
             readers.append(
                 PeriodicExportingMetricReader(
-                    counted, export_interval_millis=interval_ms, export_timeout_millis=timeout_ms
+                    counted,
+                    export_interval_millis=settings.export_interval_s * 1000,
+                    export_timeout_millis=settings.timeout_s * 1000,
                 )
             )
-        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-        meter = self.meter_provider.get_meter("crosstalk")
+        return readers
 
+    def _instruments(self, meter: Meter) -> None:
+        """crosstalk's counters, histogram and observable gauges on `meter`."""
         self._events = meter.create_counter("crosstalk.events", unit="{event}", description="input events by type")
         self._rejects = meter.create_counter(
             "crosstalk.rejects", unit="{event}", description="rejected input by reason"
@@ -173,9 +197,6 @@ class OtelSink(Sink):
         self._failures = meter.create_counter(
             "crosstalk.webhook.failures", unit="{attempt}", description="failed webhook attempts by reason"
         )
-        self._state_source: SizeSource | None = None
-        self._lag_source: SizeSource | None = None
-        self._behind_source: Callable[[], float | None] | None = None
         meter.create_observable_counter(
             "crosstalk.telemetry.dropped",
             callbacks=[self._observe_dropped],
@@ -200,15 +221,6 @@ class OtelSink(Sink):
             unit="s",
             description="how far the worker's event time trails the wall clock (growing: it cannot keep up)",
         )
-
-        # The runner thread calls on_*; the webhook threads call the metrics hooks (counters are
-        # thread-safe); the lock guards the span bookkeeping only.
-        self._lock = threading.Lock()
-        self._open: OrderedDict[str, _Open] = OrderedDict()
-        self._done: OrderedDict[str, SpanContext] = OrderedDict()  # request_id -> ended exchange span
-        self._seen_alerts: OrderedDict[str, None] = OrderedDict()
-        self._event_clock = 0.0
-        self._closed = False
 
     # -- gauges
 
