@@ -224,70 +224,29 @@ def produce_file(
     res = ProduceResult()
     start = time.monotonic()
     n = 0
-    pending: list[bytes] = []
-    pending_bytes = 0
-
-    def send_pending() -> None:
-        nonlocal pending_bytes
-        if pending:
-            ndjson = [("content-type", NDJSON_CONTENT_TYPE)]
-            prod.send(k.input_topic, key=None, value=b"\n".join(pending), headers=ndjson)
-            pending.clear()
-            pending_bytes = 0
-
     direct = k.topology == "direct"
     domains: dict[str, str] = _response_domains(path, max_bytes) if direct else {}
     parts = len(prod.partitions_for(k.input_topic) or ()) or k.input_partitions if direct else 0
-    by_partition: dict[int, list[bytes]] = {}  # direct batching: one partition's lines per message
-
-    def send_partition(q: int) -> None:
-        lines_q = by_partition.pop(q, None)
-        if lines_q:
-            ndjson = [("content-type", NDJSON_CONTENT_TYPE), (PLACED, b"1")]
-            prod.send(k.input_topic, key=None, partition=q, value=b"\n".join(lines_q), headers=ndjson)
-
+    batches = _Batches(prod, k.input_topic, batch, batch_bytes)
     try:
         lines = Lines(path, max_bytes)
         for line in lines:
             if line is None:
                 res.bad_lines["oversized"] += 1
                 continue
-            key: bytes | None
-            headers: list[tuple[str, bytes]] = []
-            targets: list[int] | None = None  # direct: the partitions the line goes to
-            try:
-                ev = parse_event(line, max_bytes=max_bytes)
-                if direct:
-                    dk = domain_key(ev, domains)
-                    key = (dk if dk is not None else routing_key(ev)).encode()
-                    targets = list(range(parts)) if ev.type == "canary" else [input_partition_of(key, parts)]
-                else:
-                    key = routing_key(ev).encode()
-                if ev.traceparent:
-                    headers.append(("traceparent", ev.traceparent.encode()))
-                res.sent[ev.type] += 1
-            except EventError as exc:
-                res.bad_lines[exc.reason] += 1
-                if not send_bad:
-                    continue
-                key = None
-            if direct and targets is not None and batch > 1:
+            routed = _route(line, max_bytes, direct, domains, parts, res)
+            if routed is None and not send_bad:
+                continue
+            key, headers, targets = routed or (None, [], None)
+            if targets is not None and batch > 1:  # direct: one partition's lines per message, marked placed
                 for q in targets:
-                    group = by_partition.setdefault(q, [])
-                    group.append(line)
-                    if len(group) >= batch:
-                        send_partition(q)
-            elif direct and targets is not None:
+                    batches.add(line, q)
+            elif targets is not None:
                 placed = [*headers, (PLACED, b"1")]  # a direct worker copies an unmarked canary itself
                 for q in targets:
                     prod.send(k.input_topic, key=key, partition=q, value=line, headers=placed)
             elif batch > 1:
-                if pending and pending_bytes + len(line) + 1 > batch_bytes:
-                    send_pending()
-                pending.append(line)
-                pending_bytes += len(line) + 1
-                if len(pending) >= batch:
-                    send_pending()
+                batches.add(line, None)
             else:
                 prod.send(k.input_topic, key=key, value=line, headers=headers)
             n += 1
@@ -298,9 +257,7 @@ def produce_file(
                 ahead = n / rate - (time.monotonic() - start)
                 if ahead > 0:
                     time.sleep(ahead)
-        send_pending()
-        for q in list(by_partition):
-            send_partition(q)
+        batches.send_all()
         prod.flush()
         res.input_error = lines.error
     finally:
@@ -308,6 +265,66 @@ def produce_file(
             prod.close()
     res.seconds = time.monotonic() - start
     return res
+
+
+_Routed = tuple[bytes | None, list[tuple[str, bytes]], list[int] | None]
+
+
+def _route(
+    line: bytes, max_bytes: int, direct: bool, domains: dict[str, str], parts: int, res: ProduceResult
+) -> _Routed | None:
+    """(key, headers, the partitions a direct line goes to) of a valid line, counted by type; None for a bad line,
+    counted by its reason (sent keyless, if at all, so that a worker dead-letters it)."""
+    try:
+        ev = parse_event(line, max_bytes=max_bytes)
+    except EventError as exc:
+        res.bad_lines[exc.reason] += 1
+        return None
+    targets: list[int] | None = None
+    if direct:
+        dk = domain_key(ev, domains)
+        key = (dk if dk is not None else routing_key(ev)).encode()
+        targets = list(range(parts)) if ev.type == "canary" else [input_partition_of(key, parts)]
+    else:
+        key = routing_key(ev).encode()
+    headers = [("traceparent", ev.traceparent.encode())] if ev.traceparent else []
+    res.sent[ev.type] += 1
+    return key, headers, targets
+
+
+class _Batches:
+    """Lines gathered into NDJSON messages of at most `batch` lines and `batch_bytes` bytes (a larger line goes
+    alone): one stream of unkeyed messages (`partition` None: the workers route each event), or one per partition
+    (direct: sent to that partition, marked placed)."""
+
+    def __init__(self, prod: KafkaProducer, topic: str, batch: int, batch_bytes: int) -> None:
+        self.prod, self.topic, self.batch, self.batch_bytes = prod, topic, batch, batch_bytes
+        self.groups: dict[int | None, tuple[list[bytes], list[int]]] = {}
+
+    def add(self, line: bytes, partition: int | None) -> None:
+        lines, size = self.groups.setdefault(partition, ([], [0]))
+        if lines and size[0] + len(line) + 1 > self.batch_bytes:
+            self.send(partition)
+            lines, size = self.groups.setdefault(partition, ([], [0]))
+        lines.append(line)
+        size[0] += len(line) + 1
+        if len(lines) >= self.batch:
+            self.send(partition)
+
+    def send(self, partition: int | None) -> None:
+        lines, _ = self.groups.pop(partition, ([], [0]))
+        if not lines:
+            return
+        headers = [("content-type", NDJSON_CONTENT_TYPE)]
+        if partition is None:
+            self.prod.send(self.topic, key=None, value=b"\n".join(lines), headers=headers)
+        else:
+            headers.append((PLACED, b"1"))
+            self.prod.send(self.topic, key=None, partition=partition, value=b"\n".join(lines), headers=headers)
+
+    def send_all(self) -> None:
+        for partition in list(self.groups):
+            self.send(partition)
 
 
 def _response_domains(path: str, max_bytes: int) -> dict[str, str]:

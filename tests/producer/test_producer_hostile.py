@@ -43,11 +43,13 @@ def topic(kafka_names) -> str:  # type: ignore[no-untyped-def]
     return kafka_names.input_topic
 
 
-def test_batches_are_sized_by_bytes_under_the_default_client_limit(kafka_names, topic: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("topology", ["staged", "direct"])
+def test_batches_are_sized_by_bytes_under_the_default_client_limit(kafka_names, topic: str, tmp_path: Path, topology: str) -> None:  # type: ignore[no-untyped-def]
+    # Direct batches hold one partition's lines: they too stay under the limit (they once grew to `batch` lines).
     words = " ".join(f"word{i}" for i in range(2500))  # ~15 KB of text per event: 100 events ~ 1.5 MB
     src = tmp_path / "e.jsonl"
-    src.write_text("".join(json.dumps(request(i, words)) + "\n" for i in range(300)))
-    res = produce_file(str(src), kafka_names.settings().kafka, batch=100)
+    src.write_text("".join(json.dumps(request(i, words) | {"cache_domain": "d1"}) + "\n" for i in range(300)))
+    res = produce_file(str(src), kafka_names.settings(kafka={"topology": topology}).kafka, batch=100)
     assert sum(res.sent.values()) == 300
     msgs = consume(kafka_names.bootstrap, topic, 10**6)
     assert sum(len(m.value.split(b"\n")) for m in msgs) == 300
