@@ -44,7 +44,9 @@ def topic(kafka_names) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("topology", ["staged", "direct"])
-def test_batches_are_sized_by_bytes_under_the_default_client_limit(kafka_names, topic: str, tmp_path: Path, topology: str) -> None:  # type: ignore[no-untyped-def]
+def test_batches_are_sized_by_bytes_under_the_default_client_limit(  # type: ignore[no-untyped-def]
+    kafka_names, topic: str, tmp_path: Path, topology: str
+) -> None:
     # Direct batches hold one partition's lines: they too stay under the limit (they once grew to `batch` lines).
     words = " ".join(f"word{i}" for i in range(2500))  # ~15 KB of text per event: 100 events ~ 1.5 MB
     src = tmp_path / "e.jsonl"
