@@ -279,6 +279,34 @@ class SpanMapper:
         if span.start_ns <= 0 or span.end_ns < span.start_ns:
             raise EventError("bad_times", f"start {span.start_ns} end {span.end_ns}")
         a = span.attributes
+        tenant, model, domain = self._who(span)
+        usage_in = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")), "input tokens")
+        usage_out = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")), "output tokens")
+        prompt_tokens = self._prompt_tokens(span, usage_in)
+        canaries = _lookup(span, s.canary_attributes)
+        if sender is not None:
+            self._authorize(sender, tenant, canaries)
+        rid = _lookup(span, s.request_id_attributes)
+        request_id = str(rid) if rid is not None else f"{span.trace_id}-{span.span_id}"
+        if sender is not None:
+            request_id = f"{sender.name}/{request_id}"
+        session = _lookup(span, s.session_attributes)
+        common: dict[str, Any] = {
+            "request_id": request_id,
+            "tenant_id": tenant,
+            "cache_domain": domain,
+            "traceparent": f"00-{span.trace_id}-{span.span_id}-01",
+        }
+        if session is not None:
+            common["session_id"] = str(session)
+        prompt_text, output_text = _content(span)
+        request = self._request(span, common, model, prompt_tokens, canaries, prompt_text)
+        response = self._response(span, common, model, usage_in, usage_out, output_text)
+        return [parse_event_obj(request), parse_event_obj(response)]
+
+    def _who(self, span: Span) -> tuple[str, str, str]:
+        """(tenant, model, cache domain) of the span, each from the first attribute that names it."""
+        s, a = self.s, span.attributes
         tenant = _lookup(span, s.tenant_attributes)
         if tenant is None:
             raise EventError("no_tenant", f"none of {list(s.tenant_attributes)} on the span or its resource")
@@ -293,8 +321,10 @@ class SpanMapper:
             domain = s.default_cache_domain
         if domain is None:
             raise EventError("no_cache_domain", f"none of {list(s.cache_domain_attributes)} nor server.address")
-        usage_in = _int(a.get("gen_ai.usage.input_tokens", a.get("gen_ai.usage.prompt_tokens")), "input tokens")
-        usage_out = _int(a.get("gen_ai.usage.output_tokens", a.get("gen_ai.usage.completion_tokens")), "output tokens")
+        return str(tenant), str(model), str(domain)
+
+    def _prompt_tokens(self, span: Span, usage_in: int | None) -> int:
+        s = self.s
         prompt_tokens = _int(_lookup(span, s.prompt_tokens_attributes), "the prompt token count")
         if prompt_tokens is None and s.prompt_tokens_from_usage:
             # Without the gateway's own count the engine's is all there is: token_accounting_mismatch
@@ -304,58 +334,60 @@ class SpanMapper:
         if prompt_tokens is None:
             names = list(s.prompt_tokens_attributes)
             raise EventError("no_prompt_tokens", f"none of {names} nor gen_ai.usage.input_tokens")
-        canaries = _lookup(span, s.canary_attributes)
-        if sender is not None:
-            self._authorize(sender, str(tenant), canaries)
-        rid = _lookup(span, s.request_id_attributes)
-        request_id = str(rid) if rid is not None else f"{span.trace_id}-{span.span_id}"
-        if sender is not None:
-            request_id = f"{sender.name}/{request_id}"
-        session = _lookup(span, s.session_attributes)
-        traceparent = f"00-{span.trace_id}-{span.span_id}-01"
-        prompt_text, output_text = _content(span)
+        return prompt_tokens
 
+    def _request(
+        self,
+        span: Span,
+        common: dict[str, Any],
+        model: str,
+        prompt_tokens: int,
+        canaries: Any,
+        prompt_text: str | None,
+    ) -> dict[str, Any]:
+        a = span.attributes
         request: dict[str, Any] = {
             "type": "request",
-            "event_id": f"otlp:{request_id}:req",
+            "event_id": f"otlp:{common['request_id']}:req",
             "ts": span.start_ns / 1e9,
-            "request_id": request_id,
-            "tenant_id": str(tenant),
-            "model": str(model),
+            **common,
+            "model": model,
             "prompt_tokens": prompt_tokens,
-            "cache_domain": str(domain),
-            "traceparent": traceparent,
         }
-        if session is not None:
-            request["session_id"] = str(session)
         max_tokens = _int(a.get("gen_ai.request.max_tokens"), "gen_ai.request.max_tokens")
         if max_tokens is not None:
             request["max_output_tokens"] = max_tokens
-        window = _int(_lookup(span, s.context_window_attributes), "the context window")
+        window = _int(_lookup(span, self.s.context_window_attributes), "the context window")
         if window is not None:
             request["context_window"] = window
         if canaries:
             request["canaries"] = [str(c) for c in (canaries if isinstance(canaries, list) else [canaries])]
         if prompt_text is not None:
             request["prompt_fingerprint"] = self._fingerprint(prompt_text, "prompt")
+        return request
 
+    def _response(
+        self,
+        span: Span,
+        common: dict[str, Any],
+        model: str,
+        usage_in: int | None,
+        usage_out: int | None,
+        output_text: str | None,
+    ) -> dict[str, Any]:
+        s, a = self.s, span.attributes
         status = _int(_lookup(span, s.status_code_attributes), "the status code")
         if status is None:
             status = s.error_status_code if span.status_code == STATUS_ERROR else 200
         response: dict[str, Any] = {
             "type": "response",
-            "event_id": f"otlp:{request_id}:resp",
+            "event_id": f"otlp:{common['request_id']}:resp",
             "ts": span.end_ns / 1e9,
-            "request_id": request_id,
-            "tenant_id": str(tenant),
+            **common,
             "model": str(a.get("gen_ai.response.model") or model),
-            "cache_domain": str(domain),
             "status_code": status,
             "duration_ms": (span.end_ns - span.start_ns) / 1e6,
-            "traceparent": traceparent,
         }
-        if session is not None:
-            response["session_id"] = str(session)
         reasons = a.get("gen_ai.response.finish_reasons")
         if isinstance(reasons, list) and reasons:
             response["finish_reason"] = str(reasons[0])[:64]
@@ -371,7 +403,7 @@ class SpanMapper:
             response["ttft_ms"] = ttft_ms
         if output_text is not None:
             response["output_fingerprint"] = self._fingerprint(output_text, "output")
-        return [parse_event_obj(request), parse_event_obj(response)]
+        return response
 
     def map_payload(self, data: bytes | bytearray, encoding: str, sender: Sender | None = None) -> Mapped:
         """A whole ExportTraceServiceRequest; an undecodable payload is one reject (without span ids)."""
