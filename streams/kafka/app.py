@@ -363,10 +363,16 @@ class KafkaPipeline:
         from the last commit, and a stale batch first would move the partition's fresh state past
         messages it never saw (they would then be skipped as replays)."""
         queue, most = self.direct_queue, self.kafka.batch_max
+        carry: tuple[int, list[Any]] | None = None  # a batch of the next generation, taken while merging
         while True:
-            gen, messages = await queue.get()
-            while len(messages) < most and not queue.empty() and queue._queue[0][0] == gen:  # type: ignore[attr-defined]
-                messages.extend(queue.get_nowait()[1])  # the consumer handed this list over: ours now
+            gen, messages = carry if carry is not None else await queue.get()
+            carry = None
+            while len(messages) < most and not queue.empty():
+                later = queue.get_nowait()  # the consumer handed this list over: ours now
+                if later[0] != gen:  # never merged across a revocation: the next round starts with it
+                    carry = later
+                    break
+                messages.extend(later[1])
             if gen != self.revocations:
                 self.counters["direct.revoked_skipped"] += len(messages)
                 continue
