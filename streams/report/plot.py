@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from streams.report.model import IncidentRow
-from streams.report.timeline import DomainSeries, Timeline
+from streams.report.timeline import Bucket, DomainSeries, Timeline
 
 # matplotlib is imported where a plot is drawn (it is slow to import); its types only for the checker.
 if TYPE_CHECKING:
@@ -47,71 +47,9 @@ def domain_svg(timeline: Timeline, series: DomainSeries, incidents: list[Inciden
     with matplotlib.rc_context(rc):
         fig = Figure(figsize=(10, 5.2), layout="constrained")
         ax_tok, ax_use, ax_al = fig.subplots(3, 1, sharex=True, height_ratios=(3, 1.3, 1.1))
-        # Prompt tokens: the largest prompt of each bucket; red where it exceeded the pool.
-        cap_steps: list[float] = []
-        capacity: float | None = None
-        for b in buckets:
-            capacity = b.capacity if b.capacity is not None else capacity
-            cap_steps.append(float("nan") if capacity is None else capacity)
-        pts = [(x, b, c) for x, b, c in zip(xs, buckets, cap_steps, strict=True) if b.requests]
-        ok = [(x, b.max_prompt) for x, b, c in pts if not b.max_prompt > c]
-        over = [(x, b.max_prompt) for x, b, c in pts if b.max_prompt > c and not b.overlong_accepted]
-        accepted = [(x, b.max_accepted_overlong) for x, b, c in pts if b.overlong_accepted]
-        if ok:
-            ax_tok.scatter(
-                *zip(*ok, strict=True), s=7, color="#5f6368", label="largest prompt in the interval", zorder=3
-            )
-        if over:
-            ax_tok.scatter(
-                *zip(*over, strict=True),
-                s=16,
-                facecolors="none",
-                edgecolors="#c5221f",
-                label="larger than the pool, refused",
-                zorder=4,
-            )
-        if accepted:
-            ax_tok.scatter(
-                *zip(*accepted, strict=True),
-                s=20,
-                color="#c5221f",
-                label="larger than the pool, answered 2xx",
-                zorder=5,
-            )
-        if any(c == c for c in cap_steps):  # not all NaN
-            ax_tok.step(xs, cap_steps, where="mid", color="#1a73e8", linewidth=1.4, label="prefill capacity")
-        if series.context_window:
-            ax_tok.axhline(
-                series.context_window, color="#e8710a", linestyle="--", linewidth=1.1, label="advertised context window"
-            )
-        if ok or over or accepted:
-            ax_tok.set_yscale("log")
-        ax_tok.set_ylabel("prompt tokens")
-        ax_tok.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncols=3, frameon=False)
-        # A cache domain name is input: "$...$" in it must stay text, never mathtext (a bad macro raised).
-        ax_tok.set_title(series.name, loc="left", fontsize=10, fontweight="bold", parse_math=False, usetex=False)
-        # Cache pressure.
-        use = [(x, b.max_used_share * 100) for x, b in zip(xs, buckets, strict=True) if b.max_used_share >= 0]
-        if use:
-            ax_use.plot(*zip(*use, strict=True), color="#1a73e8", linewidth=1.0)
-            ax_use.fill_between(*zip(*use, strict=True), color="#1a73e8", alpha=0.12)
-        ax_use.set_ylim(0, 105)
-        ax_use.set_ylabel("prefill pool\nused %")
-        # Alerts by severity: one row each, marker area by count.
-        for row, sev in enumerate(_SEVERITIES):
-            marks = [(x, b.alerts[sev]) for x, b in zip(xs, buckets, strict=True) if b.alerts.get(sev)]
-            if marks:
-                ax_al.scatter(
-                    [p[0] for p in marks],
-                    [row] * len(marks),
-                    s=[min(12 + 6 * p[1], 80) for p in marks],
-                    color=SEVERITY_COLOURS[sev],
-                    marker="v",
-                    zorder=3,
-                )
-        ax_al.set_yticks(range(len(_SEVERITIES)), _SEVERITIES)
-        ax_al.set_ylim(-0.6, len(_SEVERITIES) - 0.4)
-        ax_al.set_ylabel("alerts")
+        _prompt_tokens(ax_tok, xs, buckets, series)
+        _cache_pressure(ax_use, xs, buckets)
+        _alerts(ax_al, xs, buckets)
         for inc in incidents:
             if inc.cache_domain != series.name or not inc.affected:
                 continue
@@ -131,3 +69,75 @@ def domain_svg(timeline: Timeline, series: DomainSeries, incidents: list[Inciden
     return svg.replace(
         "<svg", f'<svg role="img" aria-label="timeline of cache domain {html.escape(series.name, quote=True)}"', 1
     )
+
+
+def _prompt_tokens(ax: Any, xs: list[datetime], buckets: list[Bucket], series: DomainSeries) -> None:
+    # Prompt tokens: the largest prompt of each bucket; red where it exceeded the pool.
+    cap_steps: list[float] = []
+    capacity: float | None = None
+    for b in buckets:
+        capacity = b.capacity if b.capacity is not None else capacity
+        cap_steps.append(float("nan") if capacity is None else capacity)
+    pts = [(x, b, c) for x, b, c in zip(xs, buckets, cap_steps, strict=True) if b.requests]
+    ok = [(x, b.max_prompt) for x, b, c in pts if not b.max_prompt > c]
+    over = [(x, b.max_prompt) for x, b, c in pts if b.max_prompt > c and not b.overlong_accepted]
+    accepted = [(x, b.max_accepted_overlong) for x, b, c in pts if b.overlong_accepted]
+    if ok:
+        ax.scatter(*zip(*ok, strict=True), s=7, color="#5f6368", label="largest prompt in the interval", zorder=3)
+    if over:
+        ax.scatter(
+            *zip(*over, strict=True),
+            s=16,
+            facecolors="none",
+            edgecolors="#c5221f",
+            label="larger than the pool, refused",
+            zorder=4,
+        )
+    if accepted:
+        ax.scatter(
+            *zip(*accepted, strict=True),
+            s=20,
+            color="#c5221f",
+            label="larger than the pool, answered 2xx",
+            zorder=5,
+        )
+    if any(c == c for c in cap_steps):  # not all NaN
+        ax.step(xs, cap_steps, where="mid", color="#1a73e8", linewidth=1.4, label="prefill capacity")
+    if series.context_window:
+        ax.axhline(
+            series.context_window, color="#e8710a", linestyle="--", linewidth=1.1, label="advertised context window"
+        )
+    if ok or over or accepted:
+        ax.set_yscale("log")
+    ax.set_ylabel("prompt tokens")
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncols=3, frameon=False)
+    # A cache domain name is input: "$...$" in it must stay text, never mathtext (a bad macro raised).
+    ax.set_title(series.name, loc="left", fontsize=10, fontweight="bold", parse_math=False, usetex=False)
+
+
+def _cache_pressure(ax: Any, xs: list[datetime], buckets: list[Bucket]) -> None:
+    # Cache pressure.
+    use = [(x, b.max_used_share * 100) for x, b in zip(xs, buckets, strict=True) if b.max_used_share >= 0]
+    if use:
+        ax.plot(*zip(*use, strict=True), color="#1a73e8", linewidth=1.0)
+        ax.fill_between(*zip(*use, strict=True), color="#1a73e8", alpha=0.12)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("prefill pool\nused %")
+
+
+def _alerts(ax: Any, xs: list[datetime], buckets: list[Bucket]) -> None:
+    # Alerts by severity: one row each, marker area by count.
+    for row, sev in enumerate(_SEVERITIES):
+        marks = [(x, b.alerts[sev]) for x, b in zip(xs, buckets, strict=True) if b.alerts.get(sev)]
+        if marks:
+            ax.scatter(
+                [p[0] for p in marks],
+                [row] * len(marks),
+                s=[min(12 + 6 * p[1], 80) for p in marks],
+                color=SEVERITY_COLOURS[sev],
+                marker="v",
+                zorder=3,
+            )
+    ax.set_yticks(range(len(_SEVERITIES)), _SEVERITIES)
+    ax.set_ylim(-0.6, len(_SEVERITIES) - 0.4)
+    ax.set_ylabel("alerts")
