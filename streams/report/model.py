@@ -196,58 +196,90 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
     incidents: dict[str, IncidentRow] = {}
     configuration: list[Alert] = []
     for a in unique:
-        inc = incidents.get(a.incident_id)
-        if inc is None:
-            inc = incidents[a.incident_id] = IncidentRow(
-                a.incident_id,
-                a.cache_domain,
-                _category(a),
-                a.ts,
-                a.ts,
-                a.ts,
-                None,
-            )
-        inc.alerts += 1
-        inc.end = max(inc.end, a.ts)
-        inc.severity = _max_severity(inc.severity, a.severity)
-        if inc.first_high_ts is None and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]:
-            inc.first_high_ts = a.ts
-        inc.signals.update(s.name for s in a.evidence)
+        inc = _incident(incidents, a)
         if a.kind in CONFIGURATION_KINDS or not a.request_ids:
             configuration.append(a)
             continue
-        origins, src_ids, cross_session = _origins(a)
-        sources = list(origins)
-        if a.tenant_id:
-            inc.tenants.add(a.tenant_id)
-        inc.sources.update(sources)
-        for rid in a.request_ids:
-            row = affected.get(rid)
-            if row is None:
-                row = affected[rid] = Affected(
-                    rid, a.tenant_id, a.cache_domain, a.ts, a.severity, [], [], [], [], [], False, []
-                )
-                inc.affected.append(rid)
-            row.severity = _max_severity(row.severity, a.severity)
-            row.kinds = list(dict.fromkeys([*row.kinds, a.kind]))
-            row.incident_ids = list(dict.fromkeys([*row.incident_ids, a.incident_id]))
-            row.alert_ids.append(a.alert_id)
-            row.source_tenants = list(dict.fromkeys([*row.source_tenants, *sources]))
-            row.source_request_ids = list(dict.fromkeys([*row.source_request_ids, *src_ids]))
-            row.cross_session = row.cross_session or cross_session
-            row.evidence.extend(evidence_of(a))
-            for source, (ids, signal) in origins.items():
-                leaks.append(Leak(source, ids, a.tenant_id, rid, a.cache_domain, a.ts, a.severity, a.kind, signal))
+        _affect(affected, leaks, inc, a)
     if timeline is not None:
-        for row in affected.values():
-            seen = timeline.requests.get(row.request_id)
-            if seen is not None:
-                row.request_ts, row.prompt_tokens, row.status_code = seen.request_ts, seen.prompt_tokens, seen.status
-        for inc in incidents.values():
-            # The incident began when its first affected request came in, not when it was noticed.
-            starts = [ts for r in inc.affected if (ts := affected[r].request_ts) is not None]
-            if starts:
-                inc.start = min(inc.start, *starts)
+        _when(affected, incidents, timeline)
+    return Report(
+        alerts=len(unique),
+        duplicates=dupes,
+        affected=sorted(affected.values(), key=lambda r: (r.ts, r.request_id)),
+        leaks=leaks,
+        incidents=sorted(incidents.values(), key=lambda i: (i.start, i.incident_id)),
+        configuration=configuration,
+        tenants=_tenant_views(affected, leaks, timeline),
+        timeline=timeline,
+        severity_counts=Counter(a.severity for a in unique),
+        kind_counts=Counter(a.kind for a in unique),
+    )
+
+
+def _incident(incidents: dict[str, IncidentRow], a: Alert) -> IncidentRow:
+    """The alert's incident row, created at its first alert, with this alert counted in."""
+    inc = incidents.get(a.incident_id)
+    if inc is None:
+        inc = incidents[a.incident_id] = IncidentRow(
+            a.incident_id,
+            a.cache_domain,
+            _category(a),
+            a.ts,
+            a.ts,
+            a.ts,
+            None,
+        )
+    inc.alerts += 1
+    inc.end = max(inc.end, a.ts)
+    inc.severity = _max_severity(inc.severity, a.severity)
+    if inc.first_high_ts is None and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]:
+        inc.first_high_ts = a.ts
+    inc.signals.update(s.name for s in a.evidence)
+    return inc
+
+
+def _affect(affected: dict[str, Affected], leaks: list[Leak], inc: IncidentRow, a: Alert) -> None:
+    """Each response the alert names: its row (merged with earlier alerts on it) and a leak per source."""
+    origins, src_ids, cross_session = _origins(a)
+    sources = list(origins)
+    if a.tenant_id:
+        inc.tenants.add(a.tenant_id)
+    inc.sources.update(sources)
+    for rid in a.request_ids:
+        row = affected.get(rid)
+        if row is None:
+            row = affected[rid] = Affected(
+                rid, a.tenant_id, a.cache_domain, a.ts, a.severity, [], [], [], [], [], False, []
+            )
+            inc.affected.append(rid)
+        row.severity = _max_severity(row.severity, a.severity)
+        row.kinds = list(dict.fromkeys([*row.kinds, a.kind]))
+        row.incident_ids = list(dict.fromkeys([*row.incident_ids, a.incident_id]))
+        row.alert_ids.append(a.alert_id)
+        row.source_tenants = list(dict.fromkeys([*row.source_tenants, *sources]))
+        row.source_request_ids = list(dict.fromkeys([*row.source_request_ids, *src_ids]))
+        row.cross_session = row.cross_session or cross_session
+        row.evidence.extend(evidence_of(a))
+        for source, (ids, signal) in origins.items():
+            leaks.append(Leak(source, ids, a.tenant_id, rid, a.cache_domain, a.ts, a.severity, a.kind, signal))
+
+
+def _when(affected: dict[str, Affected], incidents: dict[str, IncidentRow], timeline: Timeline) -> None:
+    """What the events say of each affected request (when it came, its prompt, its status) and of each incident."""
+    for row in affected.values():
+        seen = timeline.requests.get(row.request_id)
+        if seen is not None:
+            row.request_ts, row.prompt_tokens, row.status_code = seen.request_ts, seen.prompt_tokens, seen.status
+    for inc in incidents.values():
+        # The incident began when its first affected request came in, not when it was noticed.
+        starts = [ts for r in inc.affected if (ts := affected[r].request_ts) is not None]
+        if starts:
+            inc.start = min(inc.start, *starts)
+
+
+def _tenant_views(affected: dict[str, Affected], leaks: list[Leak], timeline: Timeline | None) -> list[TenantView]:
+    """Per tenant, what it received and what of its own went elsewhere; most involved first."""
     tenants: dict[str, TenantView] = {}
 
     def view(t: str) -> TenantView:
@@ -261,18 +293,7 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
     if timeline is not None:
         for t in timeline.tenants:
             view(t)
-    return Report(
-        alerts=len(unique),
-        duplicates=dupes,
-        affected=sorted(affected.values(), key=lambda r: (r.ts, r.request_id)),
-        leaks=leaks,
-        incidents=sorted(incidents.values(), key=lambda i: (i.start, i.incident_id)),
-        configuration=configuration,
-        tenants=sorted(tenants.values(), key=lambda v: (-len(v.received) - len(v.sent), v.tenant_id)),
-        timeline=timeline,
-        severity_counts=Counter(a.severity for a in unique),
-        kind_counts=Counter(a.kind for a in unique),
-    )
+    return sorted(tenants.values(), key=lambda v: (-len(v.received) - len(v.sent), v.tenant_id))
 
 
 def summary_counts(report: Report) -> dict[str, Any]:
