@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter, deque
-from collections.abc import Callable
 from typing import Any
 
 from detectors.held import Held
 from detectors.incidents import IncidentTracker
+from detectors.plan import Plan
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
 from detectors.settings import DetectionSettings
 from detectors.signals import registry
-from detectors.signals.base import Detector, Piece, Stateless
+from detectors.signals.base import Detector, Piece
 from detectors.signals.capacity import CapacityTracker
-from detectors.signals.mechanism import AccountingDetector, MechanismScreen, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
 from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
-from schemas.events import CacheStats, Response
+from schemas.events import CacheStats
 from schemas.exchange import Exchange
 from schemas.timefmt import format_ts
 
@@ -40,7 +39,7 @@ class DomainMonitor:
         self.detectors: dict[str, Detector] = {reg.name: reg.make(settings) for reg in registry.registered()}
         self.overlap = self._overlap()
         self.overlap.public = public
-        self._plan: _Plan | None = None
+        self._plan: Plan | None = None
         self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
@@ -164,7 +163,7 @@ class DomainMonitor:
         matured = self._mature(ts) if overlap.held and ts - overlap.held[0].ts >= self.s.overlap_hold_s else None
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
-            plan = self._plan = _Plan(self.detectors)
+            plan = self._plan = Plan(self.detectors)
         if d["output_print"] is None and d["prompt_print"] is None and not d["canary_hits"]:
             observers, learners = plan.bare_observers, plan.bare_learners  # no content: content_only ones skipped
         else:
@@ -408,50 +407,8 @@ class DomainMonitor:
         return obj
 
 
-_NO_LEARN: object = Stateless.learn
 _CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
 _NOT_PICKLED = frozenset({"_plan", "_lateness"})
-# The mechanism detectors a plan runs as one MechanismScreen when they lead the registry, as registered.
-_SCREENED: list[tuple[str, type]] = [
-    ("overlong", OverlongDetector),
-    ("accounting", AccountingDetector),
-    ("prefill", PrefillDetector),
-]
-Screen = Callable[[Exchange, dict[str, Any] | None, Response | None, CapacityTracker], list[Signal]]
-
-
-class _Plan:
-    """The per-exchange calls of one domain's detectors, bound once (the domain runs them per exchange).
-
-    Detectors that keep no state (Stateless.learn) are left out of `learners`: their learn does nothing.
-    The `bare_` calls are those for an exchange without content (no text fingerprints, no canary hits):
-    the detectors registered `content_only` are left out, as they say nothing and learn nothing there.
-    Keyed by the identity of the domain's `detectors` dict, which is built from the registry and not
-    changed in place; a new dict (restore, a test) gets a new plan.
-
-    `screen`: when the three mechanism detectors come first, as registered, one call observes for all three
-    (MechanismScreen: same signals, same order) and `observers` holds the others; otherwise None."""
-
-    __slots__ = ("bare_learners", "bare_observers", "detectors", "learners", "observers", "screen")
-
-    def __init__(self, detectors: dict[str, Detector]) -> None:
-        self.detectors = detectors
-        # A detector no longer registered (restored from an older snapshot) is taken to read everything.
-        content_only = {reg.name for reg in registry.registered() if reg.content_only}
-        learning = [(name, d) for name, d in detectors.items() if type(d).learn is not _NO_LEARN]
-        self.learners = tuple(d.learn for _, d in learning)
-        self.bare_learners = tuple(d.learn for name, d in learning if name not in content_only)
-        lead = list(detectors.items())[: len(_SCREENED)]
-        self.screen: Screen | None = None
-        observed = detectors
-        if [(name, type(d)) for name, d in lead] == _SCREENED:
-            overlong, accounting, prefill = (d for _, d in lead)
-            assert isinstance(overlong, OverlongDetector) and isinstance(accounting, AccountingDetector)
-            assert isinstance(prefill, PrefillDetector)
-            self.screen = MechanismScreen(overlong, accounting, prefill).observe
-            observed = {name: d for name, d in detectors.items() if name not in dict(_SCREENED)}
-        self.observers = tuple(d.observe for d in observed.values())
-        self.bare_observers = tuple(d.observe for name, d in observed.items() if name not in content_only)
 
 
 def _receivers(held: deque[Held]) -> dict[tuple[str, int], set[str]]:

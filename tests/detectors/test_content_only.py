@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 import test_detector_contract as contract
 
-from detectors.domain import DomainMonitor, _Plan
+from detectors.domain import DomainMonitor
+from detectors.plan import Plan
 from detectors.signals.registry import EXCHANGE_DETECTORS
 from schemas.alert import Alert
 from schemas.events import CacheStats
@@ -81,7 +82,7 @@ def test_a_domain_skipping_them_judges_as_one_running_everything() -> None:
     traffic = list(mixed_traffic(800, seed=9))
     skipping = DomainMonitor("d1", contract.SETTINGS)
     everything = DomainMonitor("d1", contract.SETTINGS)
-    plan = _Plan(everything.detectors)
+    plan = Plan(everything.detectors)
     plan.bare_observers, plan.bare_learners = plan.observers, plan.learners  # never skip
     everything._plan = plan
     alerts = _judge(skipping, traffic)

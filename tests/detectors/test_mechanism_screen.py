@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.dedup import Deduper
-from detectors.domain import DomainMonitor, _Plan
+from detectors.domain import DomainMonitor
+from detectors.plan import Plan
 from detectors.settings import DetectionSettings
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.mechanism import AccountingDetector, MechanismScreen, OverlongDetector, PrefillDetector
@@ -72,12 +73,12 @@ def test_the_screen_returns_what_the_three_detectors_return(
 def test_domains_screen_only_the_registered_mechanism_detectors() -> None:
     s = DetectionSettings()
     dm = DomainMonitor("d", s)
-    plan = _Plan(dm.detectors)
+    plan = Plan(dm.detectors)
     assert plan.screen is not None
     assert len(plan.observers) == len(dm.detectors) - 3  # the screen stands for the three
     # Another detector in a mechanism detector's place: no screen, every detector observed as registered.
     other = {"overlong": PrefillDetector(s), **{k: v for k, v in dm.detectors.items() if k != "overlong"}}
-    plan = _Plan(other)
+    plan = Plan(other)
     assert plan.screen is None and len(plan.observers) == len(other)
 
 
