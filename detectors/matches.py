@@ -9,12 +9,24 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from detectors.index import Doc
+from typing import NamedTuple, Protocol
 
 __all__ = ["BRIDGE", "Overlap", "Run", "Runs", "credit", "measure", "own", "unit_tokens"]
+
+
+class Text(Protocol):
+    """What counting a match reads of the indexed text it matched (`detectors.index.Doc` is one)."""
+
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def ts(self) -> float: ...
+    @property
+    def tpu(self) -> float: ...
 
 
 class Run(NamedTuple):
@@ -211,7 +223,7 @@ def measure(ov: Overlap) -> None:
             ov.short_tokens[src] = short
 
 
-def own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: Runs, runs: Runs, i: int) -> None:
+def own(ov: Overlap, doc: Text, session_id: str | None, tenant_id: str, prev: Runs, runs: Runs, i: int) -> None:
     """A passage the receiving tenant had itself: own context, or (other session) cross-session."""
     sess = doc.session_id
     if session_id is None or sess is None or sess == session_id:
@@ -224,7 +236,7 @@ def own(ov: Overlap, doc: Doc, session_id: str | None, tenant_id: str, prev: Run
     ov.source_requests.setdefault(tenant_id, Counter())[doc.request_id] += 1
 
 
-def credit(ov: Overlap, doc: Doc, share: float, weight: float, h: int, prev: Runs, runs: Runs, i: int) -> None:
+def credit(ov: Overlap, doc: Text, share: float, weight: float, h: int, prev: Runs, runs: Runs, i: int) -> None:
     """A passage another tenant had: credit (split between the tenants that had it)."""
     other = doc.tenant_id
     ov.by_tenant[other] += 1
