@@ -147,9 +147,7 @@ class DomainMonitor:
         if q is not None:
             window = q["context_window"]
             if window != capacity.context_window and capacity.observe_window(window):
-                gap = capacity.gap()
-                if gap:
-                    gap_alert = self._domain_alert(gap, ts, None)
+                gap_alert = self._gap_alert(ts)  # the rare path: a window not seen before
         index = self.overlap.index
         if index._order:  # its advance only expires texts: an empty index (no text seen yet) has none to expire
             index.advance(ts)
@@ -200,6 +198,11 @@ class DomainMonitor:
             overlap.cold = None
             alerts += self._hold(ex, signals, cold)
         return alerts
+
+    def _gap_alert(self, ts: float) -> Alert | None:
+        """The domain alert for an advertised context window larger than the prefill pool, if it is now."""
+        gap = self.capacity.gap()
+        return self._domain_alert(gap, ts, None) if gap else None
 
     def _victim_alerts(
         self, ex: Exchange | Held, alert: Alert, main: list[Signal], others: list[Signal], ts: float | None = None
