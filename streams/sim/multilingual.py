@@ -240,20 +240,12 @@ class MultilingualSimulator(Engine):
 
     # -- one request ------------------------------------------------------------------------------
 
-    def _request(self, t: float, session: Session) -> None:
-        session.receive(t)
-        answer: str | None = None
-        cfg = self.cfg
-        self.n_requests += 1
-        rng = random.Random(f"{cfg.seed}:req:{self.n_requests}")
-        tenant, domain = session.tenant, session.domain
-        st = self.domains[domain.name]
-        request_id = f"req-{rng.getrandbits(64):016x}"
-        session.turn += 1
-        session.turns_left -= 1
-        if session.turns_left <= 0:
-            tenant.sessions.remove(session)
-        decoys: set[str] = set()
+    def _prompt(
+        self, rng: random.Random, session: Session, decoys: set[str]
+    ) -> tuple[list[Block], list[Block], Any, str, int]:
+        """The request's prompt: the system prompt, the re-sent history that fits, the user's turn, and for a huge
+        paste its truncated head; (blocks, the user's blocks, what it shares, the text, its token count)."""
+        cfg, tenant = self.cfg, session.tenant
         blocks = [Block(tenant.system_prompt + "\n\n", False)] if tenant.system_prompt else []
         room = cfg.max_prompt_text_chars // 2
         history: list[str] = []
@@ -281,23 +273,68 @@ class MultilingualSimulator(Engine):
                 blocks.append(Block(more + "\n", True))
                 prompt_text += more + "\n"
         prompt_text = prompt_text[: cfg.max_prompt_text_chars]
+        return blocks, user, shared, prompt_text, prompt_tokens
+
+    def _faulty(
+        self, rng: random.Random, st: Any, session: Session, others: list[Page], label: dict[str, Any], request_id: str
+    ) -> tuple[str, str, int, float]:
+        """The placeholder fault's answer: stale pages of earlier requests (this tenant's other sessions a quarter of
+        the time); (output, finish reason, input tokens, ttft)."""
+        tenant = session.tenant
+        in_tokens, ttft_ms = 1, rng.uniform(20.0, 80.0)
+        same = [p for p in st.pages if p.tenant_id == tenant.tenant_id and p.session_id != session.session_id]
+        pool = same if same and (rng.random() < 0.25 or not others) else others
+        sizes = ((0.07, 8, 15), (0.15, 16, 24), (0.78, 50, 400))
+        leaks = self._fragments(rng, pool, rng.choices((1, 2, 3, 4), (0.3, 0.35, 0.25, 0.1))[0], sizes)
+        parts = [rng.choice(public.GREETINGS[tenant.lang])] if rng.random() < 0.6 else []
+        parts += [p["text"] for p in leaks] or [self._own_text(rng, tenant, 2)]
+        output = "\n\n".join(parts)
+        if leaks:
+            self._label_leak(label, tenant.tenant_id, leaks, request_id, "mechanism")
+        finish = "stop" if rng.random() < 0.85 else "length"
+        return output, finish, in_tokens, ttft_ms
+
+    def _push_request(
+        self, rng: random.Random, t: float, session: Session, request_id: str, prompt_text: str, prompt_tokens: int
+    ) -> None:
+        """The request event as the gateway writes it (a share of them name their cache domain)."""
         req: dict[str, Any] = {
             "event_id": self._event_id(),
             "ts": round(t, 6),
             "type": "request",
             "request_id": request_id,
-            "tenant_id": tenant.tenant_id,
-            "model": domain.model,
+            "tenant_id": session.tenant.tenant_id,
+            "model": session.domain.model,
             "prompt_tokens": prompt_tokens,
             "session_id": session.session_id,
         }
-        if rng.random() < cfg.cache_domain_share:
-            req["cache_domain"] = domain.name
-        req |= {"max_output_tokens": rng.choice((4_096, 8_192, 16_384)), "context_window": domain.context_window}
+        if rng.random() < self.cfg.cache_domain_share:
+            req["cache_domain"] = session.domain.name
+        req |= {
+            "max_output_tokens": rng.choice((4_096, 8_192, 16_384)),
+            "context_window": session.domain.context_window,
+        }
         req["prompt_text"] = prompt_text
         if session.marker is not None:
             req["canaries"] = [session.marker]
         self._push(req["ts"], req)
+
+    def _request(self, t: float, session: Session) -> None:
+        session.receive(t)
+        answer: str | None = None
+        cfg = self.cfg
+        self.n_requests += 1
+        rng = random.Random(f"{cfg.seed}:req:{self.n_requests}")
+        tenant, domain = session.tenant, session.domain
+        st = self.domains[domain.name]
+        request_id = f"req-{rng.getrandbits(64):016x}"
+        session.turn += 1
+        session.turns_left -= 1
+        if session.turns_left <= 0:
+            tenant.sessions.remove(session)
+        decoys: set[str] = set()
+        blocks, user, shared, prompt_text, prompt_tokens = self._prompt(rng, session, decoys)
+        self._push_request(rng, t, session, request_id, prompt_text, prompt_tokens)
 
         overlong = prompt_tokens > domain.capacity_tokens
         faulty = overlong and prompt_tokens <= domain.context_window and domain.fault_prone and self._fault_on(t)
@@ -319,17 +356,7 @@ class MultilingualSimulator(Engine):
         else:
             others = [p for p in st.pages if p.tenant_id != tenant.tenant_id]
             if faulty:
-                in_tokens, ttft_ms = 1, rng.uniform(20.0, 80.0)
-                same = [p for p in st.pages if p.tenant_id == tenant.tenant_id and p.session_id != session.session_id]
-                pool = same if same and (rng.random() < 0.25 or not others) else others
-                sizes = ((0.07, 8, 15), (0.15, 16, 24), (0.78, 50, 400))
-                leaks = self._fragments(rng, pool, rng.choices((1, 2, 3, 4), (0.3, 0.35, 0.25, 0.1))[0], sizes)
-                parts = [rng.choice(public.GREETINGS[tenant.lang])] if rng.random() < 0.6 else []
-                parts += [p["text"] for p in leaks] or [self._own_text(rng, tenant, 2)]
-                output = "\n\n".join(parts)
-                if leaks:
-                    self._label_leak(label, tenant.tenant_id, leaks, request_id, "mechanism")
-                finish = "stop" if rng.random() < 0.85 else "length"
+                output, finish, in_tokens, ttft_ms = self._faulty(rng, st, session, others, label, request_id)
             else:
                 in_tokens = max(1, round(prompt_tokens * (1.0 + rng.uniform(-0.03, 0.03))))
                 ttft_ms = prompt_tokens / rng.uniform(20_000.0, 60_000.0) * 1000.0 + rng.uniform(20.0, 90.0)
