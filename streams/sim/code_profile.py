@@ -276,6 +276,53 @@ class CodeSimulator(Engine):
 
     # -- one request ------------------------------------------------------------------------------
 
+    def _push_request(
+        self,
+        rng: random.Random,
+        t: float,
+        session: Session,
+        request_id: str,
+        prompt_text: str,
+        prompt_tokens: int,
+        max_out: int,
+    ) -> None:
+        """The request event as the gateway writes it (a share of them name their cache domain)."""
+        ts = round(t, 6)
+        req: dict[str, Any] = {
+            "event_id": self._event_id(),
+            "ts": ts,
+            "type": "request",
+            "request_id": request_id,
+            "tenant_id": session.tenant.tenant_id,
+            "model": session.domain.model,
+            "prompt_tokens": prompt_tokens,
+            "session_id": session.session_id,
+        }
+        if rng.random() < self.cfg.cache_domain_share:
+            req["cache_domain"] = session.domain.name
+        req["max_output_tokens"] = max_out
+        req["context_window"] = session.domain.context_window
+        req["prompt_text"] = prompt_text
+        if session.marker is not None:
+            req["canaries"] = [session.marker]
+        self._push(ts, req)
+
+    def _placeholder(
+        self, rng: random.Random, stale: Any, label: dict[str, Any], request_id: str, tenant: Any
+    ) -> tuple[str, int, float, int, str]:
+        """The fault's answer: the one-token placeholder has nothing to prefill, so the first token comes at once; the
+        output is the stale pages read (labelled) or prose. (output, input tokens, ttft, output tokens, finish)."""
+        in_tokens = 1
+        ttft_ms = rng.uniform(20.0, 80.0)
+        if stale is None:
+            output = prose(rng, self.corpus, rng.randint(2, 6))
+        else:
+            output, passages = stale
+            self._label_leak(label, tenant.tenant_id, passages, request_id, "mechanism")
+        out_tokens = max(1, math.ceil(len(output) / CHARS_PER_TOKEN))
+        finish = "stop" if rng.random() < 0.85 else "length"
+        return output, in_tokens, ttft_ms, out_tokens, finish
+
     def _request(self, t: float, session: Session) -> None:
         session.receive(t)
         answer: str | None = None
@@ -298,25 +345,7 @@ class CodeSimulator(Engine):
             # The whole prompt is on the wire, so the gateway's count follows from it.
             prompt_tokens = max(1, math.ceil(len(prompt_text) / CHARS_PER_TOKEN))
         max_out = rng.choice((4_096, 8_192, 16_384, 32_768))
-        ts = round(t, 6)
-        req: dict[str, Any] = {
-            "event_id": self._event_id(),
-            "ts": ts,
-            "type": "request",
-            "request_id": request_id,
-            "tenant_id": tenant.tenant_id,
-            "model": domain.model,
-            "prompt_tokens": prompt_tokens,
-            "session_id": session.session_id,
-        }
-        if rng.random() < cfg.cache_domain_share:
-            req["cache_domain"] = domain.name
-        req["max_output_tokens"] = max_out
-        req["context_window"] = domain.context_window
-        req["prompt_text"] = prompt_text
-        if session.marker is not None:
-            req["canaries"] = [session.marker]
-        self._push(ts, req)
+        self._push_request(rng, t, session, request_id, prompt_text, prompt_tokens, max_out)
 
         overlong = prompt_tokens > domain.capacity_tokens
         faulty = (
@@ -346,16 +375,9 @@ class CodeSimulator(Engine):
             decode_rate = rng.uniform(40.0, 110.0)
             stale = self._stale_output(rng, session, st) if faulty else None
             if faulty:
-                # The one-token placeholder: nothing to prefill, so the first token comes at once.
-                in_tokens = 1
-                ttft_ms = rng.uniform(20.0, 80.0)
-                if stale is None:
-                    output = prose(rng, self.corpus, rng.randint(2, 6))
-                else:
-                    output, passages = stale
-                    self._label_leak(label, tenant.tenant_id, passages, request_id, "mechanism")
-                out_tokens = max(1, math.ceil(len(output) / CHARS_PER_TOKEN))
-                finish = "stop" if rng.random() < 0.85 else "length"
+                output, in_tokens, ttft_ms, out_tokens, finish = self._placeholder(
+                    rng, stale, label, request_id, tenant
+                )
             else:
                 in_tokens = max(1, round(prompt_tokens * (1.0 + rng.uniform(-0.03, 0.03))))
                 ttft_ms = prompt_tokens / rng.uniform(20_000.0, 60_000.0) * 1000.0 + rng.uniform(20.0, 90.0)
