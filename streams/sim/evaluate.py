@@ -155,34 +155,7 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
     false_alarms = [r["request_id"] for r in clean_ok if _rank(by_request.get(r["request_id"], [])) >= _HIGH]
     overall = _leak_figures(contaminated, by_request)
     clean = _clean_figures(clean_ok, by_request)
-    # Older label files (before scenarios) are all the placeholder mechanism.
-    scenario = lambda r: [r.get("scenario") or "mechanism"]  # noqa: E731
-    groups = {
-        "scenario": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, scenario).items()},
-        "receiver_lang": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _receiver).items()},
-        "source_lang": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _source).items()},
-        "receiver_script": {
-            k: _leak_figures(v, by_request)
-            for k, v in _group(contaminated, lambda r: map(script_of, _receiver(r))).items()
-        },
-        "source_script": {
-            k: _leak_figures(v, by_request)
-            for k, v in _group(contaminated, lambda r: map(script_of, _source(r))).items()
-        },
-        "scenario_x_source_script": {
-            k: _leak_figures(v, by_request)
-            for k, v in _group(
-                contaminated, lambda r: [f"{scenario(r)[0]}/{s}" for s in map(script_of, _source(r)) if s]
-            ).items()
-        },
-        # Recall by the shortest leaked passage (tokens): what a detector's guarantee length misses.
-        "shortest_passage": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _passage_class).items()},
-        "clean_by_receiver_lang": {k: _clean_figures(v, by_request) for k, v in _group(clean_ok, _receiver).items()},
-        "clean_by_decoy": {
-            k: _clean_figures(v, by_request)
-            for k, v in _group(clean_ok, lambda r: [*(r.get("decoys") or []), *_public(r)]).items()
-        },
-    }
+    groups = _groups(contaminated, clean_ok, by_request)
     named = [
         (a, r)
         for r in contaminated
@@ -217,6 +190,41 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
         source_alerts=len(named),
         misnamed_source_alerts=misnamed,
     )
+
+
+def _groups(
+    contaminated: list[dict[str, Any]], clean_ok: list[dict[str, Any]], by_request: dict[str, list[Alert]]
+) -> dict[str, Any]:
+    """Every figure per group: scenario, receiver's and source's language and script, the shortest passage, and the
+    clean responses by receiver language and by decoy kind."""
+    # Older label files (before scenarios) are all the placeholder mechanism.
+    scenario = lambda r: [r.get("scenario") or "mechanism"]  # noqa: E731
+    return {
+        "scenario": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, scenario).items()},
+        "receiver_lang": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _receiver).items()},
+        "source_lang": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _source).items()},
+        "receiver_script": {
+            k: _leak_figures(v, by_request)
+            for k, v in _group(contaminated, lambda r: map(script_of, _receiver(r))).items()
+        },
+        "source_script": {
+            k: _leak_figures(v, by_request)
+            for k, v in _group(contaminated, lambda r: map(script_of, _source(r))).items()
+        },
+        "scenario_x_source_script": {
+            k: _leak_figures(v, by_request)
+            for k, v in _group(
+                contaminated, lambda r: [f"{scenario(r)[0]}/{s}" for s in map(script_of, _source(r)) if s]
+            ).items()
+        },
+        # Recall by the shortest leaked passage (tokens): what a detector's guarantee length misses.
+        "shortest_passage": {k: _leak_figures(v, by_request) for k, v in _group(contaminated, _passage_class).items()},
+        "clean_by_receiver_lang": {k: _clean_figures(v, by_request) for k, v in _group(clean_ok, _receiver).items()},
+        "clean_by_decoy": {
+            k: _clean_figures(v, by_request)
+            for k, v in _group(clean_ok, lambda r: [*(r.get("decoys") or []), *_public(r)]).items()
+        },
+    }
 
 
 def _receiver(r: dict[str, Any]) -> list[str | None]:
