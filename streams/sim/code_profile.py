@@ -276,37 +276,6 @@ class CodeSimulator(Engine):
 
     # -- one request ------------------------------------------------------------------------------
 
-    def _push_request(
-        self,
-        rng: random.Random,
-        t: float,
-        session: Session,
-        request_id: str,
-        prompt_text: str,
-        prompt_tokens: int,
-        max_out: int,
-    ) -> None:
-        """The request event as the gateway writes it (a share of them name their cache domain)."""
-        ts = round(t, 6)
-        req: dict[str, Any] = {
-            "event_id": self._event_id(),
-            "ts": ts,
-            "type": "request",
-            "request_id": request_id,
-            "tenant_id": session.tenant.tenant_id,
-            "model": session.domain.model,
-            "prompt_tokens": prompt_tokens,
-            "session_id": session.session_id,
-        }
-        if rng.random() < self.cfg.cache_domain_share:
-            req["cache_domain"] = session.domain.name
-        req["max_output_tokens"] = max_out
-        req["context_window"] = session.domain.context_window
-        req["prompt_text"] = prompt_text
-        if session.marker is not None:
-            req["canaries"] = [session.marker]
-        self._push(ts, req)
-
     def _placeholder(
         self, rng: random.Random, stale: Any, label: dict[str, Any], request_id: str, tenant: Any
     ) -> tuple[str, int, float, int, str]:

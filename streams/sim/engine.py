@@ -142,6 +142,39 @@ class Engine:
 
     # -- helpers ----------------------------------------------------------------------------------
 
+    def _push_request(
+        self,
+        rng: random.Random,
+        t: float,
+        session: Session,
+        request_id: str,
+        prompt_text: str,
+        prompt_tokens: int,
+        max_out: int | tuple[int, ...],
+    ) -> None:
+        """The request event as the gateway writes it (a share of them name their cache domain). `max_out`: the
+        request's max_tokens, or the values it is drawn from after the cache-domain draw (each profile keeps its own
+        order of draws, so that a seed gives the traffic it always gave)."""
+        ts = round(t, 6)
+        req: dict[str, Any] = {
+            "event_id": self._event_id(),
+            "ts": ts,
+            "type": "request",
+            "request_id": request_id,
+            "tenant_id": session.tenant.tenant_id,
+            "model": session.domain.model,
+            "prompt_tokens": prompt_tokens,
+            "session_id": session.session_id,
+        }
+        if rng.random() < self.cfg.cache_domain_share:
+            req["cache_domain"] = session.domain.name
+        req["max_output_tokens"] = rng.choice(max_out) if isinstance(max_out, tuple) else max_out
+        req["context_window"] = session.domain.context_window
+        req["prompt_text"] = prompt_text
+        if session.marker is not None:
+            req["canaries"] = [session.marker]
+        self._push(ts, req)
+
     def _push(self, ts: float, item: object) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (ts, self.seq, item))

@@ -294,31 +294,6 @@ class MultilingualSimulator(Engine):
         finish = "stop" if rng.random() < 0.85 else "length"
         return output, finish, in_tokens, ttft_ms
 
-    def _push_request(
-        self, rng: random.Random, t: float, session: Session, request_id: str, prompt_text: str, prompt_tokens: int
-    ) -> None:
-        """The request event as the gateway writes it (a share of them name their cache domain)."""
-        req: dict[str, Any] = {
-            "event_id": self._event_id(),
-            "ts": round(t, 6),
-            "type": "request",
-            "request_id": request_id,
-            "tenant_id": session.tenant.tenant_id,
-            "model": session.domain.model,
-            "prompt_tokens": prompt_tokens,
-            "session_id": session.session_id,
-        }
-        if rng.random() < self.cfg.cache_domain_share:
-            req["cache_domain"] = session.domain.name
-        req |= {
-            "max_output_tokens": rng.choice((4_096, 8_192, 16_384)),
-            "context_window": session.domain.context_window,
-        }
-        req["prompt_text"] = prompt_text
-        if session.marker is not None:
-            req["canaries"] = [session.marker]
-        self._push(req["ts"], req)
-
     def _request(self, t: float, session: Session) -> None:
         session.receive(t)
         answer: str | None = None
@@ -334,7 +309,7 @@ class MultilingualSimulator(Engine):
             tenant.sessions.remove(session)
         decoys: set[str] = set()
         blocks, user, shared, prompt_text, prompt_tokens = self._prompt(rng, session, decoys)
-        self._push_request(rng, t, session, request_id, prompt_text, prompt_tokens)
+        self._push_request(rng, t, session, request_id, prompt_text, prompt_tokens, (4_096, 8_192, 16_384))
 
         overlong = prompt_tokens > domain.capacity_tokens
         faulty = overlong and prompt_tokens <= domain.context_window and domain.fault_prone and self._fault_on(t)
