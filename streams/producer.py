@@ -299,20 +299,21 @@ class _Batches:
 
     def __init__(self, prod: KafkaProducer, topic: str, batch: int, batch_bytes: int) -> None:
         self.prod, self.topic, self.batch, self.batch_bytes = prod, topic, batch, batch_bytes
-        self.groups: dict[int | None, tuple[list[bytes], list[int]]] = {}
+        self.groups: dict[int | None, list[bytes]] = {}
+        self.sizes: dict[int | None, int] = {}  # bytes of each group's message so far (lines and newlines)
 
     def add(self, line: bytes, partition: int | None) -> None:
-        lines, size = self.groups.setdefault(partition, ([], [0]))
-        if lines and size[0] + len(line) + 1 > self.batch_bytes:
+        if partition in self.groups and self.sizes[partition] + len(line) + 1 > self.batch_bytes:
             self.send(partition)
-            lines, size = self.groups.setdefault(partition, ([], [0]))
+        lines = self.groups.setdefault(partition, [])
         lines.append(line)
-        size[0] += len(line) + 1
+        self.sizes[partition] = self.sizes.get(partition, 0) + len(line) + 1
         if len(lines) >= self.batch:
             self.send(partition)
 
     def send(self, partition: int | None) -> None:
-        lines, _ = self.groups.pop(partition, ([], [0]))
+        lines = self.groups.pop(partition, [])
+        self.sizes.pop(partition, None)
         if not lines:
             return
         headers = [("content-type", NDJSON_CONTENT_TYPE)]
