@@ -59,23 +59,26 @@ class DomainMonitor:
     # --- input -------------------------------------------------------------------------------
     def observe_stats(self, ev: CacheStats) -> list[Alert]:
         if not self._buffer._heap and self._lateness == 0:
-            # _push's immediate case and _process's for cache_stats, inlined (keep the three alike): the buffer's
-            # list read directly, the watermark moved without max(), no type dispatch (it is cache_stats).
+            # _push's immediate case, without its type dispatch (it is cache_stats).
             ts = ev.ts
             if ts > self.watermark:
                 self.watermark = ts
-            capacity = self.capacity
-            capacity.observe_stats(ev)
-            gap = capacity.gap()
-            return [self._domain_alert(gap, ts, ev.traceparent)] if gap else []
+            return self._stats(ev)
         return self._push(ev)
 
-    def observe_exchange(self, ex: Exchange) -> list[Alert]:
-        # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange
-        # comes through here (Monitor._route inlines this test: keep the two alike).
+    def _stats(self, ev: CacheStats) -> list[Alert]:
+        capacity = self.capacity
+        capacity.observe_stats(ev)
+        gap = capacity.gap()
+        return [self._domain_alert(gap, ev.ts, ev.traceparent)] if gap else []
+
+    def observe_exchange(self, ex: Exchange, fields: dict[str, Any] | None = None) -> list[Alert]:
+        """Judge an exchange now, or buffer it behind event time (`domain_lateness_s`). `fields`: its __dict__, when
+        the caller read it already."""
+        # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange comes here.
         if not self._buffer._heap and self._lateness == 0:
             # _push's immediate case, without its type dispatch (the watermark is moved in _evaluate).
-            return self._evaluate(ex, True)
+            return self._evaluate(ex, True, fields)
         return self._push(ex)
 
     def advance(self, ts: float) -> list[Alert]:
@@ -114,9 +117,7 @@ class DomainMonitor:
     def _process(self, item: Item) -> list[Alert]:
         # An exact type test first: isinstance() with a pydantic class calls its metaclass's __instancecheck__.
         if type(item) is not Exchange and isinstance(item, CacheStats):
-            self.capacity.observe_stats(item)
-            gap = self.capacity.gap()
-            return [self._domain_alert(gap, item.ts, item.traceparent)] if gap else []
+            return self._stats(item)
         return self._evaluate(item)
 
     def _evaluate(self, ex: Exchange, live: bool = False, fields: dict[str, Any] | None = None) -> list[Alert]:
@@ -152,9 +153,7 @@ class DomainMonitor:
         if index._order:  # its advance only expires texts: an empty index (no text seen yet) has none to expire
             index.advance(ts)
         incidents = self.incidents
-        # IncidentTracker.advance's own early return, tested here (keep the two alike): nothing can close before
-        # the quiet period from the oldest open incident's last alert has passed.
-        if incidents.open and ts - incidents._oldest_last_ts > incidents.quiet_s:
+        if incidents.open:  # nothing to close otherwise (advance returns early until the quiet period has passed)
             incidents.advance(ts)
         overlap = self.overlap
         # Findings held while the domain was cold are judged once they have waited `overlap_hold_s` (detectors/held.py).

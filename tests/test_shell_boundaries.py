@@ -234,3 +234,35 @@ def test_the_reach_check_sees_a_reach(tmp_path: Path) -> None:
     (tmp_path / "streams" / "kafka").mkdir(parents=True)
     (tmp_path / "streams" / "kafka" / "x.py").write_text("def f(dm):\n    return dm.overlap.index\n")
     assert core_reaches(tmp_path) == ["streams/kafka/x.py:2"]
+
+
+# The core composes itself once (detectors/front.py, detectors/back.py): a runner hands events to a Front and
+# exchanges to a Back (or to the Monitor, which is both), and never calls the pieces those halves compose. The staged
+# topology cuts the back at its routing (`route_exchange` picks the domain partition an exchange is sent to): that
+# cut is the topology itself, not a second composition.
+PIECES = frozenset({"observe_request", "observe_response", "observe_exchange", "observe_stats"})
+
+
+def recompositions(root: Path) -> list[str]:
+    """Every call in streams/ of a piece the core's halves compose, as path:line name: a joiner's or a domain's
+    observe_*, or the bare `admit` function (`Front.admit` and an event clock's `admit` are methods of their own)."""
+    found = []
+    for path in sorted((root / "streams").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name in PIECES or (isinstance(f, ast.Name) and f.id == "admit"):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {name}")
+    return found
+
+
+def test_no_runner_composes_the_core_again() -> None:
+    assert recompositions(ROOT) == []
+
+
+def test_the_composition_check_sees_a_piece(tmp_path: Path) -> None:
+    (tmp_path / "streams" / "kafka").mkdir(parents=True)
+    (tmp_path / "streams" / "kafka" / "x.py").write_text("def f(j, e, dm, ex):\n    j.observe_request(e)\n")
+    (tmp_path / "streams" / "kafka" / "y.py").write_text("from detectors.front import admit\nadmit(1, 2, 3)\n")
+    assert recompositions(tmp_path) == ["streams/kafka/x.py:2 observe_request", "streams/kafka/y.py:2 admit"]

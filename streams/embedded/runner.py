@@ -50,7 +50,6 @@ class RunResult:
 
 
 class EmbeddedRunner:
-    _next_resolved_check = float("-inf")
     _refused: tuple[str, str] | None = None  # the last reject (reason, detail): feed_checked reads it
 
     def __init__(
@@ -126,10 +125,8 @@ class EmbeddedRunner:
             self._warn_dropped(event, dropped, source, line)
         self.sinks.on_event(event.type)
         self._emit(observed)
-        if event.ts >= self._next_resolved_check:
-            # Incidents resolve in the core, in event time; once per second of it is soon enough.
-            self._next_resolved_check = event.ts + 1.0
-            self._tell_resolved(self.monitor.drain_resolved(event.ts))
+        if event.ts >= self.monitor.back.next_resolved:  # the core's own cadence (`Back.resolved_due`)
+            self._tell_resolved(self.monitor.resolved_due(event.ts))
         return observed.alerts
 
     def _warn_dropped(self, event: Event, dropped: tuple[str, ...], source: str, line: int | None) -> None:

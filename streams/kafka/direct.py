@@ -54,7 +54,6 @@ from streams.routing import DomainHome, input_partition_of
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.direct")
-_RESOLVE_STEP_S = 1.0  # as the embedded runner: incidents resolve in event time, checked once per second of it
 _MOVED_MAX = 100_000  # request ids of re-routed responses remembered per partition (their requests follow)
 
 
@@ -68,7 +67,6 @@ class DirectState(DomainState):
     # Keyword-only: required, though DomainState's fields before them have defaults.
     monitor: Monitor = field(kw_only=True)
     clock: EventClock = field(kw_only=True)
-    next_resolved: float = NEG_INF
 
     @classmethod
     def fresh_direct(cls, s: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> DirectState:
@@ -109,7 +107,7 @@ class DirectStage:
         unowned: list[Exchange] = []
         monitor.unowned = unowned
         moved = self.moved.setdefault(partition, OrderedDict())
-        observe = monitor.observe_evaluated
+        observe, back = monitor.observe_evaluated, monitor.back
         for msg in messages:
             counters["direct.messages"] += 1
             self.positions[partition] = msg.offset
@@ -149,9 +147,8 @@ class DirectStage:
                 ts = event.ts
                 if ts > res.newest:
                     res.newest = ts
-                if ts >= st.next_resolved:
-                    st.next_resolved = ts + _RESOLVE_STEP_S
-                    res.resolved += monitor.drain_resolved(ts)
+                if ts >= back.next_resolved:  # the back's own cadence (`Back.resolved_due`), tested here per event
+                    res.resolved += back.resolved_due(ts)
         if res.newest > self.input_max.get(partition, NEG_INF):
             self.input_max[partition] = res.newest
         publish(res.alerts, res.resolved, res.published, res.dead, counters, Source(INPUT, partition))

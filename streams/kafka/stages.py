@@ -3,14 +3,14 @@ send on, what to dead-letter, and the alerts.
 
     IngestStage  (streams/kafka/ingest.py) input messages -> validated, text-free records per join
                  partition (+ canary plants, + event-time marks per input partition)
-    JoinStage    records of one join partition -> admit (check + dedup), join, route by cache domain,
-                 watermark = slowest input partition - lateness
+    JoinStage    records of one join partition -> the core's front (admit, join: detectors/front.py),
+                 route by cache domain, watermark = slowest input partition - lateness
     DomainStage  exchanges and stats of one domain partition -> event-time order behind the join
-                 partitions' watermarks -> DomainMonitor per cache domain -> alerts
+                 partitions' watermarks -> the core's back (detectors/back.py) -> alerts
 
 No I/O and no clock: wall-clock time, used for idleness only, is passed in as `now` (monotonic s).
 app.py moves the bytes and acks; checkpoint.py snapshots the states. Every decision about the data is
-made by detectors/ (admit, route_exchange, DomainTable, count_alerts, order_key, EventTimeBuffer,
+made by detectors/ (Front, Back, route_exchange, DomainTable, count_alerts, order_key, EventTimeBuffer,
 EventClock are what the embedded Monitor and runner use too). tests/kafka/ runs them without a broker.
 """
 
@@ -20,15 +20,17 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from detectors.back import Back, DomainTable, count_alerts, route_exchange
 from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
+from detectors.front import Front
 from detectors.join import Joiner
-from detectors.monitor import DomainTable, admit, count_alerts, make_fingerprinter, route_exchange
+from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, OrderKey, order_key
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
-from schemas.events import CacheStats, EventError, Request, Response
+from schemas.events import CacheStats, EventError
 from schemas.exchange import CanaryHit, Exchange
 from streams.kafka import records
 from streams.kafka.frames import JOIN, Batch, Item, Source
@@ -154,6 +156,7 @@ class JoinStage:
     def handle(self, st: JoinState, partition: int, offset: int, batch: Batch, now: float) -> JoinResult:
         res = JoinResult()
         out = _ToDomain(Source(JOIN, partition), offset, self.kafka.internal_partitions)
+        front = Front(st.joiner, st.dedup, None, self.counters)  # canary policy: checked at ingest
         last = st.last
         for it in batch.items:
             # A position already applied is a replay of an upstream that restarted (checked inline: per item).
@@ -164,7 +167,7 @@ class JoinStage:
                 continue
             last[it.source] = pos
             try:
-                self._item(st, it, out, res)
+                self._item(st, front, it, out, res)
             except Exception as exc:
                 res.dead.append(_failed("join", it, exc))
         if batch.marks:
@@ -181,7 +184,7 @@ class JoinStage:
             # Pending halves expire on the watermark, not on the newest event seen here: one input
             # partition read ahead of another (a backlog, a tick far ahead) must not orphan requests
             # whose responses are still unread elsewhere. Orphans precede the watermark that passes them.
-            self._route(st, st.joiner.advance(wm), out)
+            self._route(st, front.advance(wm), out)
             st.wm = wm
         # A message that goes anyway carries the watermark as it is now (free, and what releases its
         # items at once); a message only for the watermark goes to every partition once it moved a step,
@@ -219,7 +222,7 @@ class JoinStage:
             return min(live) - self.kafka.watermark_lateness_s
         return max(st.marks.values(), default=NEG_INF)
 
-    def _item(self, st: JoinState, it: Item, out: _ToDomain, res: JoinResult) -> None:
+    def _item(self, st: JoinState, front: Front, it: Item, out: _ToDomain, res: JoinResult) -> None:
         if it.kind == "plant":  # a marker planted by an event routed elsewhere
             self._register(st, records.plant_from_record(it.payload))
             return
@@ -232,23 +235,21 @@ class JoinStage:
                 self._register(st, plant)
                 return
             event, keys = records.event_from_record(it.payload)
-            admit(event, st.joiner, st.dedup)
+            d = front.admit(event)
         except EventError as exc:
             res.dead.append(DeadLetter(it.payload, exc.reason, exc.detail, it.source, it.offset))
             return
-        self.counters[f"events.{event.type}"] += 1
-        if isinstance(event, CacheStats):
+        if d["type"] == "cache_stats":
+            self.counters["events.cache_stats"] += 1
+            assert isinstance(event, CacheStats)
             out.add(event.cache_domain, "stats", it.payload, order_key(event))
             return
-        if isinstance(event, Response):
-            hits = st.joiner.canaries.scan_keys(keys) if keys else []
-            if hits and event.request_id not in st.hits:
-                st.hits[event.request_id] = hits
-            exchanges = st.joiner.observe_response(event)
-        else:
-            assert isinstance(event, Request)
-            exchanges = st.joiner.observe_request(event)
-        self._route(st, exchanges, out)
+        if keys and d["type"] == "response":
+            # The response's canary hits, found at ingest from keyed ids (no text reaches this stage).
+            hits = st.joiner.canaries.scan_keys(keys)
+            if hits and d["request_id"] not in st.hits:
+                st.hits[d["request_id"]] = hits
+        self._route(st, front.join(event, d), out)
 
     @staticmethod
     def _register(st: JoinState, p: records.Plant) -> None:
@@ -307,6 +308,7 @@ class DomainStage:
 
     def handle(self, st: DomainState, partition: int, batch: Batch, now: float) -> DomainResult:
         res = DomainResult()
+        back = Back(st.table)
         last = st.last
         for it in batch.items:
             pos = (it.offset, it.seq)  # replays skipped as in JoinStage.handle
@@ -316,7 +318,7 @@ class DomainStage:
                 continue
             last[it.source] = pos
             try:
-                self._item(st, it, res)
+                self._item(st, back, it, res)
             except Exception as exc:
                 res.dead.append(_failed("domain", it, exc))
         if batch.wm is not None:
@@ -324,7 +326,7 @@ class DomainStage:
             # max(): a replayed (older) watermark never moves time back.
             st.wms[src] = max(st.wms.get(src, NEG_INF), wm)
             self.wm_heard[src] = now
-            self._release(st, now, res)
+            self._release(st, back, now, res)
         if st.table._flushed:  # domains evicted by the count bound flushed their buffers
             res.alerts += st.table.take_flushed()
         count_alerts(self.counters, res.alerts)
@@ -334,7 +336,7 @@ class DomainStage:
     def _publish(self, res: DomainResult, partition: int) -> None:
         publish(res.alerts, res.resolved, res.published, res.dead, self.counters, Source(JOIN, partition))
 
-    def _item(self, st: DomainState, it: Item, res: DomainResult) -> None:
+    def _item(self, st: DomainState, back: Back, it: Item, res: DomainResult) -> None:
         if it.kind not in ("stats", "exchange"):
             self.counters["domain.unknown_kind"] += 1
             return
@@ -344,7 +346,7 @@ class DomainStage:
             # Later than the watermark promised (input more disordered than the lateness allows):
             # evaluated at once rather than dropped.
             self.counters["domain.late_items"] += 1
-            self._feed(st, it, res)
+            self._feed(back, it, res)
             return
         st.pending.push(it.order, it)
 
@@ -365,13 +367,13 @@ class DomainStage:
             marks.append(st.wms[q])
         return min(marks) if marks else NEG_INF
 
-    def _release(self, st: DomainState, now: float, res: DomainResult) -> None:
+    def _release(self, st: DomainState, back: Back, now: float, res: DomainResult) -> None:
         upto = self.watermark(st, now)
         if upto <= st.released:
             return
         for it in st.pending.release(upto):
             try:
-                self._feed(st, it, res)
+                self._feed(back, it, res)
             except Exception as exc:
                 res.dead.append(_failed("domain", it, exc))
         st.released = upto
@@ -388,15 +390,12 @@ class DomainStage:
         table.expire(upto)
         res.alerts += table.take_flushed()
 
-    def _feed(self, st: DomainState, it: Item, res: DomainResult) -> None:
+    @staticmethod
+    def _feed(back: Back, it: Item, res: DomainResult) -> None:
         assert it.cache_domain is not None and it.order is not None
-        dm = st.table.get(it.cache_domain, it.order.ts)
         if it.kind == "stats":
             stats, _ = records.event_from_record(it.payload)
             assert isinstance(stats, CacheStats)
-            res.alerts += dm.observe_stats(stats)
+            res.alerts += back.stats(stats)
             return
-        ex = records.exchange_from_record(it.payload)
-        alerts = dm.observe_exchange(ex)
-        res.alerts += alerts
-        res.evaluated.append((ex, alerts))
+        res.alerts += back.exchange(it.cache_domain, records.exchange_from_record(it.payload), res.evaluated)

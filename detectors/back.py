@@ -1,0 +1,186 @@
+"""The core's second half, composed once: route by cache domain -> domains behind event time -> alerts and resolutions.
+
+Every runner hands its exchanges to a `Back`: the embedded Monitor and the direct Kafka stage (through the Monitor),
+and the staged topology's domain stage (over the partition's own DomainTable, with exchanges its join stage routed).
+The resolve cadence (incidents resolve in event time, checked once per second of it) lives here once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from detectors.domain import DomainMonitor
+from detectors.public import PublicSet
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert, IncidentResolved
+from schemas.events import CacheStats, Request, Response
+from schemas.exchange import Exchange
+
+Evaluated = list[tuple[Exchange, list[Alert]]]
+RESOLVE_STEP_S = 1.0  # incidents resolve in event time; once per second of it is soon enough
+_NEG_INF = float("-inf")  # a constant: float("-inf") is a global lookup and a call, per routed exchange
+
+
+def route_exchange(ex: Exchange, counters: Counter[str]) -> str | None:
+    """The cache domain an exchange goes to (counted), or None: a request that never got a response and
+    named no domain cannot be placed in any index."""
+    return _route_fields(ex.__dict__, counters)
+
+
+def _route_fields(d: dict[str, Any], counters: Counter[str]) -> str | None:
+    """route_exchange on the exchange's fields (its __dict__: dict reads, not model attribute reads)."""
+    # Exchange.cache_domain, inlined.
+    half: Request | Response | None = d["response"] or d["request"]
+    domain = half.cache_domain if half is not None else None
+    if domain is None:
+        counters["exchanges.unroutable"] += 1
+        return None
+    counters["exchanges"] += 1
+    orphan = d["orphan"]
+    if orphan:
+        counters[f"orphans.{orphan}"] += 1
+    return domain
+
+
+def domain_of(domains: dict[str, DomainMonitor], cache_domain: str, settings: DetectionSettings) -> DomainMonitor:
+    dm = domains.get(cache_domain)
+    if dm is None:
+        dm = domains[cache_domain] = DomainMonitor(cache_domain, settings)
+    return dm
+
+
+def count_alerts(counters: Counter[str], alerts: list[Alert]) -> list[Alert]:
+    for a in alerts:
+        counters[f"alerts.{a.kind}.{a.severity}"] += 1
+    return alerts
+
+
+class DomainTable:
+    """The DomainMonitors of one process (or partition), bounded: a domain idle for `domain_idle_s` of
+    event time expires, and beyond `max_domains` the least recently active one is evicted. Either way
+    its buffered input is flushed first (`take_flushed()`), so no alert is lost, and it is counted
+    (`domains.expired`, `domains.evicted`). Junk cache_domain values thus cost bounded memory."""
+
+    def __init__(self, settings: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> None:
+        self.settings = settings
+        self.counters = counters
+        self.public = public  # the operator's public corpus: the process's, attached to every domain, never pickled
+        self.domains: dict[str, DomainMonitor] = {}
+        self._activity: OrderedDict[str, float] = OrderedDict()  # least recently active first
+        self._flushed: list[Alert] = []
+
+    def get(self, name: str, ts: float) -> DomainMonitor:
+        """The domain's monitor (created on first use), marked active at event time `ts`."""
+        dm = self.domains.get(name)
+        if dm is None:
+            while len(self.domains) >= self.settings.max_domains:
+                self._drop(next(iter(self._activity)), "domains.evicted")
+            dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
+        activity = self._activity
+        if activity.get(name, _NEG_INF) < ts:
+            activity[name] = ts
+        activity.move_to_end(name)
+        return dm
+
+    def expire(self, ts: float) -> None:
+        horizon = ts - self.settings.domain_idle_s
+        activity = self._activity
+        while activity:
+            name = next(iter(activity))
+            if activity[name] >= horizon:
+                break
+            self._drop(name, "domains.expired")
+
+    def _drop(self, name: str, counter: str) -> None:
+        dm = self.domains.pop(name)
+        del self._activity[name]
+        self._flushed += dm.flush()
+        self.counters[counter] += 1
+
+    def drain_resolved(self, ts: float) -> list[IncidentResolved]:
+        """Incidents resolved by event time `ts` since the last call (see Monitor.drain_resolved)."""
+        out: list[IncidentResolved] = []
+        for dm in self.domains.values():
+            tracker = dm.incidents
+            if tracker.open:
+                tracker.advance(ts)
+            if tracker.has_resolved:
+                out += tracker.drain_resolved()
+        return out
+
+    def take_flushed(self) -> list[Alert]:
+        """Alerts that dropped domains released; each returned once."""
+        out, self._flushed = self._flushed, []
+        return out
+
+
+class Back:
+    """route -> DomainMonitors (one table: a process's, or one domain partition's) -> alerts, and the resolutions.
+
+    `owns`: which cache domains this back judges (None: all; `crosstalk replay --jobs`, the direct topology's
+    partition). `unowned`: where exchanges of other domains go (None: nowhere; a replay job's are judged by another
+    job; the direct topology dead-letters them: they came to the wrong partition)."""
+
+    def __init__(self, table: DomainTable, owns: Callable[[str], bool] | None = None) -> None:
+        self.table = table
+        self.counters = table.counters
+        self.owns = owns
+        self.unowned: list[Exchange] | None = None
+        self.next_resolved = _NEG_INF
+
+    def route(self, ex: Exchange, evaluated: Evaluated | None = None) -> list[Alert]:
+        """An exchange to its cache domain (counted; `route_exchange`), judged there if this back owns it."""
+        d = ex.__dict__  # route_exchange's own reads, and the time, from one read of the model's fields
+        domain = _route_fields(d, self.counters)
+        if domain is None:
+            return []
+        owns = self.owns
+        if owns is not None and not owns(domain):
+            if self.unowned is not None:
+                self.unowned.append(ex)
+            return []
+        return self.exchange(domain, ex, evaluated, d)
+
+    def exchange(
+        self, domain: str, ex: Exchange, evaluated: Evaluated | None = None, d: dict[str, Any] | None = None
+    ) -> list[Alert]:
+        """An exchange already routed to `domain`, judged by its DomainMonitor (`d`: its fields, if read already)."""
+        if d is None:
+            d = ex.__dict__
+        alerts = self.table.get(domain, d["ts"]).observe_exchange(ex, d)
+        if evaluated is not None:
+            evaluated.append((ex, alerts))
+        return alerts
+
+    def stats(self, ev: CacheStats) -> list[Alert]:
+        """Cache stats to their domain's monitor, if this back owns the domain."""
+        domain = ev.cache_domain
+        if self.owns is not None and not self.owns(domain):
+            return []
+        return self.table.get(domain, ev.ts).observe_stats(ev)
+
+    def advance(self, ts: float) -> list[Alert]:
+        """Event time moved to `ts`: domains release their buffered input; idle domains expire."""
+        alerts: list[Alert] = []
+        for dm in self.table.domains.values():
+            if dm.buffered:  # only buffered input waits for time; walking idle domains costs O(domains)
+                alerts += dm.advance(ts)
+        self.table.expire(ts)
+        return alerts
+
+    def flush(self) -> list[Alert]:
+        """End of input: every domain's buffered input and held findings are judged, in domain order."""
+        alerts: list[Alert] = []
+        domains = self.table.domains
+        for name in sorted(domains):
+            alerts += domains[name].flush()
+        return alerts + self.table.take_flushed()
+
+    def resolved_due(self, ts: float) -> list[IncidentResolved]:
+        """Incidents resolved by event time `ts`, checked at most once per `RESOLVE_STEP_S` of it (O(domains))."""
+        if ts < self.next_resolved:
+            return []
+        self.next_resolved = ts + RESOLVE_STEP_S
+        return self.table.drain_resolved(ts)
