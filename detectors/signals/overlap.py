@@ -14,12 +14,9 @@ A long run of consecutive matches (`overlap_strong_matches`) is critical whateve
 does not produce eight consecutive shared k-grams. Next to the placeholder mechanism any overlap is no
 coincidence: the verdict makes it critical. The reasoning and its measurements: docs/adr/0003.
 
-Two kinds of short run are no page and never make a high alert alone (docs/adr/0004, "junctions"): one whose
-neighbouring fingerprints are innocent text the source holds too (where a greeting meets a disclaimer, a quote
-meets a closing: a page's seams are k-grams nobody holds), and one whose matches do not follow each other in any
-one text of the source (k-grams a long text shares with the output by chance; a stale page is one piece).
-And a run must carry more information than chance gives (docs/adr/0004, "information"; `required_run`): where the
-source's text meets the rest of the output often (kana-heavy text of the same language), a longer run is needed.
+Short runs that are no page (the junction of two innocent texts; k-grams a long text shares by chance, out of order)
+never make a high alert alone, and a run must carry more information than chance gives (`required_run`): the run
+tests are detectors/runshape.py's, the reasoning docs/adr/0004 ("junctions", "information").
 
 The source is the tenant whose recent context explains most unexplained passages (rarity-weighted).
 Fingerprints of a flagged leak are remembered (tainted) with their source: when the victim re-sends them
@@ -44,7 +41,6 @@ from schemas.alert import SEVERITY_RANK, Severity, Signal
 from schemas.exchange import Exchange
 
 _MAX_SOURCE_IDS = 5
-# Tag of the long-horizon record: fingerprints first seen in a prompt (a tenant wrote them), not in the model's answers.
 _MAX_OTHER_SOURCES = 3
 # Plausible model tokens per unit (a word, or one CJK/Thai character): a count outside this range is not the
 # text's own (a prompt truncated by the producer, a template's overhead) and is not used.
