@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from detectors.canaries import CanaryRegistry
-from detectors.fingerprint import Fingerprinter, words_of
+from detectors.fingerprint import Fingerprinter
 from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
@@ -110,7 +110,7 @@ class Joiner:
             if req.prompt_text is not None and self.canaries.state_size():
                 # Markers the receiver sends itself (its history re-sending an answer that carried one): an output
                 # repeating them is its own context, not a new leak (the first one was judged when it happened).
-                prompt_hits = self.canaries.scan(words_of(req.prompt_text))
+                prompt_hits = self.canaries.scan(req.prompt_text)
             stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
         if d["canaries"]:
             for marker in req.canaries:
@@ -149,10 +149,10 @@ class Joiner:
             else:
                 assert resp.output_text is not None
                 # fingerprint_text works on the folded bytes without building the word list (2x faster than
-                # fingerprinting words_of); the canary scan needs words, but only once any marker is registered.
+                # fingerprinting words_of); the canary scan cuts words only from a text that can hold a marker.
                 tp = fpr.fingerprint_text(resp.output_text)
                 if self.canaries.state_size():
-                    hits = self.canaries.scan(words_of(resp.output_text))
+                    hits = self.canaries.scan(resp.output_text)
             stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
         rid = d["request_id"]
         req = self._requests.pop(rid, None)

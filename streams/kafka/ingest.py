@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
-from detectors.fingerprint import positions_of, words_of
+from detectors.fingerprint import positions_of
 from detectors.monitor import make_fingerprinter
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
@@ -175,7 +175,7 @@ class IngestStage:
         elif isinstance(event, Response) and event.output_text is not None:
             fp = event.output_fingerprint
             if fp is None:  # as the Joiner: a given fingerprint wins, and only text is scanned for markers
-                keys = self.keys.token_keys(words_of(event.output_text)) or None
+                keys = self.keys.token_keys(event.output_text) or None
                 fp = self._wire(event.output_text)
             event = event.model_copy(update={"output_text": None, "output_fingerprint": fp})
         out.append((q, "event", records.event_record(event, keys)))

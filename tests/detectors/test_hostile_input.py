@@ -51,14 +51,14 @@ def test_registry_holds_no_marker_text_and_matches_by_keyed_hash() -> None:
     token = MARK.rpartition("-")[2]
     state = repr(reg.__dict__) + repr(list(reg._markers.values()))
     assert token not in state and "CTK" not in state
-    (hit,) = reg.scan(["the", "code", "is", "ctk", "canary", token])
+    (hit,) = reg.scan(f"the code is ctk canary {token}")
     assert hit.owner_tenant_id == "probe-a"
     # Restored from keys alone (what a changelog holds), the registry still finds the marker.
     other = CanaryRegistry(reg.fingerprinter, max_markers=10)
     m = next(iter(reg._markers.values()))
     assert other.register_keyed(reg.token_key(token), m.marker_id, m.tenant_id, None, 0.0)
-    assert [h.marker_id for h in other.scan([token])] == [hit.marker_id]
-    assert reg.scan(["0123456789abcdef0123456789abcdef"]) == []
+    assert [h.marker_id for h in other.scan(token)] == [hit.marker_id]
+    assert reg.scan("0123456789abcdef0123456789abcdef") == []
 
 
 def test_registry_evicts_oldest_first_and_counts() -> None:
@@ -67,8 +67,8 @@ def test_registry_evicts_oldest_first_and_counts() -> None:
     for i, t in enumerate(tokens):
         assert reg.register("probe-a", f"P-{t}", None, float(i))
     assert reg.state_size() == 100 and reg.evicted == 150
-    assert reg.scan(tokens[:150]) == []
-    assert len(reg.scan(tokens[150:])) == 100
+    assert reg.scan(" ".join(tokens[:150])) == []
+    assert len(reg.scan(" ".join(tokens[150:]))) == 100
 
 
 def test_idle_domains_expire_and_their_count_is_bounded() -> None:

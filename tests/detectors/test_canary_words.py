@@ -1,0 +1,60 @@
+"""The canary scan cuts a text into units only when it can hold a marker (`hex_words`, issue 28): its answer must be
+exactly the filtered units, whatever the text holds (full-width digits, format characters, CJK, combining marks)."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from detectors.canaries import _HEX_WORD, MIN_HEX, hex_words
+from detectors.tokens import words_of
+
+
+def reference(text: str) -> list[str]:
+    return [w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+
+
+# Pieces that make or break a hex unit: ASCII hex, full-width hex (folds to ASCII), circled and superscript digits,
+# zero-width and soft-hyphen format characters (dropped, joining their neighbours), CJK (a unit per character),
+# Latin letters with and without combining marks, separators.
+PIECES = st.sampled_from(
+    [
+        "deadbeefcafe",
+        "0123456789",
+        "ABCDEF",
+        "ｄｅａｄｂｅｅｆ",
+        "①②",
+        "¹²³",
+        "\u200b",
+        "\u00ad",
+        "漢字",
+        "カナ",
+        "é",
+        "e\u0301",
+        "ß",
+        "_",
+        " ",
+        "-",
+        "\n",
+        "x",
+        "7",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(PIECES, max_size=30).map("".join))
+@example("id deadbeefcafe0123 here")
+@example("ｄｅａｄｂｅｅｆｃａｆｅ１２")
+@example("deadbeef\u200bcafe0123")
+@example("deadbeefcafe0123漢")
+@example("deadbeefcafe0123é")
+@example("deadbeefcafe0123\u0301")
+def test_hex_words_are_the_filtered_units(text: str) -> None:
+    assert hex_words(text) == reference(text)
+
+
+def test_plain_text_without_a_marker_is_not_cut() -> None:
+    assert hex_words("Grüße aus Köln, 2026-12-02, ticket 1234 and a uuid-ish 1234abcd") == []
+    assert hex_words("see 0123456789abcdef here") == ["0123456789abcdef"]
+    assert hex_words("漢字0123456789ABCDEF漢字") == ["0123456789abcdef"]
