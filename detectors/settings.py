@@ -240,6 +240,14 @@ class DetectionSettings(BaseModel):
         "largest KV pool (tokens allocated since, over capacity; detectors/pool.py) cannot be a stale page or a "
         "prefix-cache hit: at most a warning. 0 = off; no effect without cache_stats and token counts",
     )
+    overlap_beyond_pool_share: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="past overlap_pool_turnovers only a delivery mix-up (a gateway's response cache, a session routed "
+        "to another tenant) can carry another tenant's text, and it delivers a whole response: a finding whose source "
+        "explains less than this share of the output's fingerprints is then info, not a warning (0 = off; ADR 0008)",
+    )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"

@@ -347,9 +347,9 @@ class OverlapDetector(HeldJudge):
             # A long run of shared text (two tenants have had it: a template, a public passage) is no one tenant's
             # page: it names the source next to a mechanism, but alone it is no more than a warning (ADR 0008).
             severity = "warning"
-        if turnovers is not None and turnovers > self.s.overlap_pool_turnovers and severity in ("high", "critical"):
-            # The source's text is gone from every pool of the domain: no stale page or cached prefix carries it.
-            severity = "warning"
+        if turnovers is not None and turnovers > self.s.overlap_pool_turnovers and severity != "info":
+            # Gone from every pool of the domain: only a delivery mix-up still carries it, and that is a whole response.
+            severity = "warning" if ov.total and n >= self.s.overlap_beyond_pool_share * ov.total else "info"
         figures = dict(
             base,
             evidence=evidence,

@@ -1,5 +1,6 @@
 """A stale page cannot outlive its pool (detectors/pool.py): a content match whose newest source text is several
-turnovers of the domain's largest KV pool old is capped at warning; within the pool it is judged as before."""
+turnovers of the domain's largest KV pool old is at most a warning, and only when it is a whole response (what a
+delivery mix-up hands over); a passage inside an answer is then info. Within the pool it is judged as before."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def _settings(**kw: object) -> DetectionSettings:
     return DetectionSettings.model_validate(base | kw)
 
 
-def _leak_after(allocated: int, seed: int, **kw: object) -> Alert:
+def _leak_after(allocated: int, seed: int, whole: bool = False, **kw: object) -> Alert | None:
     """Tenant S sends a private text; other traffic allocates `allocated` tokens; then R's answer carries 30 words of
-    S's text. Returns R's cross-tenant alert."""
+    S's text inside 40 of its own (`whole`: R's answer is S's whole text). Returns R's cross-tenant alert, if any."""
     rng = random.Random(seed)
     words = rng.sample(WORDS, 400)
     private, own = " ".join(words[:80]), words[80:]
@@ -42,20 +43,28 @@ def _leak_after(allocated: int, seed: int, **kw: object) -> Alert:
         t, left, i = t + 5, left - n, i + 1
     page = " ".join(words[20:50])
     m.observe(request("r1", "R", t + 10, text="hello there"))
-    alerts = m.observe(response("r1", "R", t + 11, text=f"{' '.join(own[300:320])} {page} {' '.join(own[320:340])}"))
-    (alert,) = [a for a in alerts if a.kind == "cross_tenant_contamination"]
-    return alert
+    out = private if whole else f"{' '.join(own[300:320])} {page} {' '.join(own[320:340])}"
+    alerts = [a for a in m.observe(response("r1", "R", t + 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    assert len(alerts) <= 1
+    return alerts[0] if alerts else None
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_a_source_gone_from_the_pool_makes_a_warning_only(seed: int) -> None:
+def test_a_source_gone_from_the_pool_makes_a_warning_only_for_a_whole_response(seed: int) -> None:
     near = _leak_after(POOL // 2, seed)
-    assert SEVERITY_RANK[near.severity] >= SEVERITY_RANK["high"]
+    assert near is not None and SEVERITY_RANK[near.severity] >= SEVERITY_RANK["high"]
     assert near.evidence[0].figures["pool_turnovers"] < 1
-    far = _leak_after(3 * POOL, seed)
-    assert far.severity == "warning" and far.evidence[0].figures["pool_turnovers"] > 2
-    # Off: judged as if the pool held everything.
-    assert SEVERITY_RANK[_leak_after(3 * POOL, seed, overlap_pool_turnovers=0).severity] >= SEVERITY_RANK["high"]
+    # Past the pool a passage inside R's own answer is what a public echo looks like: no alert.
+    assert _leak_after(3 * POOL, seed) is None
+    # A whole response of S is what a delivery mix-up (a gateway's response cache) hands over: a warning.
+    far = _leak_after(3 * POOL, seed, whole=True)
+    assert far is not None and far.severity == "warning" and far.evidence[0].figures["pool_turnovers"] > 2
+    # The share rule off: the passage is a warning, as before.
+    kept = _leak_after(3 * POOL, seed, overlap_beyond_pool_share=0)
+    assert kept is not None and kept.severity == "warning"
+    # The horizon off: judged as if the pool held everything.
+    off = _leak_after(3 * POOL, seed, overlap_pool_turnovers=0)
+    assert off is not None and SEVERITY_RANK[off.severity] >= SEVERITY_RANK["high"]
 
 
 def test_without_cache_stats_nothing_is_out_of_the_pool() -> None:
