@@ -1,0 +1,67 @@
+"""The Faust internals the Kafka shell builds on, pinned by their source (ADR 0012).
+
+streams/kafka/consumer.py overrides Faust's fetch loop and commit, and its app the transport and the producer flush;
+streams/kafka/app.py sets the task-local current event that tables write their changelog by. None of these is Faust's
+public API. Each is named here with a digest of the source the override follows: a Faust release that changes one
+fails this test, which says what to re-read, before any broker test can fail in a way that points elsewhere."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import importlib
+import inspect
+from typing import Any
+
+import pytest
+
+FOLLOWED = {
+    # what BatchGuardConsumer._drain_messages re-implements (one guard per fetched batch, not per message)
+    "faust.transport.consumer.Consumer._drain_messages": "44a2500309e83c63",
+    # what BatchGuardConsumer._commit_offsets wraps (flush everything before offsets pass the snapshots)
+    "faust.transport.consumer.Consumer._commit_offsets": "1a69799041188441",
+    # App._new_transport: how the app builds its transport (ours returns BatchGuardTransport)
+    "faust.app.base.App._new_transport": "42db531312dd776f",
+    # App._producer_flush: called at a revocation (ours waits for the producer's buffer, flush_all)
+    "faust.app.base.App._producer_flush": "35c92baa028d57bd",
+    # flush_all puts a barrier into the producer's buffer and waits for the buffer's one sending task to reach it
+    "faust.transport.producer.ProducerBuffer.put": "bf26dfbc01d91088",
+    "faust.transport.producer.ProducerBuffer._send_pending": "4a9d5f932b56bc68",
+    "faust.transport.producer.ProducerBuffer.wait": "6a532eb86923612f",
+    # a table writes its changelog to the partition of the current event (app.py sets it for the direct topology)
+    "faust.tables.base.Collection.partition_for_key": "3b2291811b8dd791",
+}
+
+
+def _resolve(dotted: str) -> Any:
+    module_name, cls, attr = dotted.rsplit(".", 2)
+    return getattr(getattr(importlib.import_module(module_name), cls), attr)
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("dotted", sorted(FOLLOWED))
+def test_the_faust_source_an_override_follows_is_unchanged(dotted: str) -> None:
+    assert digest(_resolve(dotted)) == FOLLOWED[dotted], (
+        f"{dotted} changed in this Faust release: re-read it against streams/kafka/consumer.py and app.py "
+        "(ADR 0012), then update its digest here"
+    )
+
+
+def test_the_current_event_is_the_context_variable_tables_read() -> None:
+    from faust import streams
+
+    assert isinstance(streams._current_event, contextvars.ContextVar)
+    assert "current_event()" in inspect.getsource(_resolve("faust.tables.base.Collection.partition_for_key"))
+
+
+def test_the_digest_sees_a_change() -> None:
+    def f() -> int:
+        return 1
+
+    def g() -> int:
+        return 2
+
+    assert digest(f) != digest(g)
