@@ -16,31 +16,16 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from dataclasses import dataclass
 from itertools import compress, filterfalse, repeat
 from operator import eq
 from sys import intern
 from typing import Any
 
 from detectors.matches import BRIDGE, Overlap, Run, Runs, credit, measure, own, unit_tokens
-from detectors.postings import NATIVE, Restored, native_table, owners_of
+from detectors.postings import NATIVE, Doc, Restored, native_table, owners_of
 from detectors.runshape import RunShapes
 
 __all__ = ["BRIDGE", "NATIVE", "ContentIndex", "Doc", "Overlap", "unit_tokens"]
-
-
-@dataclass(slots=True)
-class Doc:
-    doc_id: int
-    tenant_id: str
-    session_id: str | None
-    request_id: str
-    ts: float
-    # The text's fingerprints in text order, each once: a list, or native uint64 once in the native postings.
-    hashes: list[int] | array[int]
-    # Model tokens per unit of this text (the engine's own count over the fingerprinter's units): what a
-    # matched unit of it weighs when outputs mixing several sources are attributed. 1.0 when unknown.
-    tpu: float = 1.0
 
 
 class ContentIndex(RunShapes):

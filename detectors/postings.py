@@ -9,10 +9,29 @@ per-fingerprint loops of inserting and dropping a text run in C. The answers, ow
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+
+@dataclass(slots=True)
+class Doc:
+    """One text of a domain's content index (detectors/index.py): whose, when, and its fingerprints."""
+
+    doc_id: int
+    tenant_id: str
+    session_id: str | None
+    request_id: str
+    ts: float
+    # The text's fingerprints in text order, each once: a list, or native uint64 once in the native postings.
+    hashes: list[int] | array[int]
+    # Model tokens per unit of this text (the engine's own count over the fingerprinter's units): what a
+    # matched unit of it weighs when outputs mixing several sources are attributed. 1.0 when unknown.
+    tpu: float = 1.0
+
 
 try:
     from detectors._winnow import Postings as _Postings

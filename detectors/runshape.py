@@ -6,13 +6,8 @@ lies in one text of the source in order (`_in_order`), and how often the source'
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from detectors.matches import Run, Runs
-from detectors.postings import first_native, first_positions
-
-if TYPE_CHECKING:
-    from detectors.index import Doc
+from detectors.postings import Doc, first_native, first_positions
 
 
 class RunShapes:
