@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),  # the commands: parse arguments, build the adapters and wire them together
     ("embedded", "kafka"),  # the runners: the detectors in-process, or as Faust workers on Kafka
     ("inputs", "sinks", "probe", "report", "integrations", "sim"),  # the adapters
+    ("outputs",),  # where produced events go: a JSONL file or stdout, the input topic, a function
     ("producer",),  # the gateway's publishing library (and the light Kafka clients)
     ("settings", "io", "routing", "terminal", "redact"),  # the ground: shared by everything above
 )

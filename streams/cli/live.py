@@ -25,7 +25,7 @@ from schemas.alert import Alert
 from schemas.events import EventError, parse_event
 from streams.cli.console import err, print_alert, print_summary
 from streams.embedded.runner import EmbeddedRunner
-from streams.probe.events import CallbackSink
+from streams.outputs import FunctionOutput
 from streams.probe.identities import Identity
 from streams.probe.pool import pool_from_metrics
 from streams.probe.run import CycleReport, Prober
@@ -143,7 +143,7 @@ async def _live(settings: Settings, warmup_s: float, between_s: float) -> tuple[
         settings,
         base_url,
         [Identity("probe-a", "probe-a"), Identity("probe-b", "probe-b")],
-        sink=CallbackSink(monitor.feed),
+        output=FunctionOutput(monitor.feed),
         pool=pool,
         cache_domain=c.cache_domain,
         in_process=True,

@@ -8,39 +8,48 @@ alerts as JSON Lines. The command (streams/cli/otlp.py) builds it and hands it t
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
-from schemas.events import Event
+from schemas.events import parse_event
 from streams.embedded.runner import EmbeddedRunner
-from streams.inputs.otlp import SpanReject
+from streams.outputs.base import Output, Produced, Refused
 from streams.settings import Settings
 from streams.sinks import build_sinks
 from streams.sinks.base import ByteOut
 from streams.sinks.jsonl import AlertWriter
 
 
-class EmbeddedOutput:
+class EmbeddedOutput(Output):
     """Detect in-process: the embedded runner's core, fed as spans arrive (live traffic is in time order)."""
 
     def __init__(self, settings: Settings, alerts_out: ByteOut | None, rejects_out: ByteOut | None) -> None:
         self.runner = EmbeddedRunner(settings, [AlertWriter(alerts_out), *build_sinks(settings)], rejects_out)
         self.alerts = self.runner.result.alerts
 
-    def events(self, events: list[Event]) -> list[SpanReject]:
-        """Feed the core; returns what it refused (future_ts, duplicate, canary_tenant, ...), by span, so
-        that the sender hears of it in partial_success (the rejects file has it too)."""
-        refused: list[SpanReject] = []
-        for ev in sorted(events, key=lambda e: e.ts):
+    def send(self, events: Sequence[Produced]) -> list[Refused]:
+        """Feed the core; returns what it refused (future_ts, duplicate, canary_tenant, ...), so that the sender
+        hears of it (OTLP: partial_success); the rejects file has it too."""
+        refused: list[Refused] = []
+        models = [ev if isinstance(ev, BaseModel) else parse_event(orjson.dumps(ev)) for ev in events]
+        for ev in sorted(models, key=lambda e: e.ts):
             why = self.runner.feed_checked(ev, "otlp")
             if why is not None:
-                trace_id, _, span_id = (ev.traceparent or "")[3:-3].rpartition("-")  # 00-<trace>-<span>-01
-                refused.append(SpanReject(why[0], why[1], trace_id, span_id))
+                refused.append(Refused(ev, why[0], why[1]))
         return refused
 
-    def rejects(self, rejects: list[SpanReject], source: str) -> None:
-        for r in rejects:
-            self.runner.reject(source, None, r.reason, r.detail, orjson.dumps(r.record()))
+    def dead_letter(
+        self,
+        source: str,
+        record: Mapping[str, Any],
+        reason: str,
+        detail: str,
+        position: tuple[str, int, int] | None = None,
+    ) -> None:
+        self.runner.reject(source, None, reason, detail, orjson.dumps(dict(record)))
 
     def close(self) -> None:
         self.runner.finish(time.perf_counter())

@@ -26,20 +26,27 @@ from typing import Any
 import orjson
 
 from detectors.monitor import make_fingerprinter
-from streams.inputs.otlp import Mapped, Sender, SpanMapper
+from streams.inputs.otlp import Mapped, Sender, SpanMapper, SpanReject
 from streams.inputs.otlp_auth import Authenticator, Unauthenticated, check_bind
 from streams.inputs.otlp_body import BIG, BodyError, Budget, read_body
+from streams.outputs import Output, Refused
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.otlp")
 
 
+def _span_reject(r: Refused) -> SpanReject:
+    """An event the output refused, as the span it came from (its traceparent: 00-<trace>-<span>-01)."""
+    trace_id, _, span_id = (r.event.traceparent or "")[3:-3].rpartition("-")
+    return SpanReject(r.reason, r.detail, trace_id, span_id)
+
+
 class OtlpReceiver:
     """OTLP/HTTP trace receiver: POST /v1/traces (application/x-protobuf or application/json, gzip or
     deflate), GET /health and /counters. Answers with ExportTraceServiceResponse, partial_success naming
-    rejects. `output` takes the events (and may return the spans it refused) and the rejects."""
+    rejects. `output` (streams/outputs/) takes the events, and may return those it refused, and the rejects."""
 
-    def __init__(self, settings: Settings, output: Any) -> None:
+    def __init__(self, settings: Settings, output: Output) -> None:
         self.settings = settings
         self.mapper = SpanMapper(settings.otlp, make_fingerprinter(settings.detection))
         self.auth = Authenticator(settings)
@@ -71,9 +78,9 @@ class OtlpReceiver:
         source = "otlp-http" if sender is None else f"otlp-http:{sender.name}"
         with self._lock:
             out = self.mapper.map_payload(body, encoding, sender)
-            out.refused = self.output.events(out.events) or []
-            if out.rejects:
-                self.output.rejects(out.rejects, source)
+            out.refused = [_span_reject(r) for r in self.output.send(out.events)]
+            for r in out.rejects:
+                self.output.dead_letter(source, r.record(), r.reason, r.detail)
             mapper_counters = dict(self.mapper.counters)
         with self._stats:
             self._mapper_counters = mapper_counters

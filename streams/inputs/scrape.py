@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from schemas.events import CacheStats, EventError, parse_event_obj
 from streams.inputs.engine_metrics import READERS, MetricsError, PoolReading, max_model_len
 from streams.inputs.scrape_http import FetchError, fetch_exposition, fetch_json
+from streams.outputs import JsonlOutput, KafkaOutput
 from streams.redact import protect_client_logs, redact_text, redact_url
 from streams.settings import ScrapeTarget, Settings, load_settings
 
@@ -253,15 +254,15 @@ class Scraper:
 
 
 class KafkaPublisher:
-    """cache_stats to the input topic; limits to the compacted limits topic (key = cache_domain)."""
+    """cache_stats to the input topic (a `KafkaOutput`); limits to the compacted limits topic (key = cache_domain)."""
 
     def __init__(self, settings: Settings) -> None:
         from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        from streams.producer import GatewayProducer, admin_client
+        from streams.producer import admin_client
 
-        self.gp = GatewayProducer(settings)
+        self.output = KafkaOutput(settings)
         self.limits_topic = settings.scrape.limits_topic
         admin = admin_client(settings.kafka.bootstrap)
         try:
@@ -274,21 +275,21 @@ class KafkaPublisher:
             admin.close()
 
     def __call__(self, events: list[CacheStats], limits: dict[str, dict[str, Any]]) -> None:
-        for ev in events:
-            self.gp.publish(ev)
+        self.output.send(events)
         for domain, rec in limits.items():
-            self.gp._producer.send(self.limits_topic, key=domain.encode(), value=orjson.dumps(rec))
-        self.gp.flush()
+            self.output.producer.send(self.limits_topic, key=domain.encode(), value=orjson.dumps(rec))
+        self.output.flush()
 
     def close(self) -> None:
-        self.gp.close()
+        self.output.close()
 
 
 def jsonl_writer(out: IO[bytes]) -> Callable[[list[CacheStats], dict[str, dict[str, Any]]], None]:
+    """cache_stats as JSON Lines (limits are served on /limits only)."""
+    output = JsonlOutput(out)
+
     def write(events: list[CacheStats], limits: dict[str, dict[str, Any]]) -> None:
-        for ev in events:
-            out.write(ev.model_dump_json(exclude_none=True).encode() + b"\n")
-        out.flush()
+        output.send(events)
 
     return write
 

@@ -89,27 +89,27 @@ class CrosstalkLogger(CustomLogger):
         event loop must never wait for the monitor."""
         if self._thread is not None:
             return
-        from streams.producer import GatewayProducer
+        from streams.outputs import KafkaOutput
 
         def loop() -> None:
-            gp = GatewayProducer(self.settings, producer=self._producer, send_text=self.s.send_text)
+            output = KafkaOutput(self.settings, producer=self._producer, send_text=self.s.send_text)
             try:
                 while True:
                     item = self._queue.get()
                     if item is None:
                         break
                     if isinstance(item, threading.Event):  # a flush marker
-                        gp.flush()
+                        output.flush()
                         item.set()
                         continue
                     try:
-                        gp.publish(item)
+                        output.send([item])
                         self.counters[f"published.{item['type']}"] += 1
                     except Exception as exc:  # a monitoring failure must never fail the user's call
                         self.counters["publish_error"] += 1
                         log.warning("crosstalk: %s event not published: %s", item.get("type"), exc)
             finally:
-                gp.close()
+                output.close()
 
         self._thread = threading.Thread(target=loop, name="crosstalk-publisher", daemon=True)
         self._thread.start()

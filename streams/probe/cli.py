@@ -10,12 +10,13 @@ import asyncio
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 from rich.progress import Progress, TextColumn
 
-from streams.probe.events import CallbackSink, EventSink, JsonlSink, KafkaSink, NullSink
+from streams.outputs import JsonlOutput, KafkaOutput, NullOutput, Output
 from streams.probe.identities import parse_identity
 from streams.probe.judge import ProbeResult
 from streams.probe.ladder import MAX_WINDOW
@@ -88,14 +89,14 @@ def _settings_for(args: argparse.Namespace) -> Settings:
     return settings.model_copy(update={"probe": probe})
 
 
-def _sink(args: argparse.Namespace, settings: Settings) -> EventSink:
+def _output(args: argparse.Namespace, settings: Settings) -> Output:
     if args.events and args.kafka:
         raise ValueError("--events and --kafka are exclusive")
     if args.events:
-        return JsonlSink(args.events)
+        return JsonlOutput(args.events)
     if args.kafka:
-        return KafkaSink(settings)
-    return NullSink()
+        return KafkaOutput(settings, send_text=True)  # the outputs' words feed the canary scan
+    return NullOutput()
 
 
 def worst(codes: list[int]) -> int:
@@ -103,7 +104,10 @@ def worst(codes: list[int]) -> int:
 
 
 async def run_schedule(
-    prober: Prober, every_s: float | None, cycles: int | None, on_report: CallbackSink | None = None
+    prober: Prober,
+    every_s: float | None,
+    cycles: int | None,
+    on_report: Callable[[CycleReport], None] | None = None,
 ) -> list[CycleReport]:
     reports: list[CycleReport] = []
     n = 0
@@ -112,7 +116,7 @@ async def run_schedule(
         report = await prober.run_cycle()
         reports.append(report)
         if on_report is not None:
-            on_report.send({"report": report})
+            on_report(report)
         n += 1
         if every_s is None or (cycles is not None and n >= cycles):
             return reports
@@ -133,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 print(
                     f"crosstalk probe: no pool size at {args.metrics_url}; probing by window fractions", file=sys.stderr
                 )
-        sink = _sink(args, settings)
+        output = _output(args, settings)
         prober = Prober(
             settings,
             args.base_url,
@@ -141,13 +145,13 @@ def run(args: argparse.Namespace) -> int:
             model=args.model,
             window=args.window,
             pool=pool,
-            sink=sink,
+            output=output,
             cache_domain=args.cache_domain,
         )
     except Exception as exc:  # bad flags, settings or identities: one clear line, "could not probe"
         print(f"crosstalk probe: {exc}", file=sys.stderr)
         return 2
-    if not prober.send_fingerprints and not isinstance(sink, NullSink):
+    if not prober.send_fingerprints and not isinstance(output, NullOutput):
         print(
             "crosstalk probe: no fingerprint key configured (detection.fingerprint_key); "
             "events carry no prompt fingerprints, and marker ids are this run's own",
@@ -158,9 +162,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(*columns, console=err, transient=True)
     task = progress.add_task("probing", total=None, last="")
 
-    def show(item: dict[str, object]) -> None:
-        report = item["report"]
-        assert isinstance(report, CycleReport)
+    def show(report: CycleReport) -> None:
         if report.error is not None and not report.results:
             print(f"crosstalk probe: could not probe: {report.error}", file=sys.stderr)
         else:
@@ -181,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         prober.on_result = tick
         progress.start()
     try:
-        reports = asyncio.run(run_schedule(prober, args.every, cycles, CallbackSink(show)))
+        reports = asyncio.run(run_schedule(prober, args.every, cycles, show))
     except KeyboardInterrupt:
         print("crosstalk probe: interrupted", file=sys.stderr)
     finally:

@@ -28,9 +28,9 @@ import httpx
 import openai
 
 from detectors.fingerprint import Fingerprinter
+from streams.outputs import NullOutput, Output, ValidatedOutput
 from streams.probe import http as probe_http
 from streams.probe.budget import Budget
-from streams.probe.events import EventSink, NullSink, Validated
 from streams.probe.identities import Identity, MarkerBook
 from streams.probe.judge import Finding, ProbeResult, judge, suspicious
 from streams.probe.ladder import MAX_WINDOW, Rung, build_prompt, count_tokens, ladder
@@ -121,7 +121,7 @@ class Prober:
         model: str | None = None,
         window: int | None = None,
         pool: int | None = None,
-        sink: EventSink | None = None,
+        output: Output | None = None,
         cache_domain: str | None = None,
         in_process: bool = False,
         on_result: Callable[[ProbeResult, int], None] | None = None,
@@ -143,7 +143,9 @@ class Prober:
         # key this process's random one would make them rejects (fingerprint_params) anywhere else.
         self.send_fingerprints = in_process or det.fingerprint_key.configured
         self.book = MarkerBook(self.fingerprinter)
-        self.sink = Validated(sink or NullSink(), settings)
+        # Prompts leave as keyed fingerprints only; outputs leave as text, because the monitor's canary scan reads
+        # words (they are short: at most `max_output_tokens`).
+        self.output = ValidatedOutput(output or NullOutput(), settings)
         self.cache_domain = cache_domain or self.s.cache_domain or urlparse(self.base_url).netloc or self.base_url
         self._seq = itertools.count(1)
         self.run_id = ""
@@ -160,7 +162,7 @@ class Prober:
             i.tenant: probe_http.client(self.base_url, i.api_key, s.timeout_s, s.max_response_bytes)
             for i in self.identities
         }
-        before = Counter(self.sink.counts)
+        before = Counter(self.output.counts)
         try:
             async with asyncio.timeout(s.deadline_s):  # whatever the endpoint does, the cycle ends
                 await self._cycle(clients, report, budget)
@@ -173,7 +175,7 @@ class Prober:
         finally:
             for c in clients.values():
                 await c.close()
-            report.events = Counter(self.sink.counts) - before
+            report.events = Counter(self.output.counts) - before
             report.seconds = time.perf_counter() - start
         return report
 
@@ -231,14 +233,16 @@ class Prober:
         now = time.time()
         for ident in self.identities:
             marker = self.book.plant(ident.tenant, self.s.marker_prefix)
-            self.sink.send(
-                {
-                    "type": "canary",
-                    "event_id": f"probe-{self.run_id}-canary-{ident.tenant}",
-                    "ts": now,
-                    "tenant_id": ident.tenant,
-                    "marker": marker,
-                }
+            self.output.send(
+                [
+                    {
+                        "type": "canary",
+                        "event_id": f"probe-{self.run_id}-canary-{ident.tenant}",
+                        "ts": now,
+                        "tenant_id": ident.tenant,
+                        "marker": marker,
+                    }
+                ]
             )
 
     def _progress(self, report: CycleReport, batch: list[ProbeResult]) -> None:
@@ -389,7 +393,7 @@ class Prober:
             event["prompt_fingerprint"] = self.fingerprinter.fingerprint(text).model_dump(mode="json")
         if report.window is not None:
             event["context_window"] = report.window
-        self.sink.send(event)
+        self.output.send([event])
 
     def _emit_pool(self, report: CycleReport) -> None:
         """What the probe knows of the pool (--metrics-url, --pool-tokens) as the domain's cache_stats, so that
@@ -410,7 +414,7 @@ class Prober:
             event["model"] = report.model
         if report.window is not None:
             event["context_window"] = report.window
-        self.sink.send(event)
+        self.output.send([event])
 
     def _emit_response(self, r: ProbeResult, output: str, finish: str | None, model: str | None) -> None:
         event: dict[str, Any] = {
@@ -431,7 +435,7 @@ class Prober:
                 event["usage"] = {"input_tokens": r.usage_prompt_tokens, "output_tokens": r.usage_output_tokens}
             if r.ttft_s is not None:
                 event["ttft_ms"] = round(r.ttft_s * 1000, 3)
-        self.sink.send(event)
+        self.output.send([event])
 
     def close(self) -> None:
-        self.sink.close()
+        self.output.close()

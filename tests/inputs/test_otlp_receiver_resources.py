@@ -11,6 +11,7 @@ import io
 import socket
 import threading
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,8 @@ import pytest
 from conftest import wait_for
 from otlp_hostile import good_span
 
-from schemas.events import Event
-from streams.inputs.otlp import SpanReject
 from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
+from streams.outputs.base import Produced, Refused
 from streams.settings import Settings
 from streams.testing.otlp import export_request
 from streams.testing.otlp_attacks import bomb_body, closed_by_peer, post_raw, rss_mib, start_receiver, stop_receiver
@@ -62,17 +62,17 @@ def test_sixteen_concurrent_gzip_bombs_stay_bounded_and_memory_is_given_back(tmp
 
 
 class BlockingOutput(JsonlOutput):
-    """Holds the mapping thread inside output.events until released."""
+    """Holds the mapping thread inside output.send until released."""
 
     def __init__(self) -> None:
         super().__init__(io.BytesIO(), io.BytesIO())
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def events(self, events: list[Event]) -> list[SpanReject]:
+    def send(self, events: Sequence[Produced]) -> list[Refused]:
         self.entered.set()
         assert self.release.wait(60)
-        return super().events(events)
+        return super().send(events)
 
 
 def _blocked(settings: Settings) -> Any:
@@ -199,11 +199,11 @@ class FailingOutput(JsonlOutput):
         super().__init__(io.BytesIO(), io.BytesIO())
         self.fail = True
 
-    def events(self, events: list[Event]) -> list[SpanReject]:
+    def send(self, events: Sequence[Produced]) -> list[Refused]:
         if self.fail:
             self.fail = False
             raise OSError("no space left on device")
-        return super().events(events)
+        return super().send(events)
 
 
 def test_a_failing_output_is_a_retryable_503_not_a_500() -> None:

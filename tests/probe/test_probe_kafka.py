@@ -10,7 +10,7 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from schemas.events import parse_event
-from streams.probe.events import KafkaSink, Validated
+from streams.outputs import KafkaOutput, ValidatedOutput
 from streams.probe.identities import Identity
 from streams.probe.run import Prober
 from streams.sim.serving.core import EngineConfig
@@ -24,9 +24,9 @@ def test_probe_events_reach_the_input_topic_keyed_and_valid(kafka_names: Any) ->
     admin.create_topics([NewTopic(kafka_names.input_topic, 2, 1)])
     admin.close()
     settings = kafka_names.settings(probe={"rate_per_s": 200.0})
-    sink = Validated(KafkaSink(settings), settings)
+    output = ValidatedOutput(KafkaOutput(settings, send_text=True), settings)
     with EngineThread(LiveEngine(EngineConfig(), "pd-abort-bug")) as th:
-        prober = Prober(settings, th.base_url, [Identity("probe-a", "a"), Identity("probe-b", "b")], sink=sink)
+        prober = Prober(settings, th.base_url, [Identity("probe-a", "a"), Identity("probe-b", "b")], output=output)
         report = asyncio.run(prober.run_cycle())
         prober.close()
     assert report.exit_code == 1

@@ -12,7 +12,7 @@ import pytest
 from schemas.events import parse_event
 from streams.cli.live import run_live_demo
 from streams.embedded.runner import EmbeddedRunner
-from streams.probe.events import CallbackSink
+from streams.outputs import FunctionOutput
 from streams.probe.identities import Identity
 from streams.probe.run import Prober
 from streams.settings import Settings
@@ -35,7 +35,7 @@ def test_probe_events_through_the_embedded_runner_raise_canary_and_overlong_aler
             settings,
             th.base_url,
             [Identity("probe-a", "probe-a"), Identity("probe-b", "probe-b")],
-            sink=CallbackSink(events.append),
+            output=FunctionOutput(events.append),
             cache_domain="sim-e2e",
             in_process=True,
             on_result=lambda r, planned: ticks.append(planned),

@@ -1,6 +1,6 @@
 """The fast path is the default (issue 28): with the shipped settings every producer crosstalk ships keys events by
 cache domain, so the direct topology (the default) reads them as they are: `GatewayProducer`, the OTLP bridge's
-Kafka output, the probe's Kafka sink and the LiteLLM callback, on the real broker (and LiteLLM itself)."""
+Kafka output, the probe's (the same `KafkaOutput`) and the LiteLLM callback, on the real broker (and LiteLLM itself)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ def test_the_shipped_topology_is_the_direct_one() -> None:
 
 
 def test_the_otlp_bridge_and_the_probe_key_by_cache_domain(kafka_names: Any) -> None:
-    from streams.inputs.otlp_http import KafkaOutput
-    from streams.probe.events import KafkaSink
+    from streams.outputs import KafkaOutput
 
     settings = _defaults(kafka_names)
     kafka_names.create()
@@ -53,14 +52,14 @@ def test_the_otlp_bridge_and_the_probe_key_by_cache_domain(kafka_names: Any) -> 
     out = KafkaOutput(settings)
     req, resp = _pair("otlp-1", "dom-a")
     del req["prompt_text"]  # the request names no domain: held until its response does
-    out.events([parse_event(orjson.dumps(req)), parse_event(orjson.dumps(resp))])
+    out.send([parse_event(orjson.dumps(req)), parse_event(orjson.dumps(resp))])
     out.close()
-    sink = KafkaSink(settings)
+    probe = KafkaOutput(settings, send_text=True)  # as `crosstalk probe --kafka` builds it: events as dicts
     preq, presp = _pair("probe-1", "dom-b")
     preq["cache_domain"] = "dom-b"
-    sink.send(preq)
-    sink.send(presp)
-    sink.close()
+    probe.send([preq])
+    probe.send([presp])
+    probe.close()
     got = _where(kafka_names, 4)
     for rid, dom in (("otlp-1", "dom-a"), ("probe-1", "dom-b")):
         want = (dom.encode(), input_partition_of(dom.encode(), parts))

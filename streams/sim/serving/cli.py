@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import sys
-from typing import Any
 
 from streams.sim.serving.core import MODES, EngineConfig
 from streams.sim.serving.server import LiveEngine
@@ -56,18 +55,19 @@ async def _serve(engine: LiveEngine, host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streams.probe.events import JsonlSink, KafkaSink, Validated
+    from streams.outputs import JsonlOutput, KafkaOutput, Output, ValidatedOutput
     from streams.settings import load_settings
 
     try:
         config = config_from(args)
         settings = load_settings(getattr(args, "config", None))
-        sink: Any = None
+        output: Output | None = None
         if args.events:
-            sink = Validated(JsonlSink(args.events), settings)
+            output = ValidatedOutput(JsonlOutput(args.events), settings, "crosstalk engine")
         elif args.kafka:
-            sink = Validated(KafkaSink(settings, send_text=False), settings)  # text fingerprinted at the edge
-        on_event = sink.send if sink else None
+            # Text fingerprinted at the edge, as a gateway's producer does.
+            output = ValidatedOutput(KafkaOutput(settings, send_text=False), settings, "crosstalk engine")
+        on_event = None if output is None else (lambda ev, out=output: out.send([ev]))
         engine = LiveEngine(config, args.mode, on_event=on_event, stats_interval_s=args.stats_interval)
     except (ValueError, OSError) as exc:
         print(f"crosstalk engine: {exc}", file=sys.stderr)
@@ -79,6 +79,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"crosstalk engine: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
     finally:
-        if sink is not None:
-            sink.close()
+        if output is not None:
+            output.close()
     return 0

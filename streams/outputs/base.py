@@ -1,0 +1,48 @@
+"""The base class of every event output (httpx-style: an explicit base, one file per implementation)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from schemas.events import Event
+
+# A produced event: a wire model, or its JSON object (the prober and the LiteLLM callback build dicts).
+Produced = Event | Mapping[str, Any]
+
+
+class Refused(NamedTuple):
+    """An event an output did not take (an output that detects in-process refuses what its core refuses)."""
+
+    event: Event
+    reason: str
+    detail: str
+
+
+class Output:
+    """Where produced events go.
+
+    `send` takes a batch in order and returns what it refused; an output that leaves judging to later (a file, the
+    Kafka topic) refuses nothing. `dead_letter` keeps a record of input that produced no event (a span that could not
+    be mapped), where this output keeps such records (a rejects file, the dead-letter topic); `position` names where
+    the input came from (topic, partition, offset). `flush` makes what was sent visible; `close` flushes and lets go.
+    """
+
+    def send(self, events: Sequence[Produced]) -> list[Refused]:
+        raise NotImplementedError
+
+    def dead_letter(
+        self,
+        source: str,
+        record: Mapping[str, Any],
+        reason: str,
+        detail: str,
+        position: tuple[str, int, int] | None = None,
+    ) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.flush()
