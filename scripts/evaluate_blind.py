@@ -7,6 +7,9 @@ Every figure is reported per shape and key, and as the WORST over keys and shape
 
     python scripts/evaluate_blind.py            # default: 4 shapes x 3 seeds x 3 keys (about 7 min)
     python scripts/evaluate_blind.py --quick    # 2 small shapes, short runs (under a minute)
+    python scripts/evaluate_blind.py --corpus rag   # the operator-corpus dial: the deployment's shared RAG
+                                                    # collection loaded with `crosstalk corpus add` (what an
+                                                    # operator serving RAG over it holds), nothing else
 
 Writes bench/results/blind-<date>.json and .md (or --out PREFIX).
 """
@@ -30,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from schemas.alert import SEVERITY_RANK  # noqa: E402
 from streams.sim.blind.__main__ import write  # noqa: E402
-from streams.sim.blind.world import Shape  # noqa: E402
+from streams.sim.blind.world import Shape, build_world  # noqa: E402
 from streams.sim.evaluate import evaluate, load_alerts  # noqa: E402
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -61,9 +64,35 @@ def key_of(label: str) -> str:
     return hashlib.sha256(label.encode()).hexdigest()
 
 
-def replay(events: Path, alerts: Path, rejects: Path, key: str) -> float:
+def rag_corpus(shape: Shape, where: Path, key: str) -> Path:
+    """The deployment's shared RAG collection (one file per language) as a corpus under `key`."""
+    texts = where / "rag"
+    texts.mkdir(parents=True, exist_ok=True)
+    for lang, chunks in build_world(shape).rag.items():
+        (texts / f"{lang}.txt").write_text("\n\n".join(chunks), encoding="utf-8")
+    corpus = where / f"rag-{hashlib.sha256(key.encode()).hexdigest()[:8]}.corpus"
+    corpus.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSTALK_")}
     env["CROSSTALK_DETECTION__FINGERPRINT_KEY"] = key
+    cmd = [
+        sys.executable,
+        "-m",
+        "streams.cli",
+        "corpus",
+        "--corpus",
+        str(corpus),
+        "add",
+        *sorted(map(str, texts.glob("*.txt"))),
+    ]
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    return corpus
+
+
+def replay(events: Path, alerts: Path, rejects: Path, key: str, corpus: Path | None = None) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSTALK_")}
+    env["CROSSTALK_DETECTION__FINGERPRINT_KEY"] = key
+    if corpus is not None:
+        env["CROSSTALK_CORPUS__PATH"] = str(corpus)
     t = time.monotonic()
     cmd = [
         sys.executable,
@@ -174,7 +203,9 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Blind profile: crosstalk {report['date']}",
         "",
-        f"Profile `{report['profile']}` (streams/sim/blind, frozen); no operator corpus; keys: "
+        f"Profile `{report['profile']}` (streams/sim/blind, frozen); "
+        + ("operator corpus: the shared RAG collection" if report.get("corpus") == "rag" else "no operator corpus")
+        + "; keys: "
         f"{', '.join(report['keys'])}; crosstalk at {report['commit']}.",
         "",
         "| shape | seed | key | clean 2xx | false high+ | false warning+ | exposure | content-only | "
@@ -227,6 +258,7 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/crosstalk-blind"), help="events, labels, alerts")
     ap.add_argument("--out", type=Path, help="output prefix (default bench/results/blind-<date>)")
     ap.add_argument("--render", type=Path, help="only re-write the .md (and worst figures) of this results JSON")
+    ap.add_argument("--corpus", choices=["none", "rag"], default="none", help="the operator-corpus dial (default none)")
     a = ap.parse_args()
     if a.render:
         report = orjson.loads(a.render.read_bytes())
@@ -254,7 +286,8 @@ def main() -> int:
             for key in keys:
                 alerts = where / f"alerts-{key}.jsonl"
                 alerts.unlink(missing_ok=True)
-                secs = replay(paths["events"], alerts, where / f"rejects-{key}.jsonl", key_of(key))
+                corpus = rag_corpus(shape, where, key_of(key)) if a.corpus == "rag" else None
+                secs = replay(paths["events"], alerts, where / f"rejects-{key}.jsonl", key_of(key), corpus)
                 rejects = where / f"rejects-{key}.jsonl"
                 n_rej = sum(1 for _ in rejects.open()) if rejects.exists() else 0
                 f = figures(labels, alerts)
@@ -270,6 +303,7 @@ def main() -> int:
     report = {
         "date": date,
         "profile": "blind-v1",
+        "corpus": a.corpus,
         "commit": commit.strip(),
         "keys": list(keys),
         "shapes": {k: v for k, v in shapes.items()},

@@ -8,15 +8,14 @@ alerts as JSON Lines. The command (streams/cli/otlp.py) builds it and hands it t
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import orjson
 from pydantic import BaseModel
 
 from schemas.events import parse_event
 from streams.embedded.runner import EmbeddedRunner
-from streams.outputs.base import Output, Produced, Refused
+from streams.outputs.base import Letter, Output, Produced, Refused
 from streams.settings import Settings
 from streams.sinks import build_sinks
 from streams.sinks.base import ByteOut
@@ -41,15 +40,8 @@ class EmbeddedOutput(Output):
                 refused.append(Refused(ev, why[0], why[1]))
         return refused
 
-    def dead_letter(
-        self,
-        source: str,
-        record: Mapping[str, Any],
-        reason: str,
-        detail: str,
-        position: tuple[str, int, int] | None = None,
-    ) -> None:
-        self.runner.reject(source, None, reason, detail, orjson.dumps(dict(record)))
+    def dead_letter(self, letter: Letter) -> None:
+        self.runner.reject(letter.source, None, letter.reason, letter.detail, orjson.dumps(dict(letter.record)))
 
     def close(self) -> None:
         self.runner.finish(time.perf_counter())

@@ -16,7 +16,7 @@ from collections import Counter
 from detectors.monitor import make_fingerprinter
 from streams.inputs.otlp import Mapped, SpanMapper, SpanReject
 from streams.inputs.otlp_receiver import OtlpReceiver
-from streams.outputs import JsonlOutput, KafkaOutput
+from streams.outputs import JsonlOutput, KafkaOutput, Letter
 from streams.settings import Settings
 
 __all__ = ["JsonlOutput", "KafkaOutput", "OtlpReceiver", "bridge_kafka"]  # the outputs: re-exported
@@ -85,7 +85,7 @@ def bridge_kafka(
                         counts.update(f"rejects.{r.reason}" for r in out.rejects)
                         position = (tp.topic, tp.partition, rec.offset)
                         for r in out.rejects:
-                            output.dead_letter("otlp-kafka", r.record(), r.reason, r.detail, position)
+                            output.dead_letter(Letter("otlp-kafka", r.record(), r.reason, r.detail, position))
             output.flush()
             consumer.commit()
     finally:

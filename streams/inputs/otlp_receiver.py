@@ -29,7 +29,7 @@ from detectors.monitor import make_fingerprinter
 from streams.inputs.otlp import Mapped, Sender, SpanMapper, SpanReject
 from streams.inputs.otlp_auth import Authenticator, Unauthenticated, check_bind
 from streams.inputs.otlp_body import BIG, BodyError, Budget, read_body
-from streams.outputs import Output, Refused
+from streams.outputs import Letter, Output, Refused
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.otlp")
@@ -80,7 +80,7 @@ class OtlpReceiver:
             out = self.mapper.map_payload(body, encoding, sender)
             out.refused = [_span_reject(r) for r in self.output.send(out.events)]
             for r in out.rejects:
-                self.output.dead_letter(source, r.record(), r.reason, r.detail)
+                self.output.dead_letter(Letter(source, r.record(), r.reason, r.detail))
             mapper_counters = dict(self.mapper.counters)
         with self._stats:
             self._mapper_counters = mapper_counters

@@ -7,10 +7,19 @@ Kafka input topic through the gateway producer library (kafka.py), or a function
 checks each event against the wire contract before it leaves. Alerts leave through sinks (streams/sinks/), not here.
 """
 
-from streams.outputs.base import Output, Refused
+from streams.outputs.base import Letter, Output, Refused
 from streams.outputs.function import FunctionOutput, NullOutput
 from streams.outputs.jsonl import JsonlOutput
 from streams.outputs.kafka import KafkaOutput
 from streams.outputs.validated import ValidatedOutput
 
-__all__ = ["FunctionOutput", "JsonlOutput", "KafkaOutput", "NullOutput", "Output", "Refused", "ValidatedOutput"]
+__all__ = [
+    "FunctionOutput",
+    "JsonlOutput",
+    "KafkaOutput",
+    "Letter",
+    "NullOutput",
+    "Output",
+    "Refused",
+    "ValidatedOutput",
+]

@@ -19,26 +19,31 @@ class Refused(NamedTuple):
     detail: str
 
 
+class Letter(NamedTuple):
+    """A record of input that produced no event (a span that could not be mapped): where it came from (`source`; and
+    `position`, the topic, partition and offset it was read at), why, and the record itself (never the input's
+    text: a span may carry message text)."""
+
+    source: str
+    record: Mapping[str, Any]
+    reason: str
+    detail: str
+    position: tuple[str, int, int] | None = None
+
+
 class Output:
     """Where produced events go.
 
     `send` takes a batch in order and returns what it refused; an output that leaves judging to later (a file, the
-    Kafka topic) refuses nothing. `dead_letter` keeps a record of input that produced no event (a span that could not
-    be mapped), where this output keeps such records (a rejects file, the dead-letter topic); `position` names where
-    the input came from (topic, partition, offset). `flush` makes what was sent visible; `close` flushes and lets go.
+    Kafka topic) refuses nothing. `dead_letter` keeps a `Letter` where this output keeps such records (a rejects
+    file, the dead-letter topic, the runner's rejects). `flush` makes what was sent visible; `close` flushes and lets
+    go.
     """
 
     def send(self, events: Sequence[Produced]) -> list[Refused]:
         raise NotImplementedError
 
-    def dead_letter(
-        self,
-        source: str,
-        record: Mapping[str, Any],
-        reason: str,
-        detail: str,
-        position: tuple[str, int, int] | None = None,
-    ) -> None:
+    def dead_letter(self, letter: Letter) -> None:
         return None
 
     def flush(self) -> None:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 from pydantic import BaseModel
 
-from streams.outputs.base import Output, Produced, Refused
+from streams.outputs.base import Letter, Output, Produced, Refused
 
 
 def _line(event: Produced) -> bytes:
@@ -40,16 +40,9 @@ class JsonlOutput(Output):
         self.out.flush()
         return []
 
-    def dead_letter(
-        self,
-        source: str,
-        record: Mapping[str, Any],
-        reason: str,
-        detail: str,
-        position: tuple[str, int, int] | None = None,
-    ) -> None:
+    def dead_letter(self, letter: Letter) -> None:
         if self.rejects_out is not None:
-            self.rejects_out.write(orjson.dumps({"source": source, **record}) + b"\n")
+            self.rejects_out.write(orjson.dumps({"source": letter.source, **letter.record}) + b"\n")
             self.rejects_out.flush()
 
     def flush(self) -> None:

@@ -4,12 +4,12 @@ traceparent as a header); dead letters to the dead-letter topic with the reason 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-from streams.outputs.base import Output, Produced, Refused
+from streams.outputs.base import Letter, Output, Produced, Refused
 from streams.settings import Settings
 
 # The dead-letter headers of the workers (streams/kafka/app.py).
@@ -42,22 +42,16 @@ class KafkaOutput(Output):
             publish(ev)  # type: ignore[arg-type]
         return []  # the workers judge them (and dead-letter what they refuse)
 
-    def dead_letter(
-        self,
-        source: str,
-        record: Mapping[str, Any],
-        reason: str,
-        detail: str,
-        position: tuple[str, int, int] | None = None,
-    ) -> None:
-        headers = [(H_REASON, reason.encode()), (H_DETAIL, detail[:1000].encode())]
+    def dead_letter(self, letter: Letter) -> None:
+        headers = [(H_REASON, letter.reason.encode()), (H_DETAIL, letter.detail[:1000].encode())]
+        position = letter.position
         if position is not None:
             headers += [
                 (H_SRC_TOPIC, position[0].encode()),
                 (H_SRC_PARTITION, str(position[1]).encode()),
                 (H_SRC_OFFSET, str(position[2]).encode()),
             ]
-        value = orjson.dumps({"source": source, **record})
+        value = orjson.dumps({"source": letter.source, **letter.record})
         self.producer.send(self.deadletter_topic, key=None, value=value, headers=headers)
 
     def flush(self) -> None:

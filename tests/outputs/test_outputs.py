@@ -15,7 +15,7 @@ import pytest
 from factories import request, response
 
 from streams.embedded.output import EmbeddedOutput
-from streams.outputs import FunctionOutput, JsonlOutput, NullOutput, Output, Refused, ValidatedOutput
+from streams.outputs import FunctionOutput, JsonlOutput, Letter, NullOutput, Output, Refused, ValidatedOutput
 from streams.settings import Settings
 
 SETTINGS = Settings(detection={"fingerprint_key": "outputs-tests"})
@@ -51,7 +51,7 @@ def test_every_output_takes_models_and_objects_and_refuses_none_of_a_valid_batch
     assert out.send(models) == []
     assert out.send(objects) == []
     assert out.send([]) == []
-    out.dead_letter("test", {"reason": "not_otlp"}, "not_otlp", "a record that was not a span")
+    out.dead_letter(Letter("test", {"reason": "not_otlp"}, "not_otlp", "a record that was not a span"))
     out.flush()
     out.close()
 
@@ -61,7 +61,7 @@ def test_jsonl_writes_one_line_per_event_in_order_and_dead_letters_apart() -> No
     out = JsonlOutput(events, rejects)
     pair = _pair("r-1")
     out.send([pair[0], orjson.loads(pair[1].model_dump_json())])
-    out.dead_letter("otlp-http", {"trace_id": "ab"}, "no_tenant", "no tenant attribute")
+    out.dead_letter(Letter("otlp-http", {"trace_id": "ab"}, "no_tenant", "no tenant attribute"))
     out.close()
     lines = [orjson.loads(x) for x in events.getvalue().splitlines()]
     assert [(x["type"], x["request_id"]) for x in lines] == [("request", "r-1"), ("response", "r-1")]
@@ -99,7 +99,7 @@ def test_the_embedded_output_refuses_what_its_core_refuses_and_names_the_event()
     assert out.send(pair) == []
     (refused,) = out.send(pair[:1])  # the same event again
     assert isinstance(refused, Refused) and refused.reason == "duplicate" and refused.event.request_id == "r-1"
-    out.dead_letter("otlp-http", {"trace_id": "ab"}, "no_tenant", "no tenant attribute")
+    out.dead_letter(Letter("otlp-http", {"trace_id": "ab"}, "no_tenant", "no tenant attribute"))
     out.close()
     reasons = [orjson.loads(x)["reason"] for x in rejects.getvalue().splitlines()]
     assert reasons == ["duplicate", "no_tenant"]
