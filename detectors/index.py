@@ -194,8 +194,10 @@ class ContentIndex(RunShapes):
         the output, only not evidence. Without this a page of Japanese or Chinese, whose 5-character k-grams are
         often stock phrases, falls apart into short runs that look like shared vocabulary. Bridged fingerprints
         add no length (runs count matches) and no evidence; they widen the passage's span (`Overlap.tokens`).
-        The receiver's own text (prompt, context, history) and other tenants' text are never bridged: they are
-        the seams of a page.
+        The same holds for a fingerprint of the receiver's own prompt or older history that the source's text holds
+        too: shared by two holders, as a fingerprint two tenants hold in the window is. What only the receiver holds
+        (its own text) and other tenants' text are never bridged: they are the seams of a page, whose straddling
+        k-grams nobody holds.
 
         `positions[i]` (optional) is the k-gram position in the output text of `hashes[i]`: with it each free run
         records the positions it covers (`Overlap.free_runs`)."""
@@ -241,6 +243,8 @@ class ContentIndex(RunShapes):
             if h in own_prompt:
                 ov.own_prompt += 1
                 own[i] = h
+                if prev and bridge:  # shared by two holders when the source has it too (`_bridge`)
+                    self._bridge(h, prev, runs, bridge)
                 continue
             why = explained[i] if explained is not None else 0
             if why >= 2:
@@ -262,6 +266,8 @@ class ContentIndex(RunShapes):
                     own[i] = h
                 elif why:  # the receiver had it itself, before the window
                     ov.own_history += 1
+                    if prev and bridge:
+                        self._bridge(h, prev, runs, bridge)
                 else:
                     self._credit(ov, doc, 1.0, weight, h, prev, runs, i)
                 continue
@@ -281,6 +287,8 @@ class ContentIndex(RunShapes):
                 continue
             if why:
                 ov.own_history += 1
+                if prev and bridge:
+                    self._bridge(h, prev, runs, bridge, owners)
                 continue
             share = 1.0 / len(owners)
             for doc_id in owners.values():

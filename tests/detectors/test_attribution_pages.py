@@ -57,8 +57,17 @@ def test_only_common_kgrams_the_source_holds_are_bridged_and_only_a_few_in_a_row
     assert (ov.passages["A"], ov.run_by_tenant["A"]) == (2, 3)
     ov = idx.query("V", "sv", out, set(), explained=[0, 0, 0, 2, 2, 2, 2, 0, 0, 0], bridge=4)
     assert (ov.passages["A"], ov.run_by_tenant["A"]) == (1, 6)
-    # The receiver's own prompt is never bridged: a page ends where the receiver's text begins.
+    # A k-gram of the receiver's own prompt that A's text does not hold is a seam: the page ends there.
+    ov = idx.query("V", "sv", [1, 2, 3, 999, 5, 6], {999}, bridge=3)
+    assert ov.passages["A"] == 2
+    # One that A's text holds too is shared by two holders, as if both had it in the window: bridged, no evidence
+    # (short k-grams of a language both write; the page goes on through them).
     ov = idx.query("V", "sv", [1, 2, 3, 4, 5, 6], {4}, bridge=3)
+    assert (ov.passages["A"], ov.run_by_tenant["A"], ov.own_prompt) == (1, 5, 1)
+    # Likewise one the receiver had over the long horizon (explained 1), if A holds it.
+    ov = idx.query("V", "sv", [1, 2, 3, 4, 5, 6], set(), explained=[0, 0, 0, 1, 0, 0], bridge=3)
+    assert (ov.passages["A"], ov.run_by_tenant["A"], ov.own_history) == (1, 5, 1)
+    ov = idx.query("V", "sv", [1, 2, 3, 999, 5, 6], set(), explained=[0, 0, 0, 1, 0, 0], bridge=3)
     assert ov.passages["A"] == 2
 
 
