@@ -12,7 +12,6 @@ the same key and looking them up, so a persisted registry (the Kafka changelogs)
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import unicodedata
@@ -44,8 +43,7 @@ def hex_words(text: str) -> list[str]:
     `[w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]`, but without cutting a text that
     cannot hold one into units (almost every text: the cut was a sixth of the text-rich core's time, issue 28)."""
     if _HEX_RUN not in text.encode("utf-8", "surrogatepass").translate(_HEX_BYTES) and (
-        text.isascii()
-        or not _folding_table()[np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)].any()
+        text.isascii() or not _FOLDING.any_of(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32))
     ):
         return []
     return [w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
@@ -61,20 +59,24 @@ def _folds_to_hex(ch: str) -> bool:
     return not folded or unicodedata.category(ch) == "Cf" or not _HEX_CHARS.isdisjoint(folded)
 
 
-def _code_points(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+class _FoldingTable:
+    """`_folds_to_hex` by code point, learned as code points are met: each is asked once, and a text's are looked up
+    in two array reads (a table of every code point built up front took 0.3 s, a stall in a worker's event loop)."""
+
+    def __init__(self) -> None:
+        self.known = np.zeros(0x110000, dtype=bool)
+        self.folds = np.zeros(0x110000, dtype=bool)
+
+    def any_of(self, points: np.ndarray) -> bool:
+        new = points[~self.known[points]]
+        if new.size:
+            for cp in np.unique(new).tolist():
+                self.folds[cp] = _folds_to_hex(chr(cp))
+                self.known[cp] = True
+        return bool(self.folds[points].any())
 
 
-@functools.cache
-def _folding_table() -> np.ndarray:
-    """`_folds_to_hex` for every code point, built once, on the first non-ASCII text scanned (about 0.3 s). Unassigned,
-    surrogate and private-use code points normalise to themselves: never hex, and not asked."""
-    table = np.zeros(0x110000, dtype=bool)
-    for cp in range(0x80, 0x110000):
-        ch = chr(cp)
-        if unicodedata.category(ch) not in ("Cn", "Cs", "Co") and _folds_to_hex(ch):
-            table[cp] = True
-    return table
+_FOLDING = _FoldingTable()
 
 
 class CanaryPolicy:
