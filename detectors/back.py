@@ -44,13 +44,6 @@ def _route_fields(d: dict[str, Any], counters: Counter[str]) -> str | None:
     return domain
 
 
-def domain_of(domains: dict[str, DomainMonitor], cache_domain: str, settings: DetectionSettings) -> DomainMonitor:
-    dm = domains.get(cache_domain)
-    if dm is None:
-        dm = domains[cache_domain] = DomainMonitor(cache_domain, settings)
-    return dm
-
-
 def count_alerts(counters: Counter[str], alerts: list[Alert]) -> list[Alert]:
     for a in alerts:
         counters[f"alerts.{a.kind}.{a.severity}"] += 1

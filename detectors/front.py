@@ -56,11 +56,6 @@ class Front:
         self.policy = policy
         self.counters = counters
 
-    def take(self, event: Event) -> list[Exchange]:
-        """The exchanges one event completes, after admitting it (`admit`, then `join`). Raises EventError before any
-        state change."""
-        return self.join(event, admit(event, self.joiner, self.dedup, self.policy))
-
     def admit(self, event: Event) -> dict[str, Any]:
         """`admit` with this front's joiner, deduper and canary policy: the event's fields, or EventError."""
         return admit(event, self.joiner, self.dedup, self.policy)

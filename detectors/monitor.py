@@ -116,12 +116,10 @@ class Monitor:
         ts = d["ts"]
         alerts = self._step(ts, evaluated) if ts >= self._next_advance else []
         back = self.back
+        for ex in self.front.join(event, d):  # counts every event; cache stats complete no exchange
+            alerts += back.route(ex, evaluated)
         if d["type"] == "cache_stats":
-            self.counters["events.cache_stats"] += 1
             alerts += back.stats(event)  # type: ignore[arg-type]
-        else:
-            for ex in self.front.join(event, d):
-                alerts += back.route(ex, evaluated)
         if self.table._flushed:
             alerts += self.table.take_flushed()
         return count_alerts(self.counters, alerts) if alerts else alerts

@@ -239,17 +239,17 @@ class JoinStage:
         except EventError as exc:
             res.dead.append(DeadLetter(it.payload, exc.reason, exc.detail, it.source, it.offset))
             return
-        if d["type"] == "cache_stats":
-            self.counters["events.cache_stats"] += 1
-            assert isinstance(event, CacheStats)
-            out.add(event.cache_domain, "stats", it.payload, order_key(event))
-            return
         if keys and d["type"] == "response":
             # The response's canary hits, found at ingest from keyed ids (no text reaches this stage).
             hits = st.joiner.canaries.scan_keys(keys)
             if hits and d["request_id"] not in st.hits:
                 st.hits[d["request_id"]] = hits
-        self._route(st, front.join(event, d), out)
+        exchanges = front.join(event, d)  # counts every event; cache stats complete no exchange
+        if d["type"] == "cache_stats":
+            assert isinstance(event, CacheStats)
+            out.add(event.cache_domain, "stats", it.payload, order_key(event))
+            return
+        self._route(st, exchanges, out)
 
     @staticmethod
     def _register(st: JoinState, p: records.Plant) -> None:
