@@ -20,9 +20,10 @@ from typing import Any
 
 from streams.cli.main import EXIT_CONFIG, CliError
 from streams.inputs.otlp_auth import UnsafeBind, check_bind
-from streams.inputs.otlp_http import JsonlOutput, KafkaOutput, bridge_kafka
+from streams.inputs.otlp_http import bridge_kafka
 from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.io import LazyFile
+from streams.outputs import JsonlOutput, KafkaOutput
 from streams.settings import Settings, load_settings, require_fingerprint_key, with_run_key
 
 log = logging.getLogger("crosstalk.otlp")

@@ -16,10 +16,10 @@ from collections import Counter
 from detectors.monitor import make_fingerprinter
 from streams.inputs.otlp import Mapped, SpanMapper, SpanReject
 from streams.inputs.otlp_receiver import OtlpReceiver
-from streams.outputs import JsonlOutput, KafkaOutput, Letter
+from streams.outputs import KafkaOutput, Letter
 from streams.settings import Settings
 
-__all__ = ["JsonlOutput", "KafkaOutput", "OtlpReceiver", "bridge_kafka"]  # the outputs: re-exported
+__all__ = ["OtlpReceiver", "bridge_kafka"]
 
 log = logging.getLogger("crosstalk.otlp")
 

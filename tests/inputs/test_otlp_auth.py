@@ -18,7 +18,8 @@ from otlp_hostile import T_NOW, good_span, with_attr
 
 from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_auth import UnsafeBind, check_bind
-from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
+from streams.inputs.otlp_http import OtlpReceiver
+from streams.outputs import JsonlOutput
 from streams.settings import Settings
 from streams.testing.otlp import export_request
 

@@ -17,7 +17,8 @@ import pytest
 
 from schemas.events import Request, Response
 from streams.embedded.output import EmbeddedOutput
-from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
+from streams.inputs.otlp_http import OtlpReceiver
+from streams.outputs import JsonlOutput
 from streams.settings import Settings
 from streams.testing.chatserver import ANSWER
 from streams.testing.chatserver import ChatServer as BaseChatServer

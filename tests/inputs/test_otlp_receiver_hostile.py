@@ -14,7 +14,8 @@ import pytest
 from otlp_hostile import CASES, T_NOW, batch, good_span, with_attr
 
 from streams.embedded.output import EmbeddedOutput
-from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
+from streams.inputs.otlp_http import OtlpReceiver
+from streams.outputs import JsonlOutput
 from streams.settings import Settings
 from streams.testing.otlp import export_request
 

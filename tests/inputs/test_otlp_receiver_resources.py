@@ -21,7 +21,8 @@ import pytest
 from conftest import wait_for
 from otlp_hostile import good_span
 
-from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
+from streams.inputs.otlp_http import OtlpReceiver
+from streams.outputs import JsonlOutput
 from streams.outputs.base import Produced, Refused
 from streams.settings import Settings
 from streams.testing.otlp import export_request

@@ -12,7 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from streams.inputs.otlp_http import JsonlOutput, OtlpReceiver
+from streams.inputs.otlp_http import OtlpReceiver
+from streams.outputs import JsonlOutput
 from streams.settings import Settings
 from streams.testing.workerproc import free_port
 
