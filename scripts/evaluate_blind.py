@@ -64,12 +64,17 @@ def key_of(label: str) -> str:
     return hashlib.sha256(label.encode()).hexdigest()
 
 
-def rag_corpus(shape: Shape, where: Path, key: str) -> Path:
-    """The deployment's shared RAG collection (one file per language) as a corpus under `key`."""
+def rag_texts(shape: Shape, where: Path) -> list[Path]:
+    """The deployment's shared RAG collection, one file per language (the same world for every key)."""
     texts = where / "rag"
     texts.mkdir(parents=True, exist_ok=True)
     for lang, chunks in build_world(shape).rag.items():
         (texts / f"{lang}.txt").write_text("\n\n".join(chunks), encoding="utf-8")
+    return sorted(texts.glob("*.txt"))
+
+
+def rag_corpus(texts: list[Path], where: Path, key: str) -> Path:
+    """The RAG collection's files (`rag_texts`) as a corpus under `key`."""
     corpus = where / f"rag-{hashlib.sha256(key.encode()).hexdigest()[:8]}.corpus"
     corpus.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSTALK_")}
@@ -82,7 +87,7 @@ def rag_corpus(shape: Shape, where: Path, key: str) -> Path:
         "--corpus",
         str(corpus),
         "add",
-        *sorted(map(str, texts.glob("*.txt"))),
+        *map(str, texts),
     ]
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
     return corpus
@@ -283,10 +288,11 @@ def main() -> int:
             where = a.work / f"{name}-s{seed}"
             paths = write(shape, where)
             labels = orjson.loads(paths["labels"].read_bytes())
+            texts = rag_texts(shape, where) if a.corpus == "rag" else []
             for key in keys:
                 alerts = where / f"alerts-{key}.jsonl"
                 alerts.unlink(missing_ok=True)
-                corpus = rag_corpus(shape, where, key_of(key)) if a.corpus == "rag" else None
+                corpus = rag_corpus(texts, where, key_of(key)) if texts else None
                 secs = replay(paths["events"], alerts, where / f"rejects-{key}.jsonl", key_of(key), corpus)
                 rejects = where / f"rejects-{key}.jsonl"
                 n_rej = sum(1 for _ in rejects.open()) if rejects.exists() else 0
