@@ -293,20 +293,14 @@ class CodeSimulator(Engine):
         return output, in_tokens, ttft_ms, out_tokens, finish
 
     def _request(self, t: float, session: Session) -> None:
-        session.receive(t)
+        rng, request_id = self._begin_request(t, session)
         answer: str | None = None
         cfg = self.cfg
-        self.n_requests += 1
-        rng = random.Random(f"{cfg.seed}:req:{self.n_requests}")
         tenant = session.tenant
         domain = session.domain
         st = self.domains[domain.name]
-        request_id = f"req-{rng.getrandbits(64):016x}"
         prompt_tokens = self._prompt_tokens(rng, session)
-        session.turn += 1
-        session.turns_left -= 1
-        if session.turns_left <= 0:
-            tenant.sessions.remove(session)
+        self._take_turn(session)
         budget = min(prompt_tokens * CHARS_PER_TOKEN, cfg.max_prompt_text_chars)
         blocks = self._build_prompt(rng, session, budget)
         prompt_text = "".join(b.text for b in blocks)

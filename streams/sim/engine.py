@@ -142,6 +142,23 @@ class Engine:
 
     # -- helpers ----------------------------------------------------------------------------------
 
+    def _begin_request(self, t: float, session: Session) -> tuple[random.Random, str]:
+        """A request of `session` at `t`: the answers that reached the client by then join the history it re-sends;
+        returns the request's own random stream (from the run's seed and the request's number, so one profile's draws
+        never shift another's) and its id, the stream's first draw."""
+        session.receive(t)
+        self.n_requests += 1
+        rng = random.Random(f"{self.cfg.seed}:req:{self.n_requests}")
+        return rng, f"req-{rng.getrandbits(64):016x}"
+
+    @staticmethod
+    def _take_turn(session: Session) -> None:
+        """One turn of the session used; its last one ends it."""
+        session.turn += 1
+        session.turns_left -= 1
+        if session.turns_left <= 0:
+            session.tenant.sessions.remove(session)
+
     def _push_request(
         self,
         rng: random.Random,

@@ -295,18 +295,11 @@ class MultilingualSimulator(Engine):
         return output, finish, in_tokens, ttft_ms
 
     def _request(self, t: float, session: Session) -> None:
-        session.receive(t)
+        rng, request_id = self._begin_request(t, session)
         answer: str | None = None
-        cfg = self.cfg
-        self.n_requests += 1
-        rng = random.Random(f"{cfg.seed}:req:{self.n_requests}")
         tenant, domain = session.tenant, session.domain
         st = self.domains[domain.name]
-        request_id = f"req-{rng.getrandbits(64):016x}"
-        session.turn += 1
-        session.turns_left -= 1
-        if session.turns_left <= 0:
-            tenant.sessions.remove(session)
+        self._take_turn(session)
         decoys: set[str] = set()
         blocks, user, shared, prompt_text, prompt_tokens = self._prompt(rng, session, decoys)
         self._push_request(rng, t, session, request_id, prompt_text, prompt_tokens, (4_096, 8_192, 16_384))
