@@ -67,6 +67,13 @@ class DirectState(DomainState):
     # Keyword-only: required, though DomainState's fields before them have defaults.
     monitor: Monitor = field(kw_only=True)
     clock: EventClock = field(kw_only=True)
+    # request id -> the domain its response was re-routed to: its request, read later, follows it there. State,
+    # not the stage's: a restart between the two must still send the request on.
+    moved: OrderedDict[str, str] = field(default_factory=OrderedDict, kw_only=True)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("moved", OrderedDict())  # a checkpoint from before `moved` was state
 
     @classmethod
     def fresh_direct(cls, s: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> DirectState:
@@ -93,8 +100,6 @@ class DirectStage:
         self.counters = counters
         self.positions: dict[int, int] = {}  # input partition -> last offset read (consumer lag)
         self.input_max: dict[int, float] = {}  # input partition -> newest event time admitted
-        # input partition -> request id -> the domain its response was re-routed to (its request follows it there)
-        self.moved: dict[int, OrderedDict[str, str]] = {}
 
     def read(self, st: DirectState, partition: int, messages: list[InputMessage], wall: float) -> DirectResult:
         """`messages` of one partition, in offset order; those the state already covers (a replay after a
@@ -106,7 +111,7 @@ class DirectStage:
             home = monitor.owns = DomainHome(partition, self.partitions)
         unowned: list[Exchange] = []
         monitor.unowned = unowned
-        moved = self.moved.setdefault(partition, OrderedDict())
+        moved = st.moved
         observe, back = monitor.observe_evaluated, monitor.back
         for msg in messages:
             counters["direct.messages"] += 1

@@ -153,8 +153,8 @@ class IngestStage:
             self.policy.check(event)  # canary_tenant: only probe tenants plant markers
         if isinstance(event, Canary):
             # Canaries are global: every join partition must know every marker before the outputs that
-            # follow it in the input. Sent with the event itself, not relayed by its partition, so no
-            # partition can see a leak of a marker that is still on its way from another.
+            # follow it in event time. Sent with the event itself, not relayed by its partition; a leak read
+            # before a plant on another input partition waits at the join for the watermark (stages.py).
             plant = records.plant_record(
                 self._plant(event.event_id, event.ts, event.tenant_id, event.marker, event.session_id)
             )

@@ -105,7 +105,11 @@ class JoinState:
 
     joiner: Joiner  # its CanaryRegistry holds the markers, by keyed hashes only
     dedup: Deduper
-    hits: dict[str, list[CanaryHit]] = field(default_factory=dict)  # request_id -> hits of its waiting response
+    # request_id -> the token keys of its response's hex words (found at ingest, where the text is), scanned for
+    # markers once every input partition has been read past the exchange (see `JoinStage._route`)
+    keys: dict[str, list[int]] = field(default_factory=dict)
+    held: EventTimeBuffer[Exchange] = field(default_factory=EventTimeBuffer)  # exchanges whose keys wait so
+    hits: dict[str, list[CanaryHit]] = field(default_factory=dict)  # scanned at once (checkpoints before `keys`)
     wm: float = NEG_INF  # the watermark the Joiner's expiry has been advanced to
     sent_wm: float = NEG_INF
     marks: dict[int, float] = field(default_factory=dict)  # input partition -> newest event time read
@@ -117,6 +121,12 @@ class JoinState:
     def fresh(cls, s: DetectionSettings) -> JoinState:
         joiner = Joiner(s, CanaryRegistry(make_fingerprinter(s), s.max_canaries))
         return cls(joiner, Deduper(s.dedup_window, s.dedup_window_s))
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # A checkpoint written before `keys` and `held` existed restores with them empty (its hits were scanned).
+        self.__dict__.update(state)
+        self.__dict__.setdefault("keys", {})
+        self.__dict__.setdefault("held", EventTimeBuffer())
 
 
 @dataclass(slots=True)
@@ -186,6 +196,8 @@ class JoinStage:
             # whose responses are still unread elsewhere. Orphans precede the watermark that passes them.
             self._route(st, front.advance(wm), out)
             st.wm = wm
+            if st.held:
+                self._release(st, wm, out)
         # A message that goes anyway carries the watermark as it is now (free, and what releases its
         # items at once); a message only for the watermark goes to every partition once it moved a step,
         # or once it reached the newest mark (input quiet: the last items wait for nothing else).
@@ -239,11 +251,8 @@ class JoinStage:
         except EventError as exc:
             res.dead.append(DeadLetter(it.payload, exc.reason, exc.detail, it.source, it.offset))
             return
-        if keys and d["type"] == "response":
-            # The response's canary hits, found at ingest from keyed ids (no text reaches this stage).
-            hits = st.joiner.canaries.scan_keys(keys)
-            if hits and d["request_id"] not in st.hits:
-                st.hits[d["request_id"]] = hits
+        if keys and d["type"] == "response" and d["request_id"] not in st.keys:
+            st.keys[d["request_id"]] = keys  # scanned for markers when its exchange goes on (`_route`)
         exchanges = front.join(event, d)  # counts every event; cache stats complete no exchange
         if d["type"] == "cache_stats":
             assert isinstance(event, CacheStats)
@@ -256,15 +265,38 @@ class JoinStage:
         st.joiner.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
 
     def _route(self, st: JoinState, exchanges: list[Exchange], out: _ToDomain) -> None:
+        """Exchanges to their domain's partition. One whose response holds hex words waits for the watermark
+        to pass it before its words are looked up among the markers: a marker is planted by an event on any
+        input partition, and Kafka orders nothing across them, so the plant may still be unread on a partition
+        behind this one (a backlog read after a restart or a rebalance comes a partition at a time). Once the
+        watermark passed the exchange, every input partition was read past it, and with it every plant before
+        it. The domain stage waits for the same watermark, so the wait costs no alert latency."""
         for ex in exchanges:
+            if st.keys and ex.response is not None and ex.ts > st.wm and ex.request_id in st.keys:
+                st.held.push(order_key(ex), ex)
+                self.counters["join.canary_scans_held"] += 1
+                if len(st.held) > self.detection.max_pending_joins:  # a watermark that never comes: bounded
+                    self.counters["join.canary_scans_early"] += 1
+                    self._send(st, next(st.held.release(float("inf"))), out)
+                continue
+            self._send(st, ex, out)
+
+    def _release(self, st: JoinState, wm: float, out: _ToDomain) -> None:
+        for ex in st.held.release(wm):
+            self._send(st, ex, out)
+
+    def _send(self, st: JoinState, ex: Exchange, out: _ToDomain) -> None:
+        keys = st.keys.pop(ex.request_id, None) if ex.response is not None and st.keys else None
+        if keys is not None:
+            # The response's canary hits, from the keyed ids of its words (no text reaches this stage).
+            hits: list[CanaryHit] | None = st.joiner.canaries.scan_keys(keys)
+        else:
             hits = st.hits.pop(ex.request_id, None) if st.hits else None
-            if hits and ex.response is not None:
-                # The response's canary hits, found at ingest time from keyed ids instead of by the
-                # Joiner from its text (which never reaches this stage).
-                ex = ex.model_copy(update={"canary_hits": hits})
-            domain = route_exchange(ex, self.counters)
-            if domain is not None:
-                out.add(domain, "exchange", records.exchange_record(ex), order_key(ex))
+        if hits and ex.response is not None:
+            ex = ex.model_copy(update={"canary_hits": hits})
+        domain = route_exchange(ex, self.counters)
+        if domain is not None:
+            out.add(domain, "exchange", records.exchange_record(ex), order_key(ex))
 
 
 # --- domain ---------------------------------------------------------------------------------------------

@@ -222,6 +222,23 @@ def test_input_keyed_otherwise_goes_to_its_domains_partition_and_is_never_judged
     assert set(st.monitor.domains) == {"dom"} and counters["direct.misrouted"] == 2
 
 
+def test_a_request_follows_its_rerouted_response_across_a_restart() -> None:
+    """The response of "d1" came to partition 0 first and was sent on; the worker then restarted from a
+    checkpoint taken in between (another worker, a fresh stage): the request read next still follows it."""
+    counters, stage, st = _one_partition()
+    now = time.time()
+    req, resp = _pair("q5", "d1", now)
+    stage.read(st, 0, [InputMessage(0, 0, b"q5", resp, False)], now + 2)
+    table: dict[bytes, bytes] = {}
+    s = Settings()
+    Checkpointer(s.kafka, counters).write("direct", 0, st, table)
+    after = Checkpointer(s.kafka, counters).restore("direct", 0, table, s.detection)
+    assert isinstance(after, DirectState)
+    res = DirectStage(s, counters).read(after, 0, [InputMessage(0, 1, b"q5", req, False)], now + 2)
+    assert [(orjson.loads(v)["event_id"], q) for _, v, q in res.reroute] == [("q5-q", 1)]
+    assert not res.dead and counters["direct.rerouted.request"] == 1
+
+
 def test_a_checkpoint_copies_the_new_event_ids_not_the_dedup_window(lines: list[bytes]) -> None:
     s = Settings()
     parts = _partitioned(lines)
