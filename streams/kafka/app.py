@@ -364,6 +364,8 @@ class KafkaPipeline(PipelineHealth):
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)
             if isinstance(st, JoinState):
                 self.join.restored(partition, st, time.monotonic())
+            elif stage == "domain":
+                self.domain.restored(partition, time.monotonic())
             states[partition] = st
             self.counters[f"restores.{stage}" if restored else f"fresh.{stage}"] += 1
         return st

@@ -89,12 +89,17 @@ def _entry(it: Item) -> list[object]:
     return head
 
 
+def _finite(x: float) -> float | None:
+    return x if x != float("-inf") else None
+
+
 def encode(batch: Batch) -> bytes:
     header = orjson.dumps(
         {
             "v": VERSION,
             "items": [_entry(it) for it in batch.items],
-            "wm": list(batch.wm) if batch.wm is not None else None,
+            # -inf (a join partition with no promise yet) as null: JSON has no infinities.
+            "wm": [batch.wm[0], _finite(batch.wm[1])] if batch.wm is not None else None,
             "marks": {str(k): v for k, v in batch.marks.items()} if batch.marks is not None else None,
             "idle": batch.idle,
         }
@@ -137,7 +142,7 @@ def decode(value: bytes) -> Batch:
         idle = h.get("idle")
         return Batch(
             items,
-            (int(wm[0]), float(wm[1])) if wm is not None else None,
+            (int(wm[0]), float(wm[1]) if wm[1] is not None else float("-inf")) if wm is not None else None,
             {int(k): float(v) for k, v in marks.items()} if marks is not None else None,
             [int(x) for x in idle] if idle is not None else None,
         )

@@ -158,6 +158,7 @@ class JoinStage:
         self.counters = counters
         self.started = started  # monotonic time the worker started
         self.mark_heard: dict[tuple[int, int], float] = {}  # (join partition, input partition) -> wall clock
+        self.announced: dict[int, float] = {}  # join partition -> wall clock it last sent a watermark of -inf
 
     def restored(self, partition: int, st: JoinState, now: float) -> None:
         for i in st.marks:  # restored marks count as just heard, and may go idle from now
@@ -207,7 +208,13 @@ class JoinStage:
         )
         if wm_due:
             st.sent_wm = wm
-        mark = (partition, st.wm) if st.wm != NEG_INF else None
+        elif st.wm == NEG_INF and now - self.announced.get(partition, NEG_INF) >= self.kafka.heartbeat_interval_s:
+            # No promise yet (an input partition not heard of since the start): every domain partition hears
+            # that this one is alive and waits for it, rather than skip it as gone once watermark_idle_s passed
+            # and take its items as late.
+            wm_due = True
+            self.announced[partition] = now
+        mark = (partition, st.wm)
         for q in range(self.kafka.internal_partitions):
             items = out.items.get(q)
             if items or wm_due:
@@ -215,8 +222,8 @@ class JoinStage:
         return res
 
     def watermark(self, st: JoinState, partition: int, now: float) -> float:
-        """The slowest input partition's event time less watermark_lateness_s, skipping partitions silent
-        for watermark_idle_s.
+        """The slowest input partition's event time less watermark_lateness_s, skipping partitions the ingest
+        reported idle and those whose marks stopped for watermark_stalled_s.
 
         When every input partition is silent, everything written has been read: the newest mark holds, with
         no lateness taken off. Lateness is room for input still on its way; with none on its way, it would
@@ -226,10 +233,13 @@ class JoinStage:
             # An input partition not heard of yet may be read by another worker that has not sent its
             # first batch: waiting for it (at most watermark_idle_s after start) keeps its items on time.
             return NEG_INF
-        # Quiet by the ingest's word (it reads the partition), or not heard of at all for that long
-        # (the worker that read it is gone).
-        heard = self.mark_heard
-        live = [ts for i, ts in st.marks.items() if i not in st.idle and now - heard.get((partition, i), now) <= idle]
+        # Quiet by the ingest's word (it reads the partition), or no marks for watermark_stalled_s (its reader
+        # hung). Not on watermark_idle_s: a reader that is merely slow (a rebalance, a restore, a busy machine)
+        # would have its items come after the watermark passed them, and judged out of order.
+        heard, stalled = self.mark_heard, self.kafka.watermark_stalled_s
+        live = [
+            ts for i, ts in st.marks.items() if i not in st.idle and now - heard.get((partition, i), now) <= stalled
+        ]
         if live:
             return min(live) - self.kafka.watermark_lateness_s
         return max(st.marks.values(), default=NEG_INF)
@@ -337,6 +347,13 @@ class DomainStage:
         self.counters = counters
         self.started = started
         self.wm_heard: dict[int, float] = {}  # join partition -> wall clock of its last watermark
+        self.opened: dict[int, float] = {}  # domain partition -> wall clock this worker took it up
+
+    def restored(self, partition: int, now: float) -> None:
+        """The partition was taken up here (restored or fresh): join partitions it has not heard of get
+        watermark_idle_s from now to be heard, not from the worker's start (a rebalance hands partitions
+        to a worker that started long before)."""
+        self.opened[partition] = now
 
     def handle(self, st: DomainState, partition: int, batch: Batch, now: float) -> DomainResult:
         res = DomainResult()
@@ -358,7 +375,7 @@ class DomainStage:
             # max(): a replayed (older) watermark never moves time back.
             st.wms[src] = max(st.wms.get(src, NEG_INF), wm)
             self.wm_heard[src] = now
-            self._release(st, back, now, res)
+            self._release(st, back, now, res, partition)
         if st.table._flushed:  # domains evicted by the count bound flushed their buffers
             res.alerts += st.table.take_flushed()
         count_alerts(self.counters, res.alerts)
@@ -382,25 +399,29 @@ class DomainStage:
             return
         st.pending.push(it.order, it)
 
-    def watermark(self, st: DomainState, now: float) -> float:
-        """The slowest join partition's watermark, skipping join partitions silent for watermark_idle_s."""
+    def watermark(self, st: DomainState, now: float, partition: int | None = None) -> float:
+        """The slowest join partition's watermark, skipping join partitions silent for watermark_stalled_s
+        (one never heard of: watermark_idle_s after this worker took the partition up). Every live join partition
+        speaks at least every heartbeat, so a silent one is hung or gone (Kafka hands a gone worker's partitions
+        to another); one that is merely slow must hold the others back, or its items come late."""
         newest = max(self.wm_heard.values(), default=now)
-        idle = self.kafka.watermark_idle_s
+        idle, stalled = self.kafka.watermark_idle_s, self.kafka.watermark_stalled_s
+        opened = self.opened.get(partition, self.started) if partition is not None else self.started
         marks = []
         for q in range(self.kafka.internal_partitions):
             heard = self.wm_heard.get(q)
             # A join partition that has been silent for a while (no traffic) must not hold every domain back.
             if q not in st.wms:
-                if heard is None and now - self.started > idle:
+                if heard is None and now - opened > idle:
                     continue
                 return NEG_INF
-            if heard is not None and newest - heard > idle:
+            if heard is not None and newest - heard > stalled:
                 continue
             marks.append(st.wms[q])
         return min(marks) if marks else NEG_INF
 
-    def _release(self, st: DomainState, back: Back, now: float, res: DomainResult) -> None:
-        upto = self.watermark(st, now)
+    def _release(self, st: DomainState, back: Back, now: float, res: DomainResult, partition: int) -> None:
+        upto = self.watermark(st, now, partition)
         if upto <= st.released:
             return
         for it in st.pending.release(upto):

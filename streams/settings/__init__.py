@@ -118,7 +118,15 @@ class KafkaSettings(_Section):
     watermark_idle_s: float = Field(
         default=30.0,
         gt=0,
-        description="an input or join partition silent this long (wall clock) stops holding watermarks back",
+        description="an input partition its reader saw no message on this long is reported idle and stops holding "
+        "watermarks back; a partition never heard of stops holding them back this long after it could have been",
+    )
+    watermark_stalled_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="a partition heard of before whose reader or join went silent this long (wall clock) stops "
+        "holding watermarks back: its owner is hung, not caught up (a caught-up input partition is reported idle). "
+        "Shorter than a rebalance or a slow worker's pause lets its items through late (domain.late_items)",
     )
     heartbeat_interval_s: float = Field(
         default=5.0,

@@ -39,6 +39,7 @@ WALL = 2e9  # the wall clock the stages bound event time by: far after any simul
 class Schedule:
     seed: int
     crashes: int = 2
+    rebalances: int = 0  # with two workers: partitions change hands (every one is revoked, as Faust's are)
     skew: float = 0.0  # share of ingest reads that take one partition up to 300 messages ahead
     checkpoint_p: float = 0.15  # chance a stateful step ends with a checkpoint of its partition
 
@@ -82,6 +83,23 @@ class _StagedWorker:
         self.states: dict[tuple[str, int], Any] = {}
         self.pos: dict[tuple[str, int], int] = dict(world.committed)  # next offset each partition reads
         self.acked: dict[tuple[str, int], int] = {}
+        self.owned: set[tuple[str, int]] | None = None  # None: every partition (one worker)
+
+    def assign(self, owned: set[tuple[str, int]]) -> None:
+        """A rebalance as the worker's app handles one (eager: every partition revoked, then the new set
+        assigned): states and acks not committed are dropped, reading restarts at the committed offsets."""
+        for stage, p in self.owned if self.owned is not None else set(self.states) | set(self.pos):
+            self.states.pop((stage, p), None)
+            if stage == "input":
+                self.ingest.forget(p)
+            else:
+                self.cp.forget(stage, p)
+        self.acked.clear()
+        self.owned = owned
+        self.pos = {k: v for k, v in self.world.committed.items() if k in owned}
+
+    def _mine(self, stage: str, p: int) -> bool:
+        return self.owned is None or (stage, p) in self.owned
 
     def state(self, stage: str, p: int) -> Any:
         st = self.states.get((stage, p))
@@ -92,6 +110,8 @@ class _StagedWorker:
                 st = JoinState.fresh(d) if stage == "join" else DomainState.fresh(d, self.counters, self.public)
             if isinstance(st, JoinState):
                 self.join.restored(p, st, self.world.now)
+            else:
+                self.domain.restored(p, self.world.now)
             self.states[(stage, p)] = st
         return st
 
@@ -101,7 +121,7 @@ class _StagedWorker:
 
     def read_input(self, skew: float) -> bool:
         w, rng = self.world, self.rng
-        ps = [p for p in w.input.items if self.pos.get(("input", p), 0) < w.input.visible[p]]
+        ps = [p for p in w.input.items if self._mine("input", p) and self.pos.get(("input", p), 0) < w.input.visible[p]]
         if not ps:
             return False
         ahead = rng.random() < skew
@@ -125,7 +145,7 @@ class _StagedWorker:
         """Up to 20 messages of one partition, as the worker's `_stateful` loop handles them."""
         w, rng = self.world, self.rng
         topic = w.join if stage == "join" else w.domain
-        ps = [p for p, v in topic.items.items() if self.pos.get((stage, p), 0) < len(v)]
+        ps = [p for p, v in topic.items.items() if self._mine(stage, p) and self.pos.get((stage, p), 0) < len(v)]
         if not ps:
             return False
         p = rng.choice(ps)
@@ -172,20 +192,33 @@ class StagedWorld:
     def run(self, sched: Schedule) -> Outcome:
         rng = random.Random(sched.seed)
         out = Outcome()
-        worker = _StagedWorker(self.s, self, rng)
         total = sum(len(v) for v in self.input.items.values())
         crash_at = sorted(int(total * rng.uniform(0.1, 0.95)) for _ in range(sched.crashes))
+        move_at = sorted(int(total * rng.uniform(0.05, 0.95)) for _ in range(sched.rebalances))
+        workers = [_StagedWorker(self.s, self, rng) for _ in range(2 if sched.rebalances else 1)]
+        if len(workers) > 1:
+            self._rebalance(workers, rng)
         rounds = 0
         while True:
             self.now += rng.choice([0.01, 0.05, 0.2, 1.0])
             self.input.write_more(rng)
-            if crash_at and sum(worker.pos.get(("input", p), 0) for p in self.input.items) >= crash_at[0]:
+            read = sum(self.committed.get(("input", p), 0) for p in self.input.items)
+            read = max(read, *(sum(w.pos.get(("input", p), 0) for p in self.input.items) for w in workers))
+            if crash_at and read >= crash_at[0]:
                 crash_at.pop(0)
-                out.counters.update(worker.counters)
+                for w in workers:
+                    out.counters.update(w.counters)
                 out.crashes += 1
                 self.now += rng.choice([1.0, 10.0, 40.0])  # the restart takes a while
-                worker = _StagedWorker(self.s, self, rng)
+                workers = [_StagedWorker(self.s, self, rng) for _ in workers]
+                if len(workers) > 1:
+                    self._rebalance(workers, rng)
                 continue
+            if move_at and read >= move_at[0]:
+                move_at.pop(0)
+                self._rebalance(workers, rng)
+                continue
+            worker = rng.choice(workers)
             r = rng.random()
             if r < 0.4:
                 did = worker.read_input(sched.skew)
@@ -200,20 +233,37 @@ class StagedWorld:
                 worker.heartbeat()
             if did or not self.input.written():
                 continue
-            busy = worker.read_input(sched.skew)
-            busy |= worker.read_stage("join", sched.checkpoint_p)
-            busy |= worker.read_stage("domain", sched.checkpoint_p)
+            busy = False
+            for w in workers:
+                busy |= w.read_input(sched.skew)
+                busy |= w.read_stage("join", sched.checkpoint_p)
+                busy |= w.read_stage("domain", sched.checkpoint_p)
             if not busy:  # everything read: quiet input, heartbeats release the last items
                 rounds += 1
                 self.now += 40.0
-                worker.heartbeat()
-                while worker.read_stage("join", 0.0) | worker.read_stage("domain", 0.0):
+                for w in workers:
+                    w.heartbeat()
+                while any(w.read_stage("join", 0.0) | w.read_stage("domain", 0.0) for w in workers):
                     pass
                 if rounds > 4:
                     break
-        out.counters.update(worker.counters)
+        for w in workers:
+            out.counters.update(w.counters)
         out.alerts = set(self.alerts)
         return out
+
+    def _rebalance(self, workers: list[_StagedWorker], rng: random.Random) -> None:
+        k = self.s.kafka
+        parts = [("input", p) for p in range(k.input_partitions)]
+        parts += [(stage, p) for stage in ("join", "domain") for p in range(k.internal_partitions)]
+        for w in workers:
+            if rng.random() < 0.5:
+                w.commit()  # a commit may or may not come in before the revocation
+        shares: list[set[tuple[str, int]]] = [set() for _ in workers]
+        for key in parts:
+            shares[rng.randrange(len(workers))].add(key)
+        for w, share in zip(workers, shares, strict=True):
+            w.assign(share)
 
 
 class DirectWorld:

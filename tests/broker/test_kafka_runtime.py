@@ -86,8 +86,17 @@ def _describe_diff(got: set[str], expected: dict[str, str], kinds: dict[str, str
 
 def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: list[Any]) -> None:
     got = reader.wait_for_ids(set(incident["alerts"]))
+    if got == set(incident["alerts"]):
+        return
+    # What tells a lost item from one judged in another order: each live worker's replays, late items, orphans,
+    # restores and rebalances.
+    telling = ("replayed", "late", "orphans", "restores", "fresh", "revok", "canary_scans", "restore_errors")
+    counts = []
+    for w in workers:
+        c = w.counters() if w.alive() else None
+        counts.append({k: v for k, v in (c or {}).get("counters", {}).items() if any(t in k for t in telling)})
     logs = "\n---\n".join(w.log_tail() for w in workers)
-    assert got == set(incident["alerts"]), _describe_diff(got, incident["alerts"], reader.kinds) + "\n" + logs
+    raise AssertionError(f"{_describe_diff(got, incident['alerts'], reader.kinds)}\ncounters: {counts}\n{logs}")
 
 
 def test_incident_through_kafka_gives_the_embedded_alert_ids(

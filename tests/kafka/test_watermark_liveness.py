@@ -1,0 +1,70 @@
+"""A join partition that is slow is not gone: the domain stage waits for it (items judged in order), and one with
+no watermark yet says it is alive. Only silence for watermark_stalled_s (a hung owner) lets the others go on."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from streams.kafka import frames
+from streams.kafka.frames import Batch
+from streams.kafka.stages import NEG_INF, DomainStage, DomainState, JoinStage, JoinState
+from streams.settings import Settings
+
+S = Settings(detection={"fingerprint_key": "k"}, kafka={"watermark_idle_s": 30.0, "watermark_stalled_s": 300.0})
+PARTS = S.kafka.internal_partitions
+
+
+def _wm(q: int, wm: float) -> Batch:
+    return Batch([], (q, wm))
+
+
+def test_a_join_partition_slower_than_watermark_idle_s_still_holds_the_domain_back() -> None:
+    counters: Counter[str] = Counter()
+    stage, st = DomainStage(S, counters, started=0.0), DomainState.fresh(S.detection, counters)
+    stage.restored(0, 0.0)
+    for q in range(PARTS):
+        stage.handle(st, 0, _wm(q, 100.0), now=1.0)
+    assert st.released == 100.0
+    # Join partition 3 goes quiet (its worker busy with a restore) while the others move on.
+    for q in range(PARTS - 1):
+        stage.handle(st, 0, _wm(q, 200.0), now=1.0 + S.kafka.watermark_idle_s + 5.0)
+    assert st.released == 100.0, "a join partition slower than watermark_idle_s was taken for gone"
+    for q in range(PARTS - 1):
+        stage.handle(st, 0, _wm(q, 300.0), now=1.0 + S.kafka.watermark_stalled_s + 5.0)
+    assert st.released == 300.0, "a hung join partition must not hold every domain back for ever"
+
+
+def test_a_fresh_domain_partition_waits_watermark_idle_s_from_when_it_was_taken_up() -> None:
+    counters: Counter[str] = Counter()
+    stage = DomainStage(S, counters, started=0.0)  # the worker started long before this partition came to it
+    st = DomainState.fresh(S.detection, counters)
+    now = 1000.0
+    stage.restored(1, now)
+    for q in range(PARTS - 1):
+        stage.handle(st, 1, _wm(q, 50.0), now=now)
+    assert st.released == NEG_INF, "join partition 3 was skipped before it could have been heard"
+    stage.handle(st, 1, _wm(0, 60.0), now=now + S.kafka.watermark_idle_s + 1.0)
+    assert st.released == 50.0  # never heard of for that long: gone
+
+
+def test_a_join_partition_with_no_watermark_yet_tells_every_domain_partition_it_is_alive() -> None:
+    counters: Counter[str] = Counter()
+    join = JoinStage(S, counters, started=0.0)
+    st = JoinState.fresh(S.detection)
+    # Within watermark_idle_s of the start, with input partitions not heard of yet: no promise possible.
+    res = join.handle(st, 2, 0, Batch([], None, {0: 10.0}, []), now=1.0)
+    assert st.wm == NEG_INF
+    assert sorted(s.partition for s in res.sends) == list(range(PARTS))
+    sent = [frames.decode(frames.encode(Batch(s.items, s.wm))) for s in res.sends]
+    assert {b.wm for b in sent} == {(2, NEG_INF)}  # -inf survives the frame (JSON has no infinities)
+    # Once per heartbeat interval, not per message.
+    assert not join.handle(st, 2, 1, Batch([], None, {0: 11.0}, []), now=2.0).sends
+    assert join.handle(st, 2, 2, Batch([], None, {0: 12.0}, []), now=1.0 + S.kafka.heartbeat_interval_s).sends
+    # The domain stage hears it: join partition 2 now holds it back instead of being skipped later.
+    domain, dst = DomainStage(S, counters, started=0.0), DomainState.fresh(S.detection, counters)
+    domain.restored(0, 1.0)
+    for q in (0, 1, 3):
+        domain.handle(dst, 0, _wm(q, 40.0), now=1.0)
+    domain.handle(dst, 0, sent[0], now=1.0)
+    domain.handle(dst, 0, _wm(0, 41.0), now=1.0 + S.kafka.watermark_idle_s + 1.0)
+    assert dst.released == NEG_INF
