@@ -169,6 +169,8 @@ class KafkaPipeline(PipelineHealth):
     async def _on_assigned(self, app: Any, /, *partitions: Any, **_: Any) -> None:
         (assigned,) = partitions
         self.assigned = set(assigned)
+        if self.kafka.topology != "direct":
+            self.ingest.assign([tp.partition for tp in assigned if tp.topic == self.names.input], time.monotonic())
 
     async def _on_revoked(self, app: Any, /, *partitions: Any, **_: Any) -> None:
         (revoked,) = partitions

@@ -93,6 +93,10 @@ def _finite(x: float) -> float | None:
     return x if x != float("-inf") else None
 
 
+def _time(x: object) -> float:
+    return float(x) if x is not None else float("-inf")  # type: ignore[arg-type]
+
+
 def encode(batch: Batch) -> bytes:
     header = orjson.dumps(
         {
@@ -100,7 +104,7 @@ def encode(batch: Batch) -> bytes:
             "items": [_entry(it) for it in batch.items],
             # -inf (a join partition with no promise yet) as null: JSON has no infinities.
             "wm": [batch.wm[0], _finite(batch.wm[1])] if batch.wm is not None else None,
-            "marks": {str(k): v for k, v in batch.marks.items()} if batch.marks is not None else None,
+            "marks": {str(k): _finite(v) for k, v in batch.marks.items()} if batch.marks is not None else None,
             "idle": batch.idle,
         }
     )
@@ -142,8 +146,8 @@ def decode(value: bytes) -> Batch:
         idle = h.get("idle")
         return Batch(
             items,
-            (int(wm[0]), float(wm[1]) if wm[1] is not None else float("-inf")) if wm is not None else None,
-            {int(k): float(v) for k, v in marks.items()} if marks is not None else None,
+            (int(wm[0]), _time(wm[1])) if wm is not None else None,
+            {int(k): _time(v) for k, v in marks.items()} if marks is not None else None,
             [int(x) for x in idle] if idle is not None else None,
         )
     except FrameError:

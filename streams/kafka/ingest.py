@@ -225,6 +225,15 @@ class IngestStage:
                 sent.update(marks)
         return out
 
+    def assign(self, partitions: list[int], now: float) -> None:
+        """Input partitions this worker now reads. One with nothing left to read (its last reader read it to the
+        end) would never get a mark from here, and the join partitions would wait for it as for a hung reader;
+        known from now with no event time, it is reported idle once watermark_idle_s passes without a message."""
+        for i in partitions:
+            if i not in self.input_max:
+                self.input_max[i] = NEG_INF
+                self.input_heard[i] = now
+
     def forget(self, partition: int) -> None:
         self.input_max.pop(partition, None)
         self.input_heard.pop(partition, None)

@@ -96,6 +96,7 @@ class _StagedWorker:
                 self.cp.forget(stage, p)
         self.acked.clear()
         self.owned = owned
+        self.ingest.assign([p for stage, p in owned if stage == "input"], self.world.now)
         self.pos = {k: v for k, v in self.world.committed.items() if k in owned}
 
     def _mine(self, stage: str, p: int) -> bool:

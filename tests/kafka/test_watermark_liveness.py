@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+import orjson
+
 from streams.kafka import frames
 from streams.kafka.frames import Batch
 from streams.kafka.stages import NEG_INF, DomainStage, DomainState, JoinStage, JoinState
 from streams.settings import Settings
+from streams.testing.stagepipe import StagePipeline
 
 S = Settings(detection={"fingerprint_key": "k"}, kafka={"watermark_idle_s": 30.0, "watermark_stalled_s": 300.0})
 PARTS = S.kafka.internal_partitions
@@ -68,3 +71,25 @@ def test_a_join_partition_with_no_watermark_yet_tells_every_domain_partition_it_
     domain.handle(dst, 0, sent[0], now=1.0)
     domain.handle(dst, 0, _wm(0, 41.0), now=1.0 + S.kafka.watermark_idle_s + 1.0)
     assert dst.released == NEG_INF
+
+
+def test_an_input_partition_read_to_the_end_by_its_last_owner_is_reported_idle_by_the_next() -> None:
+    """Worker A read input partition 0 to its end and lost it in a rebalance; B has nothing to read there, so it
+    sends no mark for it. B reports it idle watermark_idle_s after it was assigned, and the join partitions stop
+    waiting for it then, not watermark_stalled_s later as for a hung reader."""
+    pipe = StagePipeline(S, now=100.0)
+    t0 = 1_780_000_000.0
+
+    def stats(i: int, ts: float) -> bytes:
+        return orjson.dumps({"type": "cache_stats", "event_id": f"c{i}-{ts}", "ts": ts, "cache_domain": f"d{i}",
+                             "role": "unified", "capacity_tokens": 10, "used_tokens": 0})  # fmt: skip
+
+    pipe.feed([(i, stats(i, t0)) for i in range(S.kafka.input_partitions)], wall=t0 + 10)
+    pipe.ingest.forget(0)  # the rebalance: A's reader is gone, B's takes partition 0 up with nothing to read
+    pipe.ingest.assign([0], pipe.now)
+    for step in range(1, 8):
+        pipe.now += 5.0
+        pipe.feed([(i, stats(i, t0 + step)) for i in range(1, S.kafka.input_partitions)], wall=t0 + 10)
+        pipe.heartbeat()
+    wms = {st.wm for st in pipe.join_states.values()}
+    assert min(wms) > t0 + 5, f"the join partitions still wait for input partition 0: {wms}"
