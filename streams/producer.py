@@ -210,6 +210,7 @@ def produce_file(
     progress: Any = None,
     batch: int = 1,
     batch_bytes: int = BATCH_BYTES,
+    domains: dict[str, str] | None = None,
 ) -> ProduceResult:
     """Publish every line; bad lines are counted and (send_bad) published too, keyless, so the
     workers dead-letter them with their reason: nothing is dropped silently on the way in.
@@ -218,14 +219,17 @@ def produce_file(
     application/x-ndjson, no key: the workers route each event themselves), and at most `batch_bytes`
     (a single larger event goes alone). Each Kafka message costs a worker far more than one event
     does, so batches raise a worker's rate several times over. Oversized lines (over `max_bytes`) are
-    counted and not sent: the worker would only dead-letter them, and the topic may refuse them."""
+    counted and not sent: the worker would only dead-letter them, and the topic may refuse them. `domains`
+    (direct topology): the response domain of each request id, when the file is one part of a longer log
+    (`response_domains` of the whole log); read from the file itself otherwise."""
     own = producer is None
     prod = producer or make_producer(k)
     res = ProduceResult()
     start = time.monotonic()
     n = 0
     direct = k.topology == "direct"
-    domains: dict[str, str] = _response_domains(path, max_bytes) if direct else {}
+    if domains is None:  # given: the file is a part of a longer log, whose responses may come in a later part
+        domains = response_domains(path, max_bytes) if direct else {}
     parts = len(prod.partitions_for(k.input_topic) or ()) or k.input_partitions if direct else 0
     batches = _Batches(prod, k.input_topic, batch, batch_bytes)
     try:
@@ -328,7 +332,7 @@ class _Batches:
             self.send(partition)
 
 
-def _response_domains(path: str, max_bytes: int) -> dict[str, str]:
+def response_domains(path: str, max_bytes: int) -> dict[str, str]:
     """request_id -> cache_domain of every response in the file: where a request that names no domain goes
     in the direct topology (a first pass; a live gateway knows the domain when it publishes the pair)."""
     out: dict[str, str] = {}

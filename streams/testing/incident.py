@@ -32,3 +32,19 @@ def incident_with_ticks(directory: Path, duration_s: float = 240.0, fault_at_s: 
     alerts = {a.alert_id: a.kind for a in result.alerts}
     assert alerts, "the incident must raise alerts, else the comparison proves nothing"
     return {"path": str(path), "alerts": alerts, "events": sum(1 for line in lines if line.strip())}
+
+
+def split_lines(path: str, share: float) -> tuple[str, str]:
+    """The file's first `share` of lines and the rest, as two files beside it: a test that must stop a worker
+    mid-stream produces the first, stops it, then the rest, so the next worker has input left to restore for
+    (the whole file at once can be read to its end before a kill lands)."""
+    with gzip.open(path) if path.endswith(".gz") else open(path, "rb") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    cut = int(len(lines) * share)
+    stem = Path(path).with_suffix("").with_suffix("")
+    out = []
+    for name, part in (("head", lines[:cut]), ("tail", lines[cut:])):
+        p = stem.parent / f"{stem.name}-{name}.jsonl"
+        p.write_bytes(b"\n".join(part) + b"\n")
+        out.append(str(p))
+    return out[0], out[1]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streams.producer import _response_domains
+from streams.producer import response_domains
 from streams.settings import Settings
 from streams.testing.crashworld import DirectWorld, Schedule, StagedWorld
 from streams.testing.incident import incident_with_ticks
@@ -41,7 +41,7 @@ def test_staged_workers_crashing_mid_stream_lose_no_alert(incident: dict[str, An
 
 def test_direct_workers_crashing_mid_stream_lose_no_alert(incident: dict[str, Any]) -> None:
     s = Settings(kafka={"topology": "direct"})
-    world = DirectWorld(s, incident["lines"], _response_domains(incident["path"], 10**9), foreign=0.0, seed=11)
+    world = DirectWorld(s, incident["lines"], response_domains(incident["path"], 10**9), foreign=0.0, seed=11)
     out = world.run(Schedule(11, crashes=3))
     assert out.crashes == 3
     _check(out.alerts, incident)
@@ -51,7 +51,7 @@ def test_direct_workers_crashing_while_rerouting_lose_no_half(incident: dict[str
     # Input keyed by request id: every response and its request are sent on to their domain's partition. That
     # order is not the file's (docs/operations.md), so the alerts are not compared; no half may be lost.
     s = Settings(kafka={"topology": "direct"})
-    world = DirectWorld(s, incident["lines"], _response_domains(incident["path"], 10**9), foreign=1.0, seed=12)
+    world = DirectWorld(s, incident["lines"], response_domains(incident["path"], 10**9), foreign=1.0, seed=12)
     out = world.run(Schedule(12, crashes=3))
     assert out.crashes == 3 and out.counters["direct.rerouted.response"] > 0
     lost = {k: v for k, v in out.counters.items() if k.startswith("orphans.") or k == "direct.misrouted"}
