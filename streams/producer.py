@@ -286,14 +286,20 @@ def _route(
         return None
     targets: list[int] | None = None
     if direct:
-        dk = domain_key(ev, domains)
-        key = (dk if dk is not None else routing_key(ev)).encode()
-        targets = list(range(parts)) if ev.type == "canary" else [input_partition_of(key, parts)]
+        key, targets = direct_placement(ev, domains, parts)
     else:
         key = routing_key(ev).encode()
     headers = [("traceparent", ev.traceparent.encode())] if ev.traceparent else []
     res.sent[ev.type] += 1
     return key, headers, targets
+
+
+def direct_placement(ev: Event, domains: dict[str, str], parts: int) -> tuple[bytes, list[int]]:
+    """(key, partitions) of an event for the direct topology: its domain's partition (a request by its response's
+    domain, from `domains`), a canary on every partition."""
+    dk = domain_key(ev, domains)
+    key = (dk if dk is not None else routing_key(ev)).encode()
+    return key, list(range(parts)) if ev.type == "canary" else [input_partition_of(key, parts)]
 
 
 class _Batches:

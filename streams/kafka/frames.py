@@ -20,7 +20,7 @@ Payloads stay opaque bytes (records of streams/kafka/records.py): no escaping, n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -93,8 +93,8 @@ def _finite(x: float) -> float | None:
     return x if x != float("-inf") else None
 
 
-def _time(x: object) -> float:
-    return float(x) if x is not None else float("-inf")  # type: ignore[arg-type]
+def _time(x: Any) -> float:
+    return float(x) if x is not None else float("-inf")
 
 
 def encode(batch: Batch) -> bytes:

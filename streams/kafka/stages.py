@@ -399,14 +399,14 @@ class DomainStage:
             return
         st.pending.push(it.order, it)
 
-    def watermark(self, st: DomainState, now: float, partition: int | None = None) -> float:
+    def watermark(self, st: DomainState, now: float, partition: int) -> float:
         """The slowest join partition's watermark, skipping join partitions silent for watermark_stalled_s
         (one never heard of: watermark_idle_s after this worker took the partition up). Every live join partition
         speaks at least every heartbeat, so a silent one is hung or gone (Kafka hands a gone worker's partitions
         to another); one that is merely slow must hold the others back, or its items come late."""
         newest = max(self.wm_heard.values(), default=now)
         idle, stalled = self.kafka.watermark_idle_s, self.kafka.watermark_stalled_s
-        opened = self.opened.get(partition, self.started) if partition is not None else self.started
+        opened = self.opened.get(partition, self.started)
         marks = []
         for q in range(self.kafka.internal_partitions):
             heard = self.wm_heard.get(q)

@@ -28,9 +28,11 @@ from streams.kafka import checkpoint, frames
 from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.stages import DomainStage, DomainState, JoinStage, JoinState, Send
-from streams.routing import domain_key, input_partition_of, routing_key
+from streams.producer import direct_placement
+from streams.routing import input_partition_of, routing_key
 from streams.settings import Settings
 from streams.testing.rawevents import key_of
+from streams.testing.stagepipe import encode_send
 
 WALL = 2e9  # the wall clock the stages bound event time by: far after any simulated event
 
@@ -118,7 +120,7 @@ class _StagedWorker:
 
     def _send(self, topic: _Log, sends: list[Send]) -> None:
         for send in sends:
-            topic.append(send.partition, frames.encode(frames.Batch(send.items, send.wm, send.marks, send.idle)))
+            topic.append(send.partition, encode_send(send))
 
     def read_input(self, skew: float) -> bool:
         w, rng = self.world, self.rng
@@ -282,9 +284,7 @@ class DirectWorld:
             if ev.type != "canary" and rng.random() < foreign:
                 self.input.items[input_partition_of(routing_key(ev).encode(), n)].append((line, False))
                 continue
-            dk = domain_key(ev, domains)
-            key = (dk if dk is not None else routing_key(ev)).encode()
-            for q in range(n) if ev.type == "canary" else [input_partition_of(key, n)]:
+            for q in direct_placement(ev, domains, n)[1]:
                 self.input.items[q].append((line, True))
         self.committed: dict[int, int] = {}
         self.table: dict[bytes, bytes] = {}

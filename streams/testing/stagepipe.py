@@ -35,8 +35,16 @@ class PipelineOutput:
     dead: list[DeadLetter] = field(default_factory=list)
 
 
+def encode_send(send: Send) -> bytes:
+    """One internal message as the worker frames it (streams/kafka/app.py `_send`, which also splits by size)."""
+    return frames.encode(frames.Batch(send.items, send.wm, send.marks, send.idle))
+
+
 class StagePipeline:
     """ingest -> join partitions -> domain partitions, in one process, one batch of input at a time."""
+
+    # Every internal message goes through here (tests capture them).
+    _encode = staticmethod(encode_send)
 
     def __init__(self, settings: Settings, now: float = 1.0) -> None:
         k = settings.kafka
@@ -56,10 +64,6 @@ class StagePipeline:
         self.join_offsets = dict.fromkeys(range(k.internal_partitions), -1)
         self.input_offsets: dict[int, int] = {}
         self.out = PipelineOutput()
-
-    @staticmethod
-    def _encode(send: Send) -> bytes:
-        return frames.encode(frames.Batch(send.items, send.wm, send.marks, send.idle))
 
     def feed(
         self, messages: Iterable[tuple[int, bytes | None]], ndjson: bool = False, wall: float | None = None

@@ -36,7 +36,7 @@ def test_staged_workers_crashing_mid_stream_lose_no_alert(incident: dict[str, An
     out = StagedWorld(Settings(), incident["lines"]).run(Schedule(seed, crashes=3, skew=0.5))
     assert out.crashes == 3
     _check(out.alerts, incident)
-    assert out.counters["join.replayed_skipped"] + out.counters["domain.replayed_skipped"] > 0 or seed != 3
+    assert out.counters["join.replayed_skipped"] + out.counters["domain.replayed_skipped"] > 0  # it did replay
 
 
 def test_direct_workers_crashing_mid_stream_lose_no_alert(incident: dict[str, Any]) -> None:
