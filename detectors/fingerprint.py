@@ -35,6 +35,7 @@ from itertools import chain
 
 import numpy as np
 
+from detectors.sentences import SentencePrint, sentence_print
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from detectors.winnowing import kgram_hashes, minima_positions, window_minima
 from detectors.wordtable import MIN_BITS, WordTable
@@ -46,7 +47,16 @@ try:
 except ImportError:  # built without a C compiler: the pure path, same fingerprints
     _winnow = None  # type: ignore[assignment]
 
-__all__ = ["RETIRED_SCHEMES", "SCHEME", "Fingerprinter", "key_id_of", "positions_of", "words_of"]
+__all__ = [
+    "RETIRED_SCHEMES",
+    "SCHEME",
+    "Fingerprinter",
+    "key_id_of",
+    "positions_of",
+    "sentences_of",
+    "wire_sentences",
+    "words_of",
+]
 
 # Schemes whose fingerprints are refused, with the reason given to the producer.
 RETIRED_SCHEMES = {
@@ -75,6 +85,20 @@ def positions_of(tp: TextFingerprint) -> list[int] | None:
     the workers' internal records carry them (docs/adr/0004, "coverage")."""
     pos = tp.__dict__.get("positions")
     return pos if pos is not None and len(pos) == len(tp.hashes) else None
+
+
+def sentences_of(tp: TextFingerprint) -> SentencePrint | None:
+    """The text's whole-sentence print (detectors/sentences.py), where this process fingerprinted the text or a wire
+    fingerprint carried it (`Fingerprint.sentences`); None otherwise. It rides along outside the model's fields, as
+    the positions do."""
+    sp: SentencePrint | None = tp.__dict__.get("sentences")
+    return sp
+
+
+def wire_sentences(tp: TextFingerprint) -> dict[str, list[int]]:
+    """`Fingerprint` keyword arguments carrying the whole-sentence print, where known."""
+    sp = sentences_of(tp)
+    return {} if sp is None else {"sentences": sp[0], "sentence_ends": sp[1]}
 
 
 def _text_fingerprint(hashes: list[int], words: int, positions: list[int] | None = None) -> TextFingerprint:
@@ -122,11 +146,13 @@ _LONG = _KEY_BYTES + 1
 
 
 class Fingerprinter(WordTable):
-    def __init__(self, key: str, k: int, w: int, *, native: bool = True) -> None:
+    def __init__(self, key: str, k: int, w: int, *, native: bool = True, sentences: bool = True) -> None:
         if k < 1 or w < 1:
             raise ValueError("k and w must be positive")
         self.k = k
         self.w = w
+        # Whole-sentence prints ride along with every text's fingerprints (detectors/sentences.py).
+        self.sentences = sentences
         self._key = key.encode()[:64]
         self.key_id = key_id_of(key)
         # Distinct words are few compared with word occurrences; caching their keyed hash is the
@@ -408,8 +434,15 @@ class Fingerprinter(WordTable):
         """The fingerprints of a text, as a TextFingerprint (what the join keeps instead of the text)."""
         native = self._native
         if native is not None:
-            return native.fingerprint(text, self._bytes_hash)  # type: ignore[return-value]
-        return self._print(self.text_hashes(text))
+            tp = native.fingerprint(text, self._bytes_hash)
+            assert isinstance(tp, TextFingerprint)  # built with the class: the tuple is its class-less form
+        else:
+            tp = self._print(self.text_hashes(text))
+        if self.sentences and tp.words:
+            sp = sentence_print(text, words_of, self._key, tp.words)
+            if sp is not None:
+                tp.__dict__["sentences"] = sp
+        return tp
 
     def fingerprint(self, text: str) -> Fingerprint:
         """The wire form, for producers that fingerprint at the edge and never send text."""
@@ -422,6 +455,7 @@ class Fingerprinter(WordTable):
             words=tp.words,
             hashes=tp.hashes,
             positions=positions_of(tp),
+            **wire_sentences(tp),
         )
 
     def check(self, fp: Fingerprint) -> str | None:
@@ -440,13 +474,17 @@ class Fingerprinter(WordTable):
         (a producer older than the field) a run is judged by its matches alone (docs/adr/0004, "coverage")."""
         pos = fp.positions
         if pos is None:
-            return TextFingerprint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
-        first = dict(zip(fp.hashes, pos, strict=True))  # a repeated hash keeps its last position here...
-        if len(first) != len(pos):  # ...so, with repeats, keep the first listing's instead
-            first = {}
-            for h, p in zip(fp.hashes, pos, strict=True):
-                first.setdefault(h, p)
-        return _text_fingerprint(list(first), fp.words, list(first.values()))
+            tp = TextFingerprint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
+        else:
+            first = dict(zip(fp.hashes, pos, strict=True))  # a repeated hash keeps its last position here...
+            if len(first) != len(pos):  # ...so, with repeats, keep the first listing's instead
+                first = {}
+                for h, p in zip(fp.hashes, pos, strict=True):
+                    first.setdefault(h, p)
+            tp = _text_fingerprint(list(first), fp.words, list(first.values()))
+        if fp.sentences is not None and fp.sentence_ends is not None:
+            tp.__dict__["sentences"] = (fp.sentences, fp.sentence_ends)
+        return tp
 
     def marker_id(self, marker: str) -> str:
         return hashlib.blake2b(" ".join(words_of(marker)).encode(), key=self._key, digest_size=8).hexdigest()

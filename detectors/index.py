@@ -70,11 +70,19 @@ class ContentIndex(RunShapes):
         ts: float,
         hashes: list[int],
         tokens_per_unit: float = 1.0,
+        sentences: list[int] | None = None,
     ) -> None:
         if not hashes:
             return
-        self._insert(Doc(self._next_id, tenant_id, session_id, request_id, ts, hashes, tokens_per_unit))
+        whole = array("Q", sentences) if sentences is not None else None
+        self._insert(Doc(self._next_id, tenant_id, session_id, request_id, ts, hashes, tokens_per_unit, whole))
         self._expire(ts)
+
+    def sentences(self, doc_ids: set[int]) -> set[int] | None:
+        """The whole-sentence hashes of these texts (detectors/sentences.py); None when none of them has any."""
+        docs = self._docs
+        held = [d.sentences for d in map(docs.get, doc_ids) if d is not None and d.sentences is not None]
+        return set().union(*held) if held else None
 
     def _insert(self, doc: Doc) -> None:
         doc_id = doc.doc_id
@@ -345,7 +353,9 @@ class ContentIndex(RunShapes):
             cover = 0
             if positions is not None:
                 at = positions[r.start : r.last + 1]
-                cover = max(at) - min(at) + 1
+                first = min(at)
+                cover = max(at) - first + 1
+                ov.free_spans.setdefault(src, []).append((r.length, first, first + cover - 1))
             ov.free_runs.setdefault(src, []).append((r.length, cover))
         # With the output's positions the run's page is measured after the query (`_measure`); without, a run over p
         # fingerprints (matches and bridged ones) spans about p * gap + edge units (one selection per gap units), their

@@ -27,6 +27,8 @@ class Text(Protocol):
     def ts(self) -> float: ...
     @property
     def tpu(self) -> float: ...
+    @property
+    def doc_id(self) -> int: ...
 
 
 class Run(NamedTuple):
@@ -131,6 +133,10 @@ class Overlap:
     # Per source, its runs where the output's positions are known: (first unit, last unit its k-grams cover, tokens per
     # unit of its text, first and last fingerprint in the output) (`ContentIndex._measure`).
     pieces: dict[str, list[tuple[int, float, float, int, int]]] = field(default_factory=dict)
+    # Per source, its free runs where the output's positions are known: (matches, first k-gram position, last k-gram
+    # position); and the ids of the source's texts the output matched (the whole-sentence test, ADR 0008 decision 8).
+    free_spans: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    docs: dict[str, set[int]] = field(default_factory=dict)
 
     def leaked_tokens(self, tenant: str) -> float:
         """Estimated tokens of `tenant`'s text in the output: its long passages, and once one proves it a source,
@@ -254,3 +260,4 @@ def credit(ov: Overlap, doc: Text, share: float, weight: float, h: int, prev: Ru
     ov.weight[other] = ov.weight.get(other, 0.0) + share
     ov.newest[other] = max(ov.newest.get(other, doc.ts), doc.ts)
     ov.source_requests.setdefault(other, Counter())[doc.request_id] += 1
+    ov.docs.setdefault(other, set()).add(doc.doc_id)

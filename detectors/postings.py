@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,18 @@ class Doc:
     # Model tokens per unit of this text (the engine's own count over the fingerprinter's units): what a
     # matched unit of it weighs when outputs mixing several sources are attributed. 1.0 when unknown.
     tpu: float = 1.0
+    # Its whole-sentence hashes (detectors/sentences.py), 8 bytes each; None when unknown.
+    sentences: array[int] | None = None
 
+    def __setstate__(self, state: Any) -> None:
+        # Docs pickled before `sentences` existed (in a snapshot or a change record) lack it: unknown.
+        self.sentences = None
+        values = state[1] if isinstance(state, tuple) else dict(zip(_DOC_FIELDS, state, strict=False))
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+
+_DOC_FIELDS = tuple(f.name for f in fields(Doc))
 
 try:
     from detectors._winnow import Postings as _Postings

@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from detectors.fingerprint import Fingerprinter
+from detectors.sentences import checked, extend
+from detectors.tokens import words_of
 from schemas.exchange import TextFingerprint
 
 try:
@@ -65,6 +67,9 @@ class _State:
     # The same values as a set: a C hash set (native), extended in place by each continued turn, or a
     # sorted numpy array (without the extension).
     seen: Any
+    # The whole-sentence print so far (detectors/sentences.py): where the last sentence starts (characters, UTF-8
+    # bytes), the sentences before it, and the print's hashes and ends (of which those first ones are final).
+    sent: tuple[int, int, int, list[int], list[int]] | None = None
 
 
 class SessionPrints:
@@ -104,6 +109,32 @@ class SessionPrints:
 
     def fingerprint_text(self, session: str, text: str) -> TextFingerprint:
         """`Fingerprinter.fingerprint_text(text)`, reusing the previous text of `session` if `text` continues it."""
+        tp, prior = self._fingerprint(session, text)
+        if self.fp.sentences and tp.words:
+            self._sentences(session, text, prior, tp)
+        return tp
+
+    def _sentences(self, session: str, text: str, prior: _State | None, tp: TextFingerprint) -> None:
+        """The whole-sentence print of `text` onto `tp`, continuing the previous turn's where the text continues it up
+        to that turn's last sentence; kept with the session's new state for the next turn."""
+        hashes: list[int] = []
+        ends: list[int] = []
+        start = 0
+        if prior is not None and prior.sent is not None:
+            at_char, at_byte, before, old_hashes, old_ends = prior.sent
+            if at_byte <= prior.cut:  # the digest vouched for the text up to there
+                hashes, ends, start = old_hashes[:before], old_ends[:before], at_char
+        resume, before = extend(text, start, hashes, ends, words_of, self.fp._key)
+        sp = checked(hashes, ends, tp.words)
+        if sp is not None:
+            tp.__dict__["sentences"] = sp
+        state = self._states.get(session)
+        if state is not None:
+            at_byte = resume if text.isascii() else len(text[:resume].encode("utf-8", "surrogatepass"))
+            state.sent = (resume, at_byte, before, hashes, ends)
+
+    def _fingerprint(self, session: str, text: str) -> tuple[TextFingerprint, _State | None]:
+        """The fingerprints of `text`, and the session's previous state if the text continued it."""
         fp = self.fp
         # An ASCII str is its own UTF-8 (the C digest reads it in place); anything else is encoded once.
         data: str | bytes = text if _winnow is not None and text.isascii() else text.encode("utf-8", "surrogatepass")
@@ -116,7 +147,7 @@ class SessionPrints:
                 before, now = self._digests(data, c, cut)
                 if before == state.digest:
                     self.reused_bytes += c
-                    return self._continue(session, data, state, cut, now)
+                    return self._continue(session, data, state, cut, now), state
         wh = fp.text_hashes(text)
         kg = fp.kgram_hashes(wh)
         plan = self._plan(data, wh)
@@ -133,7 +164,7 @@ class SessionPrints:
             selected = fp._selected(kg)
             if plan is not None:
                 self._remember(data, wh, kg, plan, session)
-        return TextFingerprint.model_construct(hashes=selected, words=wh.shape[0])
+        return TextFingerprint.model_construct(hashes=selected, words=wh.shape[0]), None
 
     def _continue(self, session: str, data: str | bytes, state: _State, cut: int, digest: bytes) -> TextFingerprint:
         fp = self.fp

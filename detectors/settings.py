@@ -240,6 +240,13 @@ class DetectionSettings(BaseModel):
         "largest KV pool (tokens allocated since, over capacity; detectors/pool.py) cannot be a stale page or a "
         "prefix-cache hit: at most a warning. 0 = off; no effect without cache_stats and token counts",
     )
+    overlap_whole_sentences: bool = Field(
+        default=True,
+        description="a content-only finding whose every page run touches only output sentences that are whole "
+        "sentences of the source's text, and whose source explains less than overlap_beyond_pool_share of the "
+        "output, is a warning, not high: a model writing a text it knows writes whole sentences, an engine's page "
+        "is cut at a token count (detectors/sentences.py; ADR 0008 decision 8). A mechanism still makes it critical",
+    )
     overlap_beyond_pool_share: float = Field(
         default=0.6,
         ge=0,

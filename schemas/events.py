@@ -119,6 +119,42 @@ class Fingerprint(_Model):
         json_schema_extra={"items": {"type": "integer", "minimum": 0, "maximum": 2**53}},
     )
 
+    # Optional (added after positions): the whole-sentence print (detectors/sentences.py, docs/adr/0008 decision 8).
+    # Without it a match is never taken for the echo of a whole sentence; with it, as if the monitor saw the text.
+    sentences: list[int] | None = Field(
+        default=None,
+        max_length=2_048,
+        description="keyed 64-bit hash of each sentence of the text (over its units), in text order; with "
+        "sentence_ends, as many as it",
+        json_schema_extra={"items": {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}},
+    )
+    sentence_ends: list[int] | None = Field(
+        default=None,
+        max_length=2_048,
+        description="unit offset where each of `sentences` ends (exclusive): strictly increasing, from 1 to at most "
+        "words",
+        json_schema_extra={"items": {"type": "integer", "minimum": 1, "maximum": 2**53}},
+    )
+
+    @model_validator(mode="after")
+    def _sentences_fit(self) -> Fingerprint:
+        hs, ends = self.sentences, self.sentence_ends
+        if hs is None and ends is None:
+            return self
+        if hs is None or ends is None or len(hs) != len(ends):
+            raise PydanticCustomError(
+                "fingerprint_sentences", "sentences and sentence_ends go together, one end per sentence"
+            )
+        if not hs:
+            return self
+        if min(hs) < 0 or max(hs) > 2**64 - 1:
+            raise PydanticCustomError("fingerprint_sentences", "sentence hashes must be 64-bit unsigned integers")
+        if ends[0] < 1 or ends[-1] > self.words or any(map(ge, ends, ends[1:])):
+            raise PydanticCustomError(
+                "fingerprint_sentences", "sentence_ends must be strictly increasing, from 1 to at most words"
+            )
+        return self
+
     @model_validator(mode="after")
     def _positions_fit(self) -> Fingerprint:
         pos = self.positions

@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 
 from detectors.commonness import TenantSpread
-from detectors.fingerprint import positions_of
+from detectors.fingerprint import positions_of, sentences_of
 from detectors.held import AUTHORED, Held, HeldJudge, HeldRun
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
+from detectors.sentences import SentencePrint, whole
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Piece
 from schemas.alert import SEVERITY_RANK, Severity, Signal
@@ -84,6 +85,8 @@ class OverlapDetector(HeldJudge):
         self.victims: dict[int, str] = {}  # fingerprint of a flagged leak -> the tenant that received it
         # The domain's facts as of the exchange being judged: its largest pool and what it allocated since a time.
         self._domain: DomainFacts | None = None
+        # The whole-sentence print of the output being judged (detectors/sentences.py), where known.
+        self._sentences: SentencePrint | None = None
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
@@ -106,6 +109,7 @@ class OverlapDetector(HeldJudge):
         state = self.__dict__.copy()
         state["public"] = None
         state["_domain"] = None  # the domain's own object, read while judging
+        state["_sentences"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -117,6 +121,7 @@ class OverlapDetector(HeldJudge):
         if "victims" not in state:  # from before leaks remembered their receiver: every re-send stays the source's
             self.victims = {}
         self._domain = None
+        self._sentences = None
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
@@ -167,6 +172,7 @@ class OverlapDetector(HeldJudge):
             return []
         hashes = ex.output_print.hashes
         self._domain = domain
+        self._sentences = sentences_of(ex.output_print) if self.s.overlap_whole_sentences else None
         own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
         why, rarity = self._explain(ex.tenant_id, hashes)
         s = self.s
@@ -347,6 +353,16 @@ class OverlapDetector(HeldJudge):
             # A long run of shared text (two tenants have had it: a template, a public passage) is no one tenant's
             # page: it names the source next to a mechanism, but alone it is no more than a warning (ADR 0008).
             severity = "warning"
+        echo = (
+            warm
+            and severity in ("high", "critical")
+            and not (ov.total and n >= self.s.overlap_beyond_pool_share * ov.total)
+            and self._whole_sentences(ov, tenant, need)
+        )
+        if echo:
+            # Whole sentences of the source, and not most of the output: what a model writes when it reproduces a
+            # text it knows; a page is cut where a token count fell (ADR 0008 decision 8). A lead, not a disclosure.
+            severity = "warning"
         if turnovers is not None and turnovers > self.s.overlap_pool_turnovers and severity != "info":
             # Gone from every pool of the domain: only a delivery mix-up still carries it, and that is a whole response.
             severity = "warning" if ov.total and n >= self.s.overlap_beyond_pool_share * ov.total else "info"
@@ -372,7 +388,25 @@ class OverlapDetector(HeldJudge):
         )
         if turnovers is not None:
             figures["pool_turnovers"] = round(turnovers, 2)
+        if echo:
+            figures["whole_sentences"] = True
         return self._signal("cross_tenant_contamination", severity, n, run, ov.total, figures, tenant, ov)
+
+    def _whole_sentences(self, ov: Overlap, tenant: str, need: int) -> bool:
+        """Whether every free run of `tenant` of at least `need` matches (at least one) touches only output sentences
+        that are whole sentences of the texts of `tenant` the output matched (detectors/sentences.py). False where
+        either side's sentences or the output's positions are unknown: then nothing is claimed."""
+        sp = self._sentences
+        spans = ov.free_spans.get(tenant)
+        if sp is None or not spans:
+            return False
+        runs = [(first, last + self.s.k - 1) for length, first, last in spans if length >= need]
+        if not runs:
+            return False
+        source = self.index.sentences(ov.docs.get(tenant, set()))
+        if source is None:
+            return False
+        return all(whole(sp, first, last, source) for first, last in runs)
 
     def _turnovers(self, ov: Overlap, tenant: str) -> float | None:
         """Turnovers of the domain's largest pool since the newest text of `tenant` that the output matched; None when
@@ -474,7 +508,10 @@ class OverlapDetector(HeldJudge):
             if hashes:
                 indexed = own_output if held and tp is out else hashes
                 if indexed:
-                    self.index.add(ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu)
+                    sp = sentences_of(tp) if self.s.overlap_whole_sentences else None
+                    self.index.add(
+                        ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu, sp[0] if sp else None
+                    )
                 self.spread.add(ex.tenant_id, hashes, ex.ts)
 
     def _taint(self, leaked: dict[int, str], receiver: str) -> None:

@@ -40,7 +40,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.fingerprint import SCHEME, positions_of
+from detectors.fingerprint import SCHEME, positions_of, wire_sentences
 from detectors.monitor import Monitor
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
@@ -243,6 +243,13 @@ def _request_line(monitor: Monitor, request: Any, tp: Any) -> bytes:
         return bytes(request.model_dump_json(exclude_none=True).encode())
     fpr = monitor.fingerprinter
     wire = Fingerprint(
-        scheme=SCHEME, k=fpr.k, w=fpr.w, key_id=fpr.key_id, words=tp.words, hashes=tp.hashes, positions=positions_of(tp)
+        scheme=SCHEME,
+        k=fpr.k,
+        w=fpr.w,
+        key_id=fpr.key_id,
+        words=tp.words,
+        hashes=tp.hashes,
+        positions=positions_of(tp),
+        **wire_sentences(tp),
     )
     return bytes(request.model_copy(update={"prompt_fingerprint": wire}).model_dump_json(exclude_none=True).encode())

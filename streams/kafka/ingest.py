@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
-from detectors.fingerprint import positions_of
+from detectors.fingerprint import positions_of, wire_sentences
 from detectors.monitor import make_fingerprinter
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
@@ -193,7 +193,13 @@ class IngestStage:
         # positions go on with the hashes: without them the join and domain stages would judge a run by its
         # matches alone, and raise alerts the embedded runner does not (docs/adr/0004, "coverage").
         return Fingerprint.model_construct(
-            k=fpr.k, w=fpr.w, key_id=fpr.key_id, words=tp.words, hashes=tp.hashes, positions=positions_of(tp)
+            k=fpr.k,
+            w=fpr.w,
+            key_id=fpr.key_id,
+            words=tp.words,
+            hashes=tp.hashes,
+            positions=positions_of(tp),
+            **wire_sentences(tp),  # type: ignore[arg-type]  # model_construct's keywords are untyped fields
         )
 
     def publish(self, newest: dict[int, float]) -> None:

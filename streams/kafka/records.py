@@ -12,7 +12,9 @@ canary markers travel as their keyed hashes (`Plant`, detectors.canaries.CanaryR
     exchange record  [ts, request|null, response|null, prompt_print|null, output_print|null,
                       [[marker_id, owner_tenant_id, owner_session_id], ...], orphan|null]
     print            [words, hashes, positions] (positions: k-gram offsets, docs/adr/0004 "coverage";
-                      [words, hashes] where unknown, and in records written before them)
+                      [words, hashes] where unknown, and in records written before them);
+                     [words, hashes, positions|null, sentence hashes, sentence ends] with the whole-sentence
+                      print (detectors/sentences.py)
 
 Objects, not arrays of values in field order (records of the previous layout still decode): orjson
 turns a JSON object into the dict a model keeps its fields in, where an array had to be zipped with
@@ -31,7 +33,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from detectors.fingerprint import positions_of
+from detectors.fingerprint import positions_of, sentences_of
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint, trusted
 
@@ -56,7 +58,7 @@ _NESTED: dict[type[BaseModel], tuple[tuple[int, type[BaseModel]], ...]] = {
 _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response, "cache_stats": CacheStats}
 # Optional fields added to a class after records of it were written, last in field order, default None: a record
 # from before (on a topic, or in a snapshot, during an upgrade) lacks them and decodes with None, as the wire does.
-_ADDED: dict[type[BaseModel], tuple[str, ...]] = {Fingerprint: ("positions",)}
+_ADDED: dict[type[BaseModel], tuple[str, ...]] = {Fingerprint: ("positions", "sentences", "sentence_ends")}
 if any(_FIELDS[cls][-len(added) :] != added for cls, added in _ADDED.items()):
     raise RuntimeError("fields added to a record class must come last: update records._ADDED")
 
@@ -70,13 +72,13 @@ def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
     nested = _NESTED.get(cls, ())
     name = cls.__name__
 
-    older = n - len(_ADDED.get(cls, ()))
+    oldest = n - len(_ADDED.get(cls, ()))
 
     def build(values: list[Any]) -> Any:
         if len(values) != n:
-            if len(values) != older:
+            if not oldest <= len(values) < n:
                 raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
-            values = [*values, *[None] * (n - older)]  # written before the added fields
+            values = [*values, *[None] * (n - len(values))]  # written before the last added fields
         for i, sub in nested:
             if values[i] is not None:
                 values[i] = _BUILDERS[sub](values[i])
@@ -103,9 +105,12 @@ def _object_builder(cls: type[BaseModel]) -> Callable[[Any], Any]:
             raise RecordError(f"{name} record is a {type(values).__name__}")
         # The count, as the array layout checked it: comparing the names would cost a third of a build.
         if len(values) != n:
-            if not added or len(values) != n - len(added) or any(f in values for f in added):
+            # Written before the last added fields (a suffix of `added`): they are last in field order, as the model
+            # keeps them, and None.
+            missing = added[len(added) - (n - len(values)) :] if n - len(added) <= len(values) < n else ()
+            if not missing or any(f in values for f in missing):
                 raise RecordError(f"{name} record has {len(values)} fields, expected {n}")
-            for f in added:  # written before the field was added: last in field order, as the model keeps it
+            for f in missing:
                 values[f] = None
         for field_name, sub in nested:
             v = values[field_name]
@@ -181,6 +186,9 @@ def _print_values(tp: TextFingerprint | None) -> list[Any] | None:
     # The k-gram positions where known (docs/adr/0004, "coverage"): the domain stage judges runs as the
     # embedded monitor does. Records from before them have [words, hashes] only.
     pos = positions_of(tp)
+    sp = sentences_of(tp)
+    if sp is not None:
+        return [tp.words, tp.hashes, pos, sp[0], sp[1]]
     return [tp.words, tp.hashes] if pos is None else [tp.words, tp.hashes, pos]
 
 
@@ -190,11 +198,22 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if len(values) == 2:
         words, hashes = values
         return trusted(TextFingerprint, {"hashes": hashes, "words": words})
-    words, hashes, positions = values
-    if len(positions) != len(hashes):
-        raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
-    # Not a field: outside the fields set, as where the monitor fingerprints text itself (`positions_of`).
-    return trusted(TextFingerprint, {"hashes": hashes, "words": words, "positions": positions}, _PRINT_FIELDS)
+    if len(values) == 5:
+        words, hashes, positions, sentences, ends = values
+        if len(sentences) != len(ends):
+            raise RecordError(f"print record has {len(ends)} sentence ends for {len(sentences)} sentences")
+    else:
+        words, hashes, positions = values
+        sentences = None
+    fields: dict[str, Any] = {"hashes": hashes, "words": words}
+    if positions is not None:
+        if len(positions) != len(hashes):
+            raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
+        fields["positions"] = positions
+    if sentences is not None:
+        fields["sentences"] = (sentences, ends)
+    # Not fields: outside the fields set, as where the monitor fingerprints text itself (`positions_of`).
+    return trusted(TextFingerprint, fields, _PRINT_FIELDS)
 
 
 def exchange_record(ex: Exchange) -> bytes:

@@ -119,7 +119,8 @@ def _stock_world(m: Monitor) -> list[Alert]:
 
 
 def _two_in_a_row(key: str, junction: bool) -> str:
-    m = Monitor(_settings(fingerprint_key=key, overlap_junction=junction))
+    # Whole sentences of the source off: the junction rule is what is under test (both are whole sentences).
+    m = Monitor(_settings(fingerprint_key=key, overlap_junction=junction, overlap_whole_sentences=False))
     alerts = _stock_world(m)
     # One other tenant's answer put the disclaimer and the closing in a row; so does the receiver's answer.
     alerts += m.observe(request("s", "src", 100, text="Is the new tariff in force?"))

@@ -1,0 +1,148 @@
+"""Whole sentences of the source (detectors/sentences.py, ADR 0008 decision 8): a content-only match that touches only
+output sentences which are whole sentences of the source's text is what a model writing a text it knows produces,
+and is a warning; a page cut where a token count fell is still high; a mechanism still makes either critical."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from factories import request, response
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from detectors.fingerprint import Fingerprinter, sentences_of
+from detectors.monitor import Monitor
+from detectors.sentences import MAX_SENTENCES, extend, pieces, sentence_print, split_sentences, whole
+from detectors.session_prints import SessionPrints
+from detectors.settings import DetectionSettings
+from detectors.tokens import words_of
+from schemas.alert import SEVERITY_RANK, Alert
+from schemas.events import Fingerprint
+
+WORDS = [f"w{i:04d}" for i in range(6000)]
+KEY = b"whole-sentence-tests"
+
+
+def _settings(**kw: object) -> DetectionSettings:
+    base = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": "whole-sentence-tests"}
+    return DetectionSettings.model_validate(base | kw)
+
+
+def _sentences(rng: random.Random, n: int, end: str = ".") -> list[str]:
+    return [" ".join(rng.sample(WORDS, rng.randint(12, 20))).capitalize() + end for _ in range(n)]
+
+
+def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
+    """Tenant S pastes a text of sentences; R's answer then carries some of it inside its own sentences: `whole` two
+    whole sentences, `page` a page cut mid-sentence at both ends, `lines` two whole lines without a full stop."""
+    rng = random.Random(seed)
+    end = "" if mode == "lines" else "."
+    src = _sentences(rng, 8, end)
+    own = _sentences(rng, 6)
+    m = Monitor(_settings(**kw))
+    m.observe(request("s1", "S", 1, text=("\n" if mode == "lines" else " ").join(src)))
+    m.observe(response("s1", "S", 2, text="Noted."))
+    if mode == "page":
+        words = " ".join(src[2:6]).split()
+        carried = " ".join(words[5:-5])  # starts and ends inside a sentence
+    else:
+        carried = ("\n" if mode == "lines" else " ").join(src[3:5])
+    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
+    m.observe(request("r1", "R", 10, text="Tell me something."))
+    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    return alerts[0] if alerts else None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_high(seed: int) -> None:
+    echo = _leak(seed, "whole")
+    assert echo is not None and echo.severity == "warning"
+    assert echo.evidence[0].figures["whole_sentences"] is True
+    # Control: the same answer is high without the rule, so the rule is what made it a warning.
+    off = _leak(seed, "whole", overlap_whole_sentences=False)
+    assert off is not None and SEVERITY_RANK[off.severity] >= SEVERITY_RANK["high"]
+    page = _leak(seed, "page")
+    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
+    assert "whole_sentences" not in page.evidence[0].figures
+    # Lines without a full stop (code, a list, a paragraph cut off) are no sentences: a page of them stays high.
+    lines = _leak(seed, "lines")
+    assert lines is not None and SEVERITY_RANK[lines.severity] >= SEVERITY_RANK["high"]
+
+
+def test_the_pieces_are_the_whole_texts_cuts_from_any_sentence_start() -> None:
+    text = "Hello there. Version 3.14 is out!Yes\nQuote: «Fin.» 東京です。次は? example.com works"
+    assert split_sentences(text) == [
+        "Hello there.",
+        "Version 3.14 is out!Yes",
+        "Quote: «Fin.",
+        "» 東京です。",  # a closer cut off before a non-ASCII character: no unit, so the sentence hashes the same
+        "次は?",
+        "example.com works",
+    ]
+    cuts = list(pieces(text))
+    for a, _ in cuts:
+        assert list(pieces(text, a)) == [c for c in cuts if c[0] >= a]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["alpha", "Beta", "東京", "です。", "ｆｕｌｌ", "x.y", "end.", "ok!", "\n", "  ", "“q.”"]),
+        max_size=60,
+    )
+)
+def test_the_sentences_units_are_the_texts_units(parts: list[str]) -> None:
+    text = " ".join(parts)
+    sp = sentence_print(text, words_of, KEY, len(words_of(text)))
+    assert sp is not None
+    hashes, ends = sp
+    assert len(hashes) == len(ends) and all(a < b for a, b in zip(ends, ends[1:], strict=False))
+    assert (ends[-1] if ends else 0) == len(words_of(text))
+
+
+def test_whole_asks_every_touched_sentence_and_stays_inside_the_print() -> None:
+    sp = ([11, 22, 0, 44], [5, 12, 20, 30])
+    assert whole(sp, 5, 11, {22})
+    assert whole(sp, 0, 11, {11, 22})
+    assert not whole(sp, 4, 11, {22})  # touches the first sentence too
+    assert not whole(sp, 12, 19, {0, 22})  # a line, not a sentence: never whole
+    assert not whole(sp, 25, 31, {44})  # past the print's last sentence
+
+
+def test_a_bomb_of_sentences_is_bounded() -> None:
+    text = "a. " * (3 * MAX_SENTENCES)
+    hashes: list[int] = []
+    ends: list[int] = []
+    extend(text, 0, hashes, ends, words_of, KEY)
+    assert len(hashes) == MAX_SENTENCES
+
+
+def test_a_session_continues_its_sentences_as_a_full_pass_makes_them() -> None:
+    fp = Fingerprinter("whole-sentence-tests", 5, 4)
+    sessions = SessionPrints(fp, min_cut=64)
+    rng = random.Random(3)
+    parts = ["alpha", "beta.", "東京です。", "次は？", "gamma!", "\n", "delta", "x.y"]
+    text = ""
+    for _ in range(120):
+        text += " " + " ".join(rng.choice(parts) for _ in range(rng.randint(1, 25)))
+        assert sentences_of(sessions.fingerprint_text("s", text)) == sentences_of(fp.fingerprint_text(text))
+
+
+def test_the_wire_carries_the_print_and_refuses_a_bad_one() -> None:
+    fp = Fingerprinter("whole-sentence-tests", 5, 4)
+    wire = fp.fingerprint("One sentence here. And another one there! A line")
+    assert wire.sentences is not None and wire.sentence_ends == [3, 7, 9]
+    back = fp.from_wire(Fingerprint.model_validate_json(wire.model_dump_json()))
+    assert sentences_of(back) == (wire.sentences, wire.sentence_ends)
+    base = wire.model_dump()
+    for bad in (
+        {"sentences": [1, 2]},  # no ends
+        {"sentences": [1, 2], "sentence_ends": [3]},
+        {"sentences": [1, 2], "sentence_ends": [3, 3]},
+        {"sentences": [1, 2], "sentence_ends": [3, 99]},  # past the text
+        {"sentences": [-1, 2], "sentence_ends": [3, 6]},
+        {"sentences": [2**64, 2], "sentence_ends": [3, 6]},
+    ):
+        with pytest.raises(ValueError, match="sentence"):
+            Fingerprint.model_validate(base | bad)
