@@ -243,9 +243,10 @@ class DetectionSettings(BaseModel):
     overlap_whole_sentences: bool = Field(
         default=True,
         description="a content-only finding whose every page run touches only output sentences that are whole "
-        "sentences of the source's text, and whose source explains less than overlap_beyond_pool_share of the "
-        "output, is a warning, not high: a model writing a text it knows writes whole sentences, an engine's page "
-        "is cut at a token count (detectors/sentences.py; ADR 0008 decision 8). A mechanism still makes it critical",
+        "sentences of the source's text, and whose source's runs span less than overlap_beyond_pool_share of the "
+        "output's units (more is a whole response handed over), is a warning, not high: a model writing a text it "
+        "knows writes whole sentences, an engine's page is cut at a token count (detectors/sentences.py; ADR 0008 "
+        "decision 8). A mechanism still makes it critical",
     )
     overlap_beyond_pool_share: float = Field(
         default=0.6,

@@ -353,12 +353,7 @@ class OverlapDetector(HeldJudge):
             # A long run of shared text (two tenants have had it: a template, a public passage) is no one tenant's
             # page: it names the source next to a mechanism, but alone it is no more than a warning (ADR 0008).
             severity = "warning"
-        echo = (
-            warm
-            and severity in ("high", "critical")
-            and not (ov.total and n >= self.s.overlap_beyond_pool_share * ov.total)
-            and self._whole_sentences(ov, tenant, need)
-        )
+        echo = warm and severity in ("high", "critical") and self._whole_sentences(ov, tenant, need)
         if echo:
             # Whole sentences of the source, and not most of the output: what a model writes when it reproduces a
             # text it knows; a page is cut where a token count fell (ADR 0008 decision 8). A lead, not a disclosure.
@@ -398,10 +393,19 @@ class OverlapDetector(HeldJudge):
         either side's sentences or the output's positions are unknown: then nothing is claimed."""
         sp = self._sentences
         spans = ov.free_spans.get(tenant)
-        if sp is None or not spans:
+        if sp is None or not spans or not sp[1]:
             return False
-        runs = [(first, last + self.s.k - 1) for length, first, last in spans if length >= need]
+        k = self.s.k
+        runs = [(first, last + k - 1) for length, first, last in spans if length >= need]
         if not runs:
+            return False
+        # A delivery mix-up hands over a whole response: the source's runs then span most of the output, whatever
+        # share of its fingerprints stock phrases and public text explain away. That is no echo.
+        covered, end = 0, -1
+        for first, last in sorted((first, last + k - 1) for _, first, last in spans):
+            covered += max(0, last - max(first, end + 1) + 1)
+            end = max(end, last)
+        if covered >= self.s.overlap_beyond_pool_share * sp[1][-1]:
             return False
         source = self.index.sentences(ov.docs.get(tenant, set()))
         if source is None:
