@@ -5,6 +5,7 @@ and is a warning; a page cut where a token count fell is still high; a mechanism
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pytest
 from factories import request, response
@@ -97,7 +98,7 @@ def test_the_sentences_units_are_the_texts_units(parts: list[str]) -> None:
     sp = sentence_print(text, words_of, KEY, len(words_of(text)))
     assert sp is not None
     hashes, ends = sp
-    assert len(hashes) == len(ends) and all(a < b for a, b in zip(ends, ends[1:], strict=False))
+    assert len(hashes) == len(ends) and all(a < b for a, b in pairwise(ends))
     assert (ends[-1] if ends else 0) == len(words_of(text))
 
 
