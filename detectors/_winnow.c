@@ -454,6 +454,7 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
 #include "_winnow_digest.h" /* prefix_digests */
 #include "_winnow_spread.h" /* the commonness record's loops (detectors/commonness.py) */
 #include "_winnow_index_type.h" /* the content index's postings (detectors/index.py) */
+#include "_winnow_sentences.h"  /* whole-sentence prints (detectors/sentences.py) */
 
 static PyMethodDef module_methods[] = {
     {"prefix_digests", prefix_digests, METH_VARARGS,
@@ -533,6 +534,8 @@ static PyMethodDef Winnower_methods[] = {
     {"kgrams", (PyCFunction)Winnower_kgrams, METH_O, "kgrams(unit_hashes) -> bytearray of the k-gram hashes"},
     {"units", (PyCFunction)(void (*)(void))Winnower_units, METH_FASTCALL,
      "units(text, normalise=None) -> the units as written, ASCII folded (Units.raw); normalise(u) for non-ASCII u"},
+    {"sentences", (PyCFunction)(void (*)(void))Winnower_sentences, METH_FASTCALL,
+     "sentences(text, hash_fn, start, with_ends) -> (hashes, ends or None, last piece start, hashes before it)"},
     {"clear", (PyCFunction)Winnower_clear, METH_NOARGS, "forget the cached unit hashes of words"},
     {NULL, NULL, 0, NULL},
 };

@@ -35,7 +35,7 @@ from itertools import chain
 
 import numpy as np
 
-from detectors.sentences import SentencePrint, sentence_print
+from detectors.sentences import SentencePrint, Sentences
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from detectors.winnowing import kgram_hashes, minima_positions, window_minima
 from detectors.wordtable import MIN_BITS, WordTable
@@ -95,7 +95,7 @@ def sentences_of(tp: TextFingerprint) -> SentencePrint | None:
     return sp
 
 
-def wire_sentences(tp: TextFingerprint) -> dict[str, list[int]]:
+def wire_sentences(tp: TextFingerprint) -> dict[str, list[int] | None]:
     """`Fingerprint` keyword arguments carrying the whole-sentence print, where known."""
     sp = sentences_of(tp)
     return {} if sp is None else {"sentences": sp[0], "sentence_ends": sp[1]}
@@ -169,6 +169,13 @@ class Fingerprinter(WordTable):
             if native and _winnow is not None
             else None
         )
+
+    @property
+    def sentence_prints(self) -> Sentences:
+        """Whole-sentence prints with this fingerprinter's unit hashes (detectors/sentences.py); made per use, so
+        that nothing of it is pickled with the fingerprinter."""
+        native = self._native if self._native is not None and hasattr(self._native, "sentences") else None
+        return Sentences(native, self._bytes_hash, self.word_hashes)
 
     @property
     def guarantee_units(self) -> int:
@@ -430,8 +437,10 @@ class Fingerprinter(WordTable):
                 return wh
         return self._unicode_hashes(text)
 
-    def fingerprint_text(self, text: str) -> TextFingerprint:
-        """The fingerprints of a text, as a TextFingerprint (what the join keeps instead of the text)."""
+    def fingerprint_text(self, text: str, *, ends: bool = True) -> TextFingerprint:
+        """The fingerprints of a text, as a TextFingerprint (what the join keeps instead of the text). With the
+        whole-sentence print (detectors/sentences.py): with its pieces' unit ends (`ends`, an output's), or only
+        the hashes of its sentences (a prompt's: what a source needs)."""
         native = self._native
         if native is not None:
             tp = native.fingerprint(text, self._bytes_hash)
@@ -439,7 +448,8 @@ class Fingerprinter(WordTable):
         else:
             tp = self._print(self.text_hashes(text))
         if self.sentences and tp.words:
-            sp = sentence_print(text, words_of, self._key, tp.words)
+            prints = self.sentence_prints
+            sp = prints.output_print(text, tp.words) if ends else (prints.source_hashes(text)[0], None)
             if sp is not None:
                 tp.__dict__["sentences"] = sp
         return tp
@@ -482,7 +492,7 @@ class Fingerprinter(WordTable):
                 for h, p in zip(fp.hashes, pos, strict=True):
                     first.setdefault(h, p)
             tp = _text_fingerprint(list(first), fp.words, list(first.values()))
-        if fp.sentences is not None and fp.sentence_ends is not None:
+        if fp.sentences is not None:
             tp.__dict__["sentences"] = (fp.sentences, fp.sentence_ends)
         return tp
 

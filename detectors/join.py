@@ -106,7 +106,7 @@ class Joiner:
                 if req.session_id is not None:
                     tp = self.sessions.fingerprint_text(f"{req.tenant_id}\0{req.session_id}", text)
                 else:
-                    tp = fpr.fingerprint_text(text)
+                    tp = fpr.fingerprint_text(text, ends=False)
             if req.prompt_text is not None and self.canaries.state_size():
                 # Markers the receiver sends itself (its history re-sending an answer that carried one): an output
                 # repeating them is its own context, not a new leak (the first one was judged when it happened).

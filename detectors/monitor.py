@@ -42,7 +42,7 @@ class _Counts(Counter[str]):
 
 
 def make_fingerprinter(settings: DetectionSettings) -> Fingerprinter:
-    return Fingerprinter(settings.fingerprint_key, settings.k, settings.w)
+    return Fingerprinter(settings.fingerprint_key, settings.k, settings.w, sentences=settings.overlap_whole_sentences)
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Whole-sentence prints: a keyed hash of each sentence of a text, and where each sentence ends in units.
+"""Whole-sentence prints: a keyed hash of each sentence of a text and, for an output, where its pieces end in units.
 
 What they are for (docs/adr/0008, decision 8). A KV page is a run of tokens the engine cut at a fixed count,
 blind to sentences: a stale page, a page spliced into an answer, a prefix that another prompt continues all
@@ -8,116 +8,164 @@ every output sentence it touches is also a whole sentence of the source's text i
 what a page rarely does: both ends of the page would have to fall on sentence boundaries in the source, and
 the page be spliced in at a sentence boundary of the answer.
 
-Only a sentence proper counts: one that ends in `.`, `!`, `?` or a CJK full stop (before closing quotes or
-brackets). A piece cut only by a line break or the end of the text (a line of code, a list item, a heading, a
-paragraph that stops mid-thought) hashes to 0 and is never a whole sentence: lines are short against winnowing's
-edge slack (up to w - 1 units of a page's ends go unseen), so a page of whole-looking lines proves nothing, and
+Pieces are cut after `.`, `!` or `?` followed by white space, a character outside ASCII (a Japanese answer
+after an English quote) or the end; after the CJK stops `。．｡！？`; and at line breaks (dropped). Only a
+sentence proper counts: a piece a stop ended, or whose last character before its line break or the end that is
+no white space, closing quote or bracket (format characters vanish, as in units) is a stop. A line of code, a
+list item, a heading, a paragraph that stops mid-thought is no sentence: lines are short against winnowing's edge
+slack (up to w - 1 units of a page's ends go unseen), so a page of whole-looking lines proves nothing, and
 measured on our simulator a page of code lines or a paragraph leaked whole looked like an echo otherwise.
 
-Sentences are cut on the raw text after `.`, `!` or `?` followed by white space, the end, or a character
-outside ASCII (a Japanese answer after an English quote), after the CJK full stops `。．｡！？` anywhere, and at
-line breaks. Units never cross those cuts (a unit is a run of word characters, or one CJK character), so the
-sentences' units, in order, are the text's units; a sentence's hash is the keyed hash of its units, so the
-same sentence re-spaced, re-cased or in full-width characters hashes the same. Nothing of the text is kept:
-the hashes reveal nothing without the key, and the ends say only how long the sentences are.
+A sentence's hash mixes the keyed hashes of its units (the fingerprints' own units: words, or CJK characters,
+normalised), so the same sentence re-spaced, re-cased or in full-width characters hashes the same, and without the
+key the hash says nothing. A source keeps the hashes of its sentences proper (`source_hashes`); an output also
+needs where each of its pieces ends in units, to find the pieces a run touches (`sentence_print`: one entry per
+piece with units, 0 for a piece that is no sentence). Nothing of the text is kept. The native extension does it
+in the fingerprinter's own pass over the code points (detectors/_winnow_sentences.h); `_reference` here is the
+same computation, and the path without it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from typing import Any
 
-__all__ = [
-    "MAX_SENTENCES",
-    "SentencePrint",
-    "checked",
-    "extend",
-    "pieces",
-    "sentence_print",
-    "split_sentences",
-    "whole",
-]
+from detectors.tokens import CLASS, DROP, FOLD, SEP, TABLE_END, WORD, words_of
+
+__all__ = ["MAX_SENTENCES", "SentencePrint", "Sentences", "split_sentences", "whole"]
 
 # Bounded per text: a text of a million line breaks would otherwise cost a hash each. Past the bound the rest
 # of the text has no sentences, and a match there is never taken for an echo (`whole`).
 MAX_SENTENCES = 2_048
 
-_CUT = re.compile(r"(?<=[.!?])(?=\s|$|[^\x00-\x7f])|(?<=[。．｡！？])|\n")
+# (a hash per piece with units, 0 where the piece is no sentence; the unit offset where each piece ends, exclusive
+# and strictly increasing, or None for a source's print, which lists its sentences proper alone)
+SentencePrint = tuple[list[int], list[int] | None]
 
-# What ends a sentence proper, and the closing quotes and brackets that may follow it.
-_ENDS = (".", "!", "?", "。", "．", "｡", "！", "？")
-_CLOSERS = "\"'”’»」』)）]】"
-# (sentence hashes, unit offset where each sentence ends: exclusive, strictly increasing)
-SentencePrint = tuple[list[int], list[int]]
-
-
-def split_sentences(text: str) -> list[str]:
-    """The text's sentences, raw but stripped, in order (empty pieces dropped)."""
-    return [text[a:b].strip() for a, b in pieces(text) if not text[a:b].isspace()]
+_MASK = (1 << 64) - 1
+_MUL = 0x9E3779B97F4A7C15
+_STOPS_ASCII = frozenset(".!?")
+_STOPS_CJK = frozenset("。．｡！？")
+_CLOSERS = frozenset("\"')]”’»」』）】")
 
 
-def pieces(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
-    """(start, end) of each sentence of `text` from `start` (a sentence start) on: the same cuts as over the whole
-    text (a search from `start` still sees the characters before it)."""
-    a = start
-    for m in _CUT.finditer(text, start):
-        b = m.start()
-        if b > a:
-            yield a, b
-        a = m.end()
-    if len(text) > a:
-        yield a, len(text)
+def _final(h: int, n: int) -> int:
+    f = h ^ ((n * 0xC2B2AE3D27D4EB4F) & _MASK)
+    f ^= f >> 33
+    f = (f * 0xFF51AFD7ED558CCD) & _MASK
+    f ^= f >> 33
+    return f or 1
 
 
-def extend(
-    text: str, start: int, hashes: list[int], ends: list[int], units_of: Callable[[str], list[str]], key: bytes
-) -> tuple[int, int]:
-    """Append the sentences of `text` from `start` (a sentence start, with `hashes` and `ends` those before it) to
-    `hashes` and `ends`. Returns where the last sentence starts and how many sentences come before it: the text's
-    last sentence may go on in a longer text that continues this one (a session's next turn), so that is where
-    the next call resumes."""
-    resume, before = start, len(hashes)
-    at = ends[-1] if ends else 0
-    for a, b in pieces(text, start):
-        resume, before = a, len(hashes)
+def _cuts(text: str, start: int) -> list[tuple[int, int, bool]]:
+    """(start, end, sentence proper) of each piece of `text` from `start` on (the native loop's cuts)."""
+    out: list[tuple[int, int, bool]] = []
+    piece, pending, last = start, False, ""
+    for i in range(start, len(text)):
+        c = text[i]
+        if pending:
+            pending = False
+            if c.isspace() or ord(c) >= 0x80:
+                out.append((piece, i, True))
+                piece, last = i, ""
+        cp = ord(c)
+        cls = (WORD if FOLD[cp] != 0x20 else SEP) if cp < 0x80 else CLASS[min(cp, TABLE_END - 1)]
+        if cls == DROP:
+            continue
+        if cls != SEP:
+            last = c
+        elif c == "\n":
+            out.append((piece, i, last in _STOPS_ASCII or last in _STOPS_CJK))
+            piece, last = i + 1, ""
+        elif c in _STOPS_CJK:
+            out.append((piece, i + 1, True))
+            piece, last = i + 1, ""
+        elif c in _STOPS_ASCII:
+            last, pending = c, True
+        elif not c.isspace() and c not in _CLOSERS:
+            last = c
+    if pending:
+        out.append((piece, len(text), True))
+        piece, last = len(text), ""
+    out.append((piece, len(text), last in _STOPS_ASCII or last in _STOPS_CJK))
+    return out
+
+
+def _reference(
+    text: str, unit_hashes: Callable[[list[str]], Any], start: int, with_ends: bool
+) -> tuple[list[int], list[int] | None, int, int]:
+    """The native `Winnower.sentences`, in Python: (hashes, ends or None, where the last piece starts, how many
+    hashes come before it)."""
+    hashes: list[int] = []
+    ends: list[int] | None = [] if with_ends else None
+    at = 0
+    cuts = _cuts(text, start)
+    last_start, before = cuts[-1][0], 0
+    for i, (a, b, proper) in enumerate(cuts):
         if len(hashes) >= MAX_SENTENCES:
-            break
-        units = units_of(text[a:b])
+            return hashes, ends, a, len(hashes)
+        if i == len(cuts) - 1:
+            before = len(hashes)
+        units = words_of(text[a:b])
         if not units:
             continue
         at += len(units)
-        if text[a:b].rstrip().rstrip(_CLOSERS).endswith(_ENDS):
-            digest = hashlib.blake2b("\x1f".join(units).encode(), key=key, digest_size=8).digest()
-            hashes.append(int.from_bytes(digest, "little") or 1)
-        else:
-            hashes.append(0)  # a line, a heading, a cut-off paragraph: no sentence (`whole`)
-        ends.append(at)
-    return resume, before
+        if ends is None and not proper:
+            continue
+        h = 0
+        if proper:
+            for v in unit_hashes(units):
+                h = (h * _MUL + int(v)) & _MASK
+            h = _final(h, len(units))
+        hashes.append(h)
+        if ends is not None:
+            ends.append(at)
+    return hashes, ends, last_start, before
 
 
-def sentence_print(text: str, units_of: Callable[[str], list[str]], key: bytes, words: int) -> SentencePrint | None:
-    """The whole-sentence print of `text` (of `words` units): each sentence with at least one unit, hashed over its
-    units with `key`; None when the sentences' units do not add up to the text's (a unit straddling a cut: then
-    nothing is claimed)."""
-    hashes: list[int] = []
-    ends: list[int] = []
-    extend(text, 0, hashes, ends, units_of, key)
-    return checked(hashes, ends, words)
+class Sentences:
+    """Whole-sentence prints with one fingerprinter's unit hashes (its `native` Winnower, or its pure word hashes)."""
+
+    def __init__(self, native: Any, hash_fn: Callable[[bytes], int], unit_hashes: Callable[[list[str]], Any]) -> None:
+        self._native = native
+        self._hash_fn = hash_fn
+        self._unit_hashes = unit_hashes
+
+    def _run(self, text: str, start: int, with_ends: bool) -> tuple[list[int], list[int] | None, int, int]:
+        if self._native is not None:
+            return self._native.sentences(text, self._hash_fn, start, with_ends)  # type: ignore[no-any-return]
+        return _reference(text, self._unit_hashes, start, with_ends)
+
+    def source_hashes(self, text: str, start: int = 0) -> tuple[list[int], int, int]:
+        """The hashes of the sentences proper of `text` from `start` (a piece start) on, at most `MAX_SENTENCES`;
+        where its last piece starts, and how many of the hashes come before it. The last piece may go on in a
+        longer text that continues this one (a session's next turn): that is where the next call resumes."""
+        hashes, _, last, before = self._run(text, start, False)
+        return hashes, last, before
+
+    def output_print(self, text: str, words: int) -> SentencePrint | None:
+        """An output's print (of `words` units): per piece with units, its hash if it is a sentence proper (else 0)
+        and where it ends in units; None when the pieces' units do not add up to the text's."""
+        hashes, ends, _, _ = self._run(text, 0, True)
+        assert ends is not None
+        at = ends[-1] if ends else 0
+        if at == words or (len(hashes) >= MAX_SENTENCES and at <= words):
+            return hashes, ends
+        return None
 
 
-def checked(hashes: list[int], ends: list[int], words: int) -> SentencePrint | None:
-    """The print if its units add up to the text's `words` (at most, when it holds `MAX_SENTENCES`), else None."""
-    at = ends[-1] if ends else 0
-    if at == words or (len(hashes) >= MAX_SENTENCES and at <= words):
-        return hashes, ends
-    return None
+def split_sentences(text: str) -> list[str]:
+    """The text's pieces, stripped, in order (empty pieces dropped): what the prints are made of, for reading."""
+    return [s for a, b, _ in _cuts(text, 0) if (s := text[a:b].strip())]
 
 
 def whole(sp: SentencePrint, first: int, last: int, source: set[int] | frozenset[int]) -> bool:
-    """Whether every sentence of the output that units `first`..`last` touch is a whole sentence of the source
-    (its hash in `source`). False where the span reaches past the sentences the print holds."""
+    """Whether every piece of the output that units `first`..`last` touch is a sentence proper and a whole sentence
+    of the source (its hash in `source`). False where the span reaches past the pieces the print holds, or the
+    print has no positions."""
     hashes, ends = sp
+    if ends is None:
+        return False
     start = 0
     touched = False
     for h, end in zip(hashes, ends, strict=True):

@@ -40,8 +40,7 @@ from typing import Any
 import numpy as np
 
 from detectors.fingerprint import Fingerprinter
-from detectors.sentences import checked, extend
-from detectors.tokens import words_of
+from detectors.sentences import MAX_SENTENCES
 from schemas.exchange import TextFingerprint
 
 try:
@@ -67,9 +66,9 @@ class _State:
     # The same values as a set: a C hash set (native), extended in place by each continued turn, or a
     # sorted numpy array (without the extension).
     seen: Any
-    # The whole-sentence print so far (detectors/sentences.py): where the last sentence starts (characters, UTF-8
-    # bytes), the sentences before it, and the print's hashes and ends (of which those first ones are final).
-    sent: tuple[int, int, int, list[int], list[int]] | None = None
+    # The sentences' hashes so far (detectors/sentences.py): where the text's last piece starts (characters, UTF-8
+    # bytes), how many hashes come before it (final), and the hashes.
+    sent: tuple[int, int, int, list[int]] | None = None
 
 
 class SessionPrints:
@@ -115,23 +114,24 @@ class SessionPrints:
         return tp
 
     def _sentences(self, session: str, text: str, prior: _State | None, tp: TextFingerprint) -> None:
-        """The whole-sentence print of `text` onto `tp`, continuing the previous turn's where the text continues it up
-        to that turn's last sentence; kept with the session's new state for the next turn."""
+        """The hashes of the sentences of `text` onto `tp` (a prompt's print: detectors/sentences.py), continuing the
+        previous turn's where the text continues it up to that turn's last piece; kept with the session's new state
+        for the next turn."""
         hashes: list[int] = []
-        ends: list[int] = []
         start = 0
         if prior is not None and prior.sent is not None:
-            at_char, at_byte, before, old_hashes, old_ends = prior.sent
-            if at_byte <= prior.cut:  # the digest vouched for the text up to there
-                hashes, ends, start = old_hashes[:before], old_ends[:before], at_char
-        resume, before = extend(text, start, hashes, ends, words_of, self.fp._key)
-        sp = checked(hashes, ends, tp.words)
-        if sp is not None:
-            tp.__dict__["sentences"] = sp
+            at_char, at_byte, before, old = prior.sent
+            if at_byte <= prior.cut + 1:  # the digest vouched for the text before the cut, and the cut's separator
+                hashes, start = old[:before], at_char
+        new, resume, before = self.fp.sentence_prints.source_hashes(text, start)
+        kept = len(hashes)
+        hashes += new[: MAX_SENTENCES - kept]
+        before = min(len(hashes), kept + before)
+        tp.__dict__["sentences"] = (hashes, None)
         state = self._states.get(session)
         if state is not None:
             at_byte = resume if text.isascii() else len(text[:resume].encode("utf-8", "surrogatepass"))
-            state.sent = (resume, at_byte, before, hashes, ends)
+            state.sent = (resume, at_byte, before, hashes)
 
     def _fingerprint(self, session: str, text: str) -> tuple[TextFingerprint, _State | None]:
         """The fingerprints of `text`, and the session's previous state if the text continued it."""

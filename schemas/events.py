@@ -124,31 +124,32 @@ class Fingerprint(_Model):
     sentences: list[int] | None = Field(
         default=None,
         max_length=2_048,
-        description="keyed 64-bit hash of each sentence of the text (over its units), in text order; with "
-        "sentence_ends, as many as it",
+        description="keyed 64-bit hash of each sentence of the text, in text order (detectors/sentences.py): of its "
+        "sentences proper alone, or, with sentence_ends (an output's), of every piece with units, 0 for a piece "
+        "that is no sentence",
         json_schema_extra={"items": {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}},
     )
     sentence_ends: list[int] | None = Field(
         default=None,
         max_length=2_048,
         description="unit offset where each of `sentences` ends (exclusive): strictly increasing, from 1 to at most "
-        "words",
+        "words; optional",
         json_schema_extra={"items": {"type": "integer", "minimum": 1, "maximum": 2**53}},
     )
 
     @model_validator(mode="after")
     def _sentences_fit(self) -> Fingerprint:
         hs, ends = self.sentences, self.sentence_ends
-        if hs is None and ends is None:
+        if hs is None:
+            if ends is not None:
+                raise PydanticCustomError("fingerprint_sentences", "sentence_ends without sentences")
             return self
-        if hs is None or ends is None or len(hs) != len(ends):
-            raise PydanticCustomError(
-                "fingerprint_sentences", "sentences and sentence_ends go together, one end per sentence"
-            )
-        if not hs:
-            return self
-        if min(hs) < 0 or max(hs) > 2**64 - 1:
+        if hs and (min(hs) < 0 or max(hs) > 2**64 - 1):
             raise PydanticCustomError("fingerprint_sentences", "sentence hashes must be 64-bit unsigned integers")
+        if ends is None or (not ends and not hs):
+            return self
+        if len(hs) != len(ends):
+            raise PydanticCustomError("fingerprint_sentences", "sentence_ends must have one end per sentence")
         if ends[0] < 1 or ends[-1] > self.words or any(map(ge, ends, ends[1:])):
             raise PydanticCustomError(
                 "fingerprint_sentences", "sentence_ends must be strictly increasing, from 1 to at most words"

@@ -13,8 +13,8 @@ canary markers travel as their keyed hashes (`Plant`, detectors.canaries.CanaryR
                       [[marker_id, owner_tenant_id, owner_session_id], ...], orphan|null]
     print            [words, hashes, positions] (positions: k-gram offsets, docs/adr/0004 "coverage";
                       [words, hashes] where unknown, and in records written before them);
-                     [words, hashes, positions|null, sentence hashes, sentence ends] with the whole-sentence
-                      print (detectors/sentences.py)
+                     [words, hashes, positions|null, sentence hashes, sentence ends|null] with the
+                      whole-sentence print (detectors/sentences.py)
 
 Objects, not arrays of values in field order (records of the previous layout still decode): orjson
 turns a JSON object into the dict a model keeps its fields in, where an array had to be zipped with
@@ -200,7 +200,7 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
         return trusted(TextFingerprint, {"hashes": hashes, "words": words})
     if len(values) == 5:
         words, hashes, positions, sentences, ends = values
-        if len(sentences) != len(ends):
+        if ends is not None and len(sentences) != len(ends):
             raise RecordError(f"print record has {len(ends)} sentence ends for {len(sentences)} sentences")
     else:
         words, hashes, positions = values

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from detectors.fingerprint import Fingerprinter, sentences_of
 from detectors.monitor import Monitor
-from detectors.sentences import MAX_SENTENCES, extend, pieces, sentence_print, split_sentences, whole
+from detectors.sentences import MAX_SENTENCES, Sentences, split_sentences, whole
 from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
 from detectors.tokens import words_of
@@ -22,7 +22,9 @@ from schemas.alert import SEVERITY_RANK, Alert
 from schemas.events import Fingerprint
 
 WORDS = [f"w{i:04d}" for i in range(6000)]
-KEY = b"whole-sentence-tests"
+FP = Fingerprinter("whole-sentence-tests", 5, 4)
+NATIVE = FP.sentence_prints
+PURE = Sentences(None, FP._bytes_hash, FP.word_hashes)  # the reference: the path without the extension
 
 
 def _settings(**kw: object) -> DetectionSettings:
@@ -71,35 +73,45 @@ def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_hi
     assert lines is not None and SEVERITY_RANK[lines.severity] >= SEVERITY_RANK["high"]
 
 
-def test_the_pieces_are_the_whole_texts_cuts_from_any_sentence_start() -> None:
+def test_the_pieces_and_which_are_sentences() -> None:
     text = "Hello there. Version 3.14 is out!Yes\nQuote: «Fin.» 東京です。次は? example.com works"
     assert split_sentences(text) == [
         "Hello there.",
         "Version 3.14 is out!Yes",
         "Quote: «Fin.",
-        "» 東京です。",  # a closer cut off before a non-ASCII character: no unit, so the sentence hashes the same
+        "» 東京です。",  # a closer cut off before a non-ASCII character: the sentence after it hashes with it
         "次は?",
         "example.com works",
     ]
-    cuts = list(pieces(text))
-    for a, _ in cuts:
-        assert list(pieces(text, a)) == [c for c in cuts if c[0] >= a]
+    for prints in (NATIVE, PURE):
+        sp = prints.output_print(text, len(words_of(text)))
+        assert sp is not None
+        hashes, ends = sp
+        assert ends == [2, 8, 10, 14, 16, 19] and [bool(h) for h in hashes] == [True, False, True, True, True, False]
+        # A source keeps the sentences proper alone, the same hashes; re-spaced and re-cased it hashes the same.
+        assert prints.source_hashes(text)[0] == [h for h in hashes if h]
+        assert prints.source_hashes("HELLO   there.")[0] == hashes[:1]
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.sampled_from(["alpha", "Beta", "東京", "です。", "ｆｕｌｌ", "x.y", "end.", "ok!", "\n", "  ", "“q.”"]),
-        max_size=60,
-    )
-)
-def test_the_sentences_units_are_the_texts_units(parts: list[str]) -> None:
-    text = " ".join(parts)
-    sp = sentence_print(text, words_of, KEY, len(words_of(text)))
+PARTS = ["alpha", "Beta", "東京", "です。", "ｆｕｌｌ", "x.y", "end.", "ok!", "\n", "  ", "“q.”", "\u200b", "?", "。」"]
+PARTS += ["»", "3.14", "Ünïcode.", "\t", "\u3000", "!\u200b", "ｱｲｳ", "한국어.", ")", '."', ".\n"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(PARTS), st.sampled_from(["", " "])), max_size=60))
+def test_the_native_pass_is_the_reference_and_its_units_are_the_texts(parts: list[tuple[str, str]]) -> None:
+    text = "".join(a + b for a, b in parts)
+    words = len(words_of(text))
+    sp = NATIVE.output_print(text, words)
+    assert sp == PURE.output_print(text, words)
     assert sp is not None
     hashes, ends = sp
-    assert len(hashes) == len(ends) and all(a < b for a, b in pairwise(ends))
-    assert (ends[-1] if ends else 0) == len(words_of(text))
+    assert ends is not None and len(hashes) == len(ends) and all(a < b for a, b in pairwise(ends))
+    assert (ends[-1] if ends else 0) == words
+    # Resuming at the last piece gives the same hashes as a pass over the whole text.
+    full, resume, before = NATIVE.source_hashes(text)
+    assert (full, resume, before) == PURE.source_hashes(text)
+    assert full[:before] + NATIVE.source_hashes(text, resume)[0] == full
 
 
 def test_whole_asks_every_touched_sentence_and_stays_inside_the_print() -> None:
@@ -109,14 +121,15 @@ def test_whole_asks_every_touched_sentence_and_stays_inside_the_print() -> None:
     assert not whole(sp, 4, 11, {22})  # touches the first sentence too
     assert not whole(sp, 12, 19, {0, 22})  # a line, not a sentence: never whole
     assert not whole(sp, 25, 31, {44})  # past the print's last sentence
+    assert not whole(([11], None), 0, 3, {11})  # a source's print has no positions
 
 
 def test_a_bomb_of_sentences_is_bounded() -> None:
     text = "a. " * (3 * MAX_SENTENCES)
-    hashes: list[int] = []
-    ends: list[int] = []
-    extend(text, 0, hashes, ends, words_of, KEY)
-    assert len(hashes) == MAX_SENTENCES
+    for prints in (NATIVE, PURE):
+        assert len(prints.source_hashes(text)[0]) == MAX_SENTENCES
+        sp = prints.output_print(text, len(words_of(text)))
+        assert sp is not None and len(sp[0]) == MAX_SENTENCES
 
 
 def test_a_session_continues_its_sentences_as_a_full_pass_makes_them() -> None:
@@ -127,18 +140,18 @@ def test_a_session_continues_its_sentences_as_a_full_pass_makes_them() -> None:
     text = ""
     for _ in range(120):
         text += " " + " ".join(rng.choice(parts) for _ in range(rng.randint(1, 25)))
-        assert sentences_of(sessions.fingerprint_text("s", text)) == sentences_of(fp.fingerprint_text(text))
+        assert sentences_of(sessions.fingerprint_text("s", text)) == sentences_of(fp.fingerprint_text(text, ends=False))
 
 
 def test_the_wire_carries_the_print_and_refuses_a_bad_one() -> None:
     fp = Fingerprinter("whole-sentence-tests", 5, 4)
     wire = fp.fingerprint("One sentence here. And another one there! A line")
-    assert wire.sentences is not None and wire.sentence_ends == [3, 7, 9]
+    assert wire.sentences is not None and wire.sentence_ends == [3, 7, 9] and wire.sentences[2] == 0
     back = fp.from_wire(Fingerprint.model_validate_json(wire.model_dump_json()))
     assert sentences_of(back) == (wire.sentences, wire.sentence_ends)
     base = wire.model_dump()
     for bad in (
-        {"sentences": [1, 2]},  # no ends
+        {"sentences": None, "sentence_ends": [3, 6]},  # ends without sentences
         {"sentences": [1, 2], "sentence_ends": [3]},
         {"sentences": [1, 2], "sentence_ends": [3, 3]},
         {"sentences": [1, 2], "sentence_ends": [3, 99]},  # past the text
