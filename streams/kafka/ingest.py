@@ -170,7 +170,7 @@ class IngestStage:
             if event.prompt_text is not None or event.canaries:
                 fp = event.prompt_fingerprint
                 if fp is None and event.prompt_text is not None:
-                    fp = self._wire(event.prompt_text)
+                    fp = self._wire(event.prompt_text, ends=False)  # a source: its sentences' hashes suffice
                 event = event.model_copy(update={"prompt_text": None, "prompt_fingerprint": fp, "canaries": []})
         elif isinstance(event, Response) and event.output_text is not None:
             fp = event.output_fingerprint
@@ -186,8 +186,8 @@ class IngestStage:
         token_key = self.keys.token_key(marker.rpartition("-")[2])
         return records.Plant(event_id, ts, token_key, self.fingerprinter.marker_id(marker), tenant_id, session_id)
 
-    def _wire(self, text: str) -> Fingerprint:
-        tp = self.fingerprinter.fingerprint_text(text)
+    def _wire(self, text: str, *, ends: bool = True) -> Fingerprint:
+        tp = self.fingerprinter.fingerprint_text(text, ends=ends)
         fpr = self.fingerprinter
         # Our own output: valid by construction, so built without validating up to a million hashes. The
         # positions go on with the hashes: without them the join and domain stages would judge a run by its
