@@ -134,6 +134,9 @@ class Report:
     timeline: Timeline | None
     severity_counts: Counter[str]
     kind_counts: Counter[str]
+    # Responses whose alerts all stay below high: leads to look into, not disclosures (ADR 0008: an echo of whole
+    # sentences, text two tenants share, a match past the pool). No tenant is owed a notification for them.
+    leads: list[Affected] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -201,12 +204,21 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
             configuration.append(a)
             continue
         _affect(affected, leaks, inc, a)
+    # Only a high or critical alert discloses: a response whose alerts all stay below is a lead, apart.
+    leads = {rid: row for rid, row in affected.items() if SEVERITY_RANK[row.severity] < SEVERITY_RANK["high"]}
+    if leads:
+        affected = {rid: row for rid, row in affected.items() if rid not in leads}
+        leaks = [leak for leak in leaks if leak.request_id not in leads]
+        for inc in incidents.values():
+            inc.affected = [rid for rid in inc.affected if rid not in leads]
     if timeline is not None:
         _when(affected, incidents, timeline)
+        _when(leads, {}, timeline)
     return Report(
         alerts=len(unique),
         duplicates=dupes,
         affected=sorted(affected.values(), key=lambda r: (r.ts, r.request_id)),
+        leads=sorted(leads.values(), key=lambda r: (r.ts, r.request_id)),
         leaks=leaks,
         incidents=sorted(incidents.values(), key=lambda i: (i.start, i.incident_id)),
         configuration=configuration,

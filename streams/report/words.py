@@ -101,6 +101,10 @@ def describe(
                 text += f", from request {_ids(f['source_request_ids'])}"
             if f.get("corroborated"):
                 text += "; corroborated by the serving-path signals"
+            elif f.get("whole_sentences"):
+                text += (
+                    "; only whole sentences of that text, as a model writes a text it knows: a lead, not a disclosure"
+                )
             return text + "."
     except (KeyError, TypeError):
         pass  # figures of another version: the generic sentence below still says everything

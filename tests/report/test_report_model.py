@@ -149,6 +149,31 @@ def test_duplicates_are_folded_and_sources_told(tmp_path: Path) -> None:
     assert report.affected[1].origin_known is False  # the mechanism alone: origin not identified
 
 
+def test_a_response_with_warnings_alone_is_a_lead_and_owed_no_notice(tmp_path: Path) -> None:
+    """ADR 0008: an echo of whole sentences (a warning) is a lead to look into, not a disclosure."""
+    echo = {
+        "name": "cross_tenant_contamination",
+        "severity": "warning",
+        "score": 0.7,
+        "source_tenant_id": "quoted",
+        "figures": {"output_fingerprints": 40, "matched_fingerprints": 6, "longest_run": 6, "matched_share": 0.15,
+                    "source_request_ids": ["src-q"], "whole_sentences": True},
+    }  # fmt: skip
+    lead = alert("r3", "reader", "quoted", ts=T0 + 30, severity="warning", kind="cross_tenant_contamination",
+                 evidence=[echo])  # fmt: skip
+    report = build_report([alert("r1", "victim", "origin"), lead])
+    assert [r.request_id for r in report.affected] == ["r1"]
+    assert [r.request_id for r in report.leads] == ["r3"]
+    views = {v.tenant_id: v for v in report.tenants}
+    assert "reader" not in views and "quoted" not in views  # nobody is notified of a lead
+    assert all(leak.request_id != "r3" for leak in report.leaks)
+    assert "a lead, not a disclosure" in describe(echo["name"], echo["figures"], "quoted", name_of=str)
+    html = render(report, title="t", inputs=["a.jsonl"], problems=Problems())
+    assert 'id="leads-table"' in html and 'data-request-id="r3"' in html
+    # Only leads: the report says no response was affected.
+    assert build_report([lead]).clean
+
+
 def test_incident_starts_at_its_first_request_when_events_say_so() -> None:
     tl = Timeline({"r1"})
     tl.feed(
