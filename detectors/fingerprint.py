@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
@@ -456,17 +457,21 @@ class Fingerprinter(WordTable):
 
     def fingerprint(self, text: str) -> Fingerprint:
         """The wire form, for producers that fingerprint at the edge and never send text."""
-        tp = self.fingerprint_text(text)
-        return Fingerprint(
-            scheme=SCHEME,
-            k=self.k,
-            w=self.w,
-            key_id=self.key_id,
-            words=tp.words,
-            hashes=tp.hashes,
-            positions=positions_of(tp),
+        return Fingerprint(**self.wire_fields(self.fingerprint_text(text)))
+
+    def wire_fields(self, tp: TextFingerprint) -> dict[str, Any]:
+        """The fields of `tp`'s wire `Fingerprint` under this fingerprinter's parameters: the hashes, the k-gram
+        positions and the whole-sentence print where known (what the stages need to judge as the monitor does)."""
+        return {
+            "scheme": SCHEME,
+            "k": self.k,
+            "w": self.w,
+            "key_id": self.key_id,
+            "words": tp.words,
+            "hashes": tp.hashes,
+            "positions": positions_of(tp),
             **wire_sentences(tp),
-        )
+        }
 
     def check(self, fp: Fingerprint) -> str | None:
         """Why a precomputed fingerprint cannot be used here, or None if it can."""

@@ -40,7 +40,6 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.fingerprint import SCHEME, positions_of, wire_sentences
 from detectors.monitor import Monitor
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
@@ -241,15 +240,5 @@ def _request_line(monitor: Monitor, request: Any, tp: Any) -> bytes:
     """A waiting request as an input line again, its text as the fingerprints it was replaced by."""
     if tp is None:
         return bytes(request.model_dump_json(exclude_none=True).encode())
-    fpr = monitor.fingerprinter
-    wire = Fingerprint(
-        scheme=SCHEME,
-        k=fpr.k,
-        w=fpr.w,
-        key_id=fpr.key_id,
-        words=tp.words,
-        hashes=tp.hashes,
-        positions=positions_of(tp),
-        **wire_sentences(tp),
-    )
+    wire = Fingerprint(**monitor.fingerprinter.wire_fields(tp))
     return bytes(request.model_copy(update={"prompt_fingerprint": wire}).model_dump_json(exclude_none=True).encode())

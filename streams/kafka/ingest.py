@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import orjson
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
-from detectors.fingerprint import positions_of, wire_sentences
 from detectors.monitor import make_fingerprinter
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
@@ -187,20 +186,11 @@ class IngestStage:
         return records.Plant(event_id, ts, token_key, self.fingerprinter.marker_id(marker), tenant_id, session_id)
 
     def _wire(self, text: str, *, ends: bool = True) -> Fingerprint:
-        tp = self.fingerprinter.fingerprint_text(text, ends=ends)
         fpr = self.fingerprinter
         # Our own output: valid by construction, so built without validating up to a million hashes. The
         # positions go on with the hashes: without them the join and domain stages would judge a run by its
         # matches alone, and raise alerts the embedded runner does not (docs/adr/0004, "coverage").
-        return Fingerprint.model_construct(
-            k=fpr.k,
-            w=fpr.w,
-            key_id=fpr.key_id,
-            words=tp.words,
-            hashes=tp.hashes,
-            positions=positions_of(tp),
-            **wire_sentences(tp),  # type: ignore[arg-type]  # model_construct's keywords are untyped fields
-        )
+        return Fingerprint.model_construct(**fpr.wire_fields(fpr.fingerprint_text(text, ends=ends)))
 
     def publish(self, newest: dict[int, float]) -> None:
         """Event time read per input partition, published once its items are about to be sent."""

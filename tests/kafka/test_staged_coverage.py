@@ -11,9 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
+from detectors import fingerprint
 from schemas.alert import Alert
 from streams.embedded.runner import EmbeddedRunner
-from streams.kafka import ingest, records
+from streams.kafka import records
 from streams.testing.stagepipe import run_lines
 from streams.testing.stockphrases import PAGE_SEEDS, STOCK_SEEDS, receivers, settings, traffic
 
@@ -64,7 +65,8 @@ def test_without_positions_the_stages_fall_back_to_the_count_rule(
     version wrote them (during an upgrade they are still on the topics): an event record whose fingerprint has no
     `positions` key, an exchange record whose prints are [words, hashes]. Those decode, none is dead-lettered."""
     if lost_at == "ingest":
-        monkeypatch.setattr(ingest, "positions_of", lambda tp: None)
+        # The ingest's wire fields (Fingerprinter.wire_fields) without the positions, as a producer older than them.
+        monkeypatch.setattr(fingerprint, "positions_of", lambda tp: None)
     elif lost_at == "older event record":
         monkeypatch.setattr(records, "_fields_of", _older_fields)
     else:
