@@ -39,8 +39,6 @@ typedef struct {
     PyObject *model;   /* the TextFingerprint class, or NULL: fingerprint() then returns a tuple */
 } Winnower;
 
-static PyObject *s_dict, *s_fields_set, *s_extra, *s_private, *s_hashes, *s_words, *s_positions, *empty_tuple;
-
 /* ---- growable uint64 buffer ---- */
 #define STACK_UNITS 1024
 typedef struct {
@@ -343,33 +341,14 @@ static PyObject *Winnower_units(Winnower *self, PyObject *const *args, Py_ssize_
 
 #include "_winnow_select.h" /* select_minima: window minima and the selection */
 
-/* The model object without validation (our own output): as TextFingerprint.model_construct, through the
- * same slots object.__setattr__ would set. */
+/* The print object: TextFingerprint(hashes, words, positions), a plain slotted dataclass, called as Python would. */
 static PyObject *make_model(PyObject *model, PyObject *hashes, PyObject *positions, Py_ssize_t units) {
-    PyObject *obj = NULL, *dict = NULL, *fields = NULL, *words = PyLong_FromSsize_t(units);
-    if (!words) goto fail;
-    obj = PyBaseObject_Type.tp_new((PyTypeObject *)model, empty_tuple, NULL);
-    dict = PyDict_New();
-    fields = PySet_New(NULL);
-    if (!obj || !dict || !fields) goto fail;
-    if (PyDict_SetItem(dict, s_hashes, hashes) < 0 || PyDict_SetItem(dict, s_words, words) < 0 ||
-        PyDict_SetItem(dict, s_positions, positions) < 0)
-        goto fail;
-    /* positions: not a model field (not compared, not serialised): `detectors.fingerprint.positions_of` */
-    if (PySet_Add(fields, s_hashes) < 0 || PySet_Add(fields, s_words) < 0) goto fail;
-    if (PyObject_GenericSetAttr(obj, s_dict, dict) < 0 || PyObject_GenericSetAttr(obj, s_fields_set, fields) < 0 ||
-        PyObject_GenericSetAttr(obj, s_extra, Py_None) < 0 || PyObject_GenericSetAttr(obj, s_private, Py_None) < 0)
-        goto fail;
+    PyObject *words = PyLong_FromSsize_t(units);
+    if (!words) return NULL;
+    PyObject *args[3] = {hashes, words, positions};
+    PyObject *obj = PyObject_Vectorcall(model, args, 3, NULL);
     Py_DECREF(words);
-    Py_DECREF(dict);
-    Py_DECREF(fields);
     return obj;
-fail:
-    Py_XDECREF(words);
-    Py_XDECREF(obj);
-    Py_XDECREF(dict);
-    Py_XDECREF(fields);
-    return NULL;
 }
 
 static void kgrams_in_place(uint64_t *v, size_t units, size_t k) {
@@ -564,14 +543,6 @@ static struct PyModuleDef winnow_module = {
 
 PyMODINIT_FUNC PyInit__winnow(void) {
     if (PyType_Ready(&WinnowerType) < 0 || PyType_Ready(&SelectionType) < 0 || PyType_Ready(&PostingsType) < 0)
-        return NULL;
-    if (!(s_dict = PyUnicode_InternFromString("__dict__")) ||
-        !(s_fields_set = PyUnicode_InternFromString("__pydantic_fields_set__")) ||
-        !(s_extra = PyUnicode_InternFromString("__pydantic_extra__")) ||
-        !(s_private = PyUnicode_InternFromString("__pydantic_private__")) ||
-        !(s_hashes = PyUnicode_InternFromString("hashes")) || !(s_words = PyUnicode_InternFromString("words")) ||
-        !(s_positions = PyUnicode_InternFromString("positions")) ||
-        !(empty_tuple = PyTuple_New(0)))
         return NULL;
     PyObject *m = PyModule_Create(&winnow_module);
     if (!m) return NULL;

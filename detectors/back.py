@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 from detectors.domain import DomainMonitor
 from detectors.public import PublicSet
@@ -26,19 +25,14 @@ _NEG_INF = float("-inf")  # a constant: float("-inf") is a global lookup and a c
 def route_exchange(ex: Exchange, counters: Counter[str]) -> str | None:
     """The cache domain an exchange goes to (counted), or None: a request that never got a response and
     named no domain cannot be placed in any index."""
-    return _route_fields(ex.__dict__, counters)
-
-
-def _route_fields(d: dict[str, Any], counters: Counter[str]) -> str | None:
-    """route_exchange on the exchange's fields (its __dict__: dict reads, not model attribute reads)."""
     # Exchange.cache_domain, inlined.
-    half: Request | Response | None = d["response"] or d["request"]
+    half: Request | Response | None = ex.response or ex.request
     domain = half.cache_domain if half is not None else None
     if domain is None:
         counters["exchanges.unroutable"] += 1
         return None
     counters["exchanges"] += 1
-    orphan = d["orphan"]
+    orphan = ex.orphan
     if orphan:
         counters[f"orphans.{orphan}"] += 1
     return domain
@@ -125,8 +119,7 @@ class Back:
 
     def route(self, ex: Exchange, evaluated: Evaluated | None = None) -> list[Alert]:
         """An exchange to its cache domain (counted; `route_exchange`), judged there if this back owns it."""
-        d = ex.__dict__  # route_exchange's own reads, and the time, from one read of the model's fields
-        domain = _route_fields(d, self.counters)
+        domain = route_exchange(ex, self.counters)
         if domain is None:
             return []
         owns = self.owns
@@ -134,15 +127,11 @@ class Back:
             if self.unowned is not None:
                 self.unowned.append(ex)
             return []
-        return self.exchange(domain, ex, evaluated, d)
+        return self.exchange(domain, ex, evaluated)
 
-    def exchange(
-        self, domain: str, ex: Exchange, evaluated: Evaluated | None = None, d: dict[str, Any] | None = None
-    ) -> list[Alert]:
-        """An exchange already routed to `domain`, judged by its DomainMonitor (`d`: its fields, if read already)."""
-        if d is None:
-            d = ex.__dict__
-        alerts = self.table.get(domain, d["ts"]).observe_exchange(ex, d)
+    def exchange(self, domain: str, ex: Exchange, evaluated: Evaluated | None = None) -> list[Alert]:
+        """An exchange already routed to `domain`, judged by its DomainMonitor."""
+        alerts = self.table.get(domain, ex.ts).observe_exchange(ex)
         if evaluated is not None:
             evaluated.append((ex, alerts))
         return alerts

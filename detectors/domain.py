@@ -72,13 +72,12 @@ class DomainMonitor:
         gap = capacity.gap()
         return [self._domain_alert(gap, ev.ts, ev.traceparent)] if gap else []
 
-    def observe_exchange(self, ex: Exchange, fields: dict[str, Any] | None = None) -> list[Alert]:
-        """Judge an exchange now, or buffer it behind event time (`domain_lateness_s`). `fields`: its __dict__, when
-        the caller read it already."""
+    def observe_exchange(self, ex: Exchange) -> list[Alert]:
+        """Judge an exchange now, or buffer it behind event time (`domain_lateness_s`)."""
         # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange comes here.
         if not self._buffer._heap and self._lateness == 0:
             # _push's immediate case, without its type dispatch (the watermark is moved in _evaluate).
-            return self._evaluate(ex, True, fields)
+            return self._evaluate(ex, True)
         return self._push(ex)
 
     def advance(self, ts: float) -> list[Alert]:
@@ -120,33 +119,25 @@ class DomainMonitor:
             return self._stats(item)
         return self._evaluate(item)
 
-    def _evaluate(self, ex: Exchange, live: bool = False, fields: dict[str, Any] | None = None) -> list[Alert]:
+    def _evaluate(self, ex: Exchange, live: bool = False) -> list[Alert]:
         """Judge one exchange, then let the detectors learn it. `live`: it did not wait in the buffer, so it
-        moves the watermark (the buffer's release moved it already). `fields`: the exchange's own __dict__,
-        when the caller read it already."""
-        # Fields read from the model's __dict__ (pydantic keeps them there): a model's attribute read is
-        # several times slower than a dict read, as BaseModel.__getattr__ defeats CPython's attribute cache,
-        # and this runs per exchange.
-        d = ex.__dict__ if fields is None else fields
-        ts = d["ts"]
+        moves the watermark (the buffer's release moved it already)."""
+        ts = ex.ts
         if live and ts > self.watermark:  # max() without the call
             self.watermark = ts
         self.exchanges += 1
-        request = d["request"]
+        request = ex.request
         capacity = self.capacity
-        resp = d["response"]
+        resp = ex.response
         if resp is not None:
-            usage = resp.__dict__["usage"]
+            usage = resp.usage
             if usage is not None:  # what the engine allocated for it: the pool clock (detectors/pool.py)
-                u = usage.__dict__
-                capacity.clock.add(ts, (u["input_tokens"] or 0) + (u["output_tokens"] or 0))
+                capacity.clock.add(ts, (usage.input_tokens or 0) + (usage.output_tokens or 0))
         gap_alert = None
         # Both calls below are skipped when they cannot change anything (the window seen before; no open
         # incident): their cheap preconditions, tested here, spare a call per exchange.
-        # The request's fields, read once for the window here and the prompt's tokens in the screen.
-        q = None if request is None else request.__dict__
-        if q is not None:
-            window = q["context_window"]
+        if request is not None:
+            window = request.context_window
             if window != capacity.context_window and capacity.observe_window(window):
                 gap_alert = self._gap_alert(ts)  # the rare path: a window not seen before
         index = self.overlap.index
@@ -161,12 +152,12 @@ class DomainMonitor:
         plan = self._plan
         if plan is None or plan.detectors is not self.detectors:
             plan = self._plan = Plan(self.detectors)
-        if d["output_print"] is None and d["prompt_print"] is None and not d["canary_hits"]:
+        if ex.output_print is None and ex.prompt_print is None and not ex.canary_hits:
             observers, learners = plan.bare_observers, plan.bare_learners  # no content: content_only ones skipped
         else:
             observers, learners = plan.observers, plan.learners
         screen = plan.screen
-        signals = [] if screen is None else screen(ex, q, d["response"], capacity)
+        signals = [] if screen is None else screen(ex, request, resp, capacity)
         for observe in observers:
             signals += observe(ex, capacity)
         if not signals:

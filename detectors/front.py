@@ -8,41 +8,33 @@ exchanges a request or response completed or expired, goes to the second half (`
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from detectors.canaries import CanaryPolicy
 from detectors.dedup import Deduper
 from detectors.join import Joiner
-from schemas.events import Canary, Event, EventError
+from schemas.events import Event, EventError
 from schemas.exchange import Exchange
 
 EVENT_KEYS = {t: f"events.{t}" for t in ("request", "response", "cache_stats", "canary")}
 
 
-def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | None = None) -> dict[str, Any]:
+def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | None = None) -> None:
     """Raise EventError (fingerprint_params, canary_tenant, duplicate) for what the core must not take,
-    before any state change. `policy`: who may plant canaries (None: anyone; only for tests).
-
-    Returns the event's fields (its __dict__, read-only), which the caller may dispatch on without
-    reading them again."""
-    # Fields read from the model's __dict__: a model's attribute reads are slow (Joiner.observe_request).
-    # The dispatch is on the wire's type tag: isinstance() with a pydantic class that is not the event's
-    # own goes through the metaclass's __instancecheck__, a call of its own (every request paid one).
-    d = event.__dict__
-    kind = d["type"]
-    if kind == "response":
-        if d["output_fingerprint"] is not None:
-            joiner.check(event)  # type: ignore[arg-type]
-    elif kind == "request":
-        if d["prompt_fingerprint"] is not None:
-            joiner.check(event)  # type: ignore[arg-type]
-        if d["canaries"] and policy is not None:
-            policy.check(event)  # type: ignore[arg-type]
-    elif kind == "canary" and policy is not None:
-        policy.check(event)  # type: ignore[arg-type]
-    if dedup.seen(d["event_id"], d["ts"]):
+    before any state change. `policy`: who may plant canaries (None: anyone; only for tests)."""
+    # Dispatch on the wire's type tag (mypy narrows the union on it): isinstance() with a pydantic class goes
+    # through its metaclass's __instancecheck__, a call of its own per event.
+    if event.type == "response":
+        if event.output_fingerprint is not None:
+            joiner.check(event)
+    elif event.type == "request":
+        if event.prompt_fingerprint is not None:
+            joiner.check(event)
+        if event.canaries and policy is not None:
+            policy.check(event)
+    elif event.type == "canary" and policy is not None:
+        policy.check(event)
+    if dedup.seen(event.event_id, event.ts):
         raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
-    return d
 
 
 class Front:
@@ -56,21 +48,19 @@ class Front:
         self.policy = policy
         self.counters = counters
 
-    def admit(self, event: Event) -> dict[str, Any]:
-        """`admit` with this front's joiner, deduper and canary policy: the event's fields, or EventError."""
-        return admit(event, self.joiner, self.dedup, self.policy)
+    def admit(self, event: Event) -> None:
+        """`admit` with this front's joiner, deduper and canary policy: EventError for what it must not take."""
+        admit(event, self.joiner, self.dedup, self.policy)
 
-    def join(self, event: Event, d: dict[str, Any]) -> list[Exchange]:
-        """An admitted event (`d`: its fields), counted: the exchanges a request or response completes. A canary
-        event registers its marker; cache stats pass (the caller hands them to the back: they need no join)."""
-        kind = d["type"]
-        self.counters[EVENT_KEYS[kind]] += 1
-        if kind == "response":
-            return self.joiner.observe_response(event, d)  # type: ignore[arg-type]
-        if kind == "request":
-            return self.joiner.observe_request(event, d)  # type: ignore[arg-type]
-        if kind == "canary":
-            assert isinstance(event, Canary)
+    def join(self, event: Event) -> list[Exchange]:
+        """An admitted event, counted: the exchanges a request or response completes. A canary event registers
+        its marker; cache stats pass (the caller hands them to the back: they need no join)."""
+        self.counters[EVENT_KEYS[event.type]] += 1
+        if event.type == "response":
+            return self.joiner.observe_response(event)
+        if event.type == "request":
+            return self.joiner.observe_request(event)
+        if event.type == "canary":
             self.joiner.canaries.register_event(event)
         return []
 

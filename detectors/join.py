@@ -15,7 +15,7 @@ from detectors.fingerprint import Fingerprinter
 from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
-from schemas.exchange import CanaryHit, Exchange, TextFingerprint, joined
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
 
 @dataclass(slots=True)
@@ -86,17 +86,12 @@ class Joiner:
             return self.observe_request(event)
         return self.observe_response(event)
 
-    def observe_request(self, req: Request, fields: dict[str, Any] | None = None) -> list[Exchange]:
-        """observe() for a caller that already ran check() and knows the half is a request. `fields`: the
-        request's own __dict__, when the caller read it already."""
-        # Fields read from the model's __dict__ (pydantic keeps them there): an attribute read of a model
-        # is several times slower than a dict read, as BaseModel.__getattr__ defeats CPython's attribute
-        # cache, and this runs for every request.
-        d = req.__dict__ if fields is None else fields
+    def observe_request(self, req: Request) -> list[Exchange]:
+        """observe() for a caller that already ran check() and knows the half is a request."""
         tp: TextFingerprint | None = None
         prompt_hits: Sequence[CanaryHit] = _NO_HITS
         stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
-        if d["prompt_fingerprint"] is not None or d["prompt_text"] is not None:
+        if req.prompt_fingerprint is not None or req.prompt_text is not None:
             fpr = self.fingerprinter
             if req.prompt_fingerprint is not None:
                 tp = fpr.from_wire(req.prompt_fingerprint)
@@ -112,11 +107,11 @@ class Joiner:
                 # repeating them is its own context, not a new leak (the first one was judged when it happened).
                 prompt_hits = self.canaries.scan(req.prompt_text)
             stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
-        if d["canaries"]:
+        if req.canaries:
             for marker in req.canaries:
                 self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
-        rid = d["request_id"]
-        ts = d["ts"]
+        rid = req.request_id
+        ts = req.ts
         resp = self._responses.pop(rid, None)
         if resp is not None:
             rts = resp.event.ts
@@ -134,15 +129,13 @@ class Joiner:
             return self._enforce_bound()
         return []
 
-    def observe_response(self, resp: Response, fields: dict[str, Any] | None = None) -> list[Exchange]:
-        """observe() for a caller that already ran check() and knows the half is a response (`fields`: as for
-        observe_request)."""
-        d = resp.__dict__ if fields is None else fields  # dict reads, not model attribute reads: see observe_request
+    def observe_response(self, resp: Response) -> list[Exchange]:
+        """observe() for a caller that already ran check() and knows the half is a response."""
         hits: Sequence[CanaryHit] = _NO_HITS
         tp: TextFingerprint | None = None
         stripped = resp
-        ts = d["ts"]
-        if d["output_fingerprint"] is not None or d["output_text"] is not None:
+        ts = resp.ts
+        if resp.output_fingerprint is not None or resp.output_text is not None:
             fpr = self.fingerprinter
             if resp.output_fingerprint is not None:
                 tp = fpr.from_wire(resp.output_fingerprint)
@@ -154,16 +147,15 @@ class Joiner:
                 if self.canaries.state_size():
                     hits = self.canaries.scan(resp.output_text)
             stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
-        rid = d["request_id"]
+        rid = resp.request_id
         req = self._requests.pop(rid, None)
         if req is not None:
             # The pair completes now: build it straight from the parts, no _Half for the response.
             qev = req.event
             assert isinstance(qev, Request)
             qts = qev.ts
-            return [
-                joined(ts if ts > qts else qts, qev, stripped, req.text_print, tp, _unexplained(hits, req.canary_hits))
-            ]
+            left = _unexplained(hits, req.canary_hits)
+            return [Exchange(ts if ts > qts else qts, qev, stripped, req.text_print, tp, list(left) if left else [])]
         responses = self._responses
         if rid in responses:
             return []
@@ -231,7 +223,8 @@ def _exchange(
     req: Request, prompt: TextFingerprint | None, resp: _Half, ts: float, prompt_hits: Sequence[CanaryHit]
 ) -> Exchange:
     assert isinstance(resp.event, Response)
-    return joined(ts, req, resp.event, prompt, resp.text_print, _unexplained(resp.canary_hits, prompt_hits))
+    left = _unexplained(resp.canary_hits, prompt_hits)
+    return Exchange(ts, req, resp.event, prompt, resp.text_print, list(left) if left else [])
 
 
 def _unexplained(hits: Sequence[CanaryHit], prompt_hits: Sequence[CanaryHit]) -> Sequence[CanaryHit]:

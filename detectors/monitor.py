@@ -112,14 +112,15 @@ class Monitor:
 
     def _observe(self, event: Event, evaluated: Evaluated | None = None) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
-        d = self.front.admit(event)
-        ts = d["ts"]
+        front = self.front
+        front.admit(event)
+        ts = event.ts
         alerts = self._step(ts, evaluated) if ts >= self._next_advance else []
         back = self.back
-        for ex in self.front.join(event, d):  # counts every event; cache stats complete no exchange
+        for ex in front.join(event):  # counts every event; cache stats complete no exchange
             alerts += back.route(ex, evaluated)
-        if d["type"] == "cache_stats":
-            alerts += back.stats(event)  # type: ignore[arg-type]
+        if event.type == "cache_stats":
+            alerts += back.stats(event)
         if self.table._flushed:
             alerts += self.table.take_flushed()
         return count_alerts(self.counters, alerts) if alerts else alerts

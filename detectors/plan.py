@@ -7,14 +7,13 @@ and never pickled (a restored domain builds its own on first use).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from detectors.signals import registry
 from detectors.signals.base import Detector, Stateless
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.mechanism import AccountingDetector, MechanismScreen, OverlongDetector, PrefillDetector
 from schemas.alert import Signal
-from schemas.events import Response
+from schemas.events import Request, Response
 from schemas.exchange import Exchange
 
 __all__ = ["Plan", "Screen"]
@@ -26,7 +25,7 @@ _SCREENED: list[tuple[str, type]] = [
     ("accounting", AccountingDetector),
     ("prefill", PrefillDetector),
 ]
-Screen = Callable[[Exchange, dict[str, Any] | None, Response | None, CapacityTracker], list[Signal]]
+Screen = Callable[[Exchange, Request | None, Response | None, CapacityTracker], list[Signal]]
 
 
 class Plan:

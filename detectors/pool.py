@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
+from typing import Any
 
 
 class PoolClock:
@@ -48,8 +49,8 @@ class PoolClock:
     def __getstate__(self) -> dict[str, object]:
         return {"horizon_s": self.horizon_s, "step_s": self.step_s, "total": self.total, "marks": list(self._marks)}
 
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.horizon_s = float(state["horizon_s"])  # type: ignore[arg-type]
-        self.step_s = float(state["step_s"])  # type: ignore[arg-type]
-        self.total = float(state["total"])  # type: ignore[arg-type]
-        self._marks = deque(state["marks"])  # type: ignore[call-overload]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.horizon_s = float(state["horizon_s"])
+        self.step_s = float(state["step_s"])
+        self.total = float(state["total"])
+        self._marks = deque(state["marks"])

@@ -127,7 +127,7 @@ class SessionPrints:
         kept = len(hashes)
         hashes += new[: MAX_SENTENCES - kept]
         before = min(len(hashes), kept + before)
-        tp.__dict__["sentences"] = (hashes, None)
+        tp.sentences = (hashes, None)
         state = self._states.get(session)
         if state is not None:
             at_byte = resume if text.isascii() else len(text[:resume].encode("utf-8", "surrogatepass"))
@@ -164,7 +164,7 @@ class SessionPrints:
             selected = fp._selected(kg)
             if plan is not None:
                 self._remember(data, wh, kg, plan, session)
-        return TextFingerprint.model_construct(hashes=selected, words=wh.shape[0]), None
+        return TextFingerprint(selected, wh.shape[0]), None
 
     def _continue(self, session: str, data: str | bytes, state: _State, cut: int, digest: bytes) -> TextFingerprint:
         fp = self.fp
@@ -191,7 +191,7 @@ class SessionPrints:
         else:
             self._states[session] = state
             self._prints += state.nsel
-        return TextFingerprint.model_construct(hashes=hashes, words=total_units)
+        return TextFingerprint(hashes, total_units)
 
     def _plan(self, data: str | bytes, wh: np.ndarray) -> tuple[int, int, int] | None:
         """Where the state for the next turn ends after a full pass: (cut, the units before it, the k-grams before

@@ -11,21 +11,23 @@ from pydantic import BaseModel
 
 from schemas.alert import Alert
 from schemas.events import EVENT_ADAPTER, EVENT_TYPES
-from schemas.exchange import Exchange
+from schemas.exchange import EXCHANGE_ADAPTER
 
 SCHEMA_VERSION = "1"
 
 
 def schemas() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert, "exchange": Exchange}
+    models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert}
     for name, model in models.items():
         # Events are read (validated); the alert and the exchange are written by crosstalk.
         mode: Literal["validation", "serialization"] = "validation" if name in EVENT_TYPES else "serialization"
-        schema = model.model_json_schema(mode=mode)
+        out[name] = model.model_json_schema(mode=mode)
+    # The exchange is a plain dataclass inside the process; pydantic writes its JSON form (schemas.exchange).
+    out["exchange"] = EXCHANGE_ADAPTER.json_schema(mode="serialization")
+    for name, schema in out.items():
         schema["$id"] = f"https://crosstalk.dev/schemas/v{SCHEMA_VERSION}/{name}.json"
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-        out[name] = schema
     union = EVENT_ADAPTER.json_schema()
     union["$id"] = f"https://crosstalk.dev/schemas/v{SCHEMA_VERSION}/event.json"
     union["$schema"] = "https://json-schema.org/draft/2020-12/schema"

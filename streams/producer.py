@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from kafka import KafkaAdminClient, KafkaProducer
+from pydantic import BaseModel
 
 from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
@@ -88,9 +89,9 @@ class GatewayProducer:
     def _fingerprint(self, text: str) -> Fingerprint:
         return self.fingerprinter.fingerprint(text)
 
-    def prepare(self, event: dict[str, Any] | Event) -> tuple[Event, bytes]:
+    def prepare(self, event: Mapping[str, Any] | Event) -> tuple[Event, bytes]:
         """Validate and replace text by fingerprints; raises EventError for an invalid event."""
-        raw = orjson.dumps(event if isinstance(event, dict) else event.model_dump(mode="json"))
+        raw = orjson.dumps(event.model_dump(mode="json") if isinstance(event, BaseModel) else dict(event))
         ev = parse_event(raw, max_bytes=self.max_bytes)
         if not self.send_text:
             if isinstance(ev, Request) and ev.prompt_text is not None:
@@ -106,7 +107,7 @@ class GatewayProducer:
             raw = ev.model_dump_json(exclude_none=True).encode()
         return ev, raw
 
-    def publish(self, event: dict[str, Any] | Event, traceparent: str | None = None) -> Any:
+    def publish(self, event: Mapping[str, Any] | Event, traceparent: str | None = None) -> Any:
         """Send one event (None when a direct-topology request is held for its response's domain)."""
         ev, raw = self.prepare(event)
         tp = traceparent or ev.traceparent

@@ -32,13 +32,11 @@ class CapacityTracker:
         return self.clock.since(ts)
 
     def observe_stats(self, ev: CacheStats) -> None:
-        # The fields read from the model's __dict__, once: a model's attribute read is slow (BaseModel.__getattr__).
-        d = ev.__dict__
-        role, capacity = d["role"], d["capacity_tokens"]
-        self.used[role] = (d["used_tokens"], capacity)
+        role, capacity = ev.role, ev.capacity_tokens
+        self.used[role] = (ev.used_tokens, capacity)
         if role in ("prefill", "unified") and capacity > 0:
             self.prefill_capacity = capacity
-        window = d["context_window"]
+        window = ev.context_window
         if window:
             self.context_window = window
 

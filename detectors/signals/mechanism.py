@@ -1,9 +1,7 @@
 """Signals of the placeholder mechanism itself, read off one exchange's figures.
 
 They run for every exchange: each reads the halves it needs once into locals and tests the cheapest,
-most selective figure first. Fields are read from the models' __dict__ (pydantic keeps them there) where
-several are read: a model's attribute read is several times slower than a dict read, as
-BaseModel.__getattr__ defeats CPython's attribute cache.
+most selective figure first.
 
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
 - token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent (a one-token
@@ -20,7 +18,7 @@ from detectors.settings import DetectionSettings
 from detectors.signals.accounting import RatioNorms
 from detectors.signals.base import DomainFacts, Stateless
 from schemas.alert import Signal
-from schemas.events import Response
+from schemas.events import Request, Response
 from schemas.exchange import Exchange
 
 
@@ -116,8 +114,7 @@ class AccountingDetector(_Mechanism):
         self._requick()
 
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
-        d = ex.__dict__
-        request, response = d["request"], d["response"]
+        request, response = ex.request, ex.response
         if request is None or response is None:
             return []
         usage = response.usage
@@ -151,8 +148,7 @@ class AccountingDetector(_Mechanism):
         ]
 
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
-        d = ex.__dict__
-        request, response = d["request"], d["response"]
+        request, response = ex.request, ex.response
         if request is None or response is None or response.usage is None:
             return
         engine = response.usage.input_tokens
@@ -177,24 +173,22 @@ def _norms(s: DetectionSettings) -> RatioNorms:
     return RatioNorms(s.accounting_window, s.accounting_max_keys, s.accounting_learn_min)
 
 
-def _key(request: Any, response: Response) -> tuple[str, str]:
+def _key(request: Request, response: Response) -> tuple[str, str]:
     # The engine's model (the response's) and the tenant: the tokenizer pair and the tenant's language.
     return (response.model, request.tenant_id)
 
 
 class PrefillDetector(_Mechanism):
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
-        d = ex.__dict__
-        request, response = d["request"], d["response"]
+        request, response = ex.request, ex.response
         if request is None or response is None:
             return []
-        r = response.__dict__
-        ttft_ms = r["ttft_ms"]
+        ttft_ms = response.ttft_ms
         if ttft_ms is None:
             return []
         tokens = request.prompt_tokens
         # Short prompts (most) are not judged: test that before the status (_accepted, inlined: per exchange).
-        if tokens < self._prefill_min_tokens or not self._min_status <= r["status_code"] <= self._max_status:
+        if tokens < self._prefill_min_tokens or not self._min_status <= response.status_code <= self._max_status:
             return []
         ttft_s = ttft_ms / 1000.0
         bound = self._prefill_bound
@@ -234,30 +228,31 @@ class MechanismScreen:
         self.prefill = prefill
 
     def observe(
-        self, ex: Exchange, request: dict[str, Any] | None, response: Response | None, domain: DomainFacts
+        self, ex: Exchange, request: Request | None, response: Response | None, domain: DomainFacts
     ) -> list[Signal]:
-        """`request`: the fields (__dict__) of the exchange's request, `response` its response (the caller read
-        them already)."""
+        """`request` and `response`: the exchange's halves (the caller read them already)."""
         if request is None or response is None:
             return []  # each of the three needs both halves
-        r = response.__dict__
-        tokens = request["prompt_tokens"]
+        tokens = request.prompt_tokens
         out: list[Signal] = []
         # overlong: the prompt exceeds the domain's prefill capacity.
         capacity = domain.prefill_capacity
         if capacity is not None and tokens > capacity:
             out += self.overlong.observe(ex, domain)
         # accounting: the engine counted below the quick bound of the gateway's tokens (or the gateway counted 0).
-        usage = r["usage"]
+        usage = response.usage
         if usage is not None:
             engine = usage.input_tokens
             if engine is not None and not (tokens and engine / tokens >= self.accounting._quick):
                 out += self.accounting.observe(ex, domain)
         # prefill: a long prompt with a 2xx status whose ttft implies a rate beyond the bound.
-        ttft_ms = r["ttft_ms"]
+        ttft_ms = response.ttft_ms
         if ttft_ms is not None:
             prefill = self.prefill
-            if tokens >= prefill._prefill_min_tokens and prefill._min_status <= r["status_code"] <= prefill._max_status:
+            if (
+                tokens >= prefill._prefill_min_tokens
+                and prefill._min_status <= response.status_code <= prefill._max_status
+            ):
                 ttft_s = ttft_ms / 1000.0
                 if not (ttft_s > 0 and tokens / ttft_s <= prefill._prefill_bound):
                     out += prefill.observe(ex, domain)

@@ -29,7 +29,7 @@ import traceback
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from queue import Empty
 from typing import Any
 
@@ -190,7 +190,7 @@ class _Outbox(Sink):
             if exchange.orphan:
                 self._orphans[id(alert)] = key[1:]
         if self.exchanges:  # the fingerprints stay here: no sink reads them
-            bare = exchange.model_copy(update={"prompt_print": None, "output_print": None})
+            bare = replace(exchange, prompt_print=None, output_print=None)
             self.pending.append(((0, *key), "exchange", (bare, alerts)))
 
     def on_alert(self, alert: Alert) -> None:

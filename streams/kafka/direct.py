@@ -44,7 +44,7 @@ from detectors.monitor import Monitor
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from schemas.events import EventError, Fingerprint
+from schemas.events import Event, EventError, Fingerprint
 from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
 from streams.kafka.ingest import InputMessage, dropped_warning, message_lines, parse_bounded, reason_of
@@ -127,7 +127,7 @@ class DirectStage:
             for line_no, line in message_lines(msg):
                 try:
                     event = parse_bounded(line, self.max_bytes, clock, wall)
-                    if self._away(event.__dict__, home, moved, monitor, line, msg, line_no, res):
+                    if self._away(event, home, moved, monitor, line, msg, line_no, res):
                         continue
                     observed = observe(event)
                     clock.admit(event.ts, wall)
@@ -160,7 +160,7 @@ class DirectStage:
 
     def _away(
         self,
-        d: dict[str, object],
+        event: Event,
         home: DomainHome,
         moved: OrderedDict[str, str],
         monitor: Monitor,
@@ -170,20 +170,19 @@ class DirectStage:
         res: DirectResult,
     ) -> bool:
         """Whether the event belongs on another partition: then it is sent there (or dead-lettered) instead."""
-        kind = d["type"]
-        if kind == "canary":
+        if event.type == "canary":
             if not msg.placed:  # one copy from a foreign producer: markers are known per partition, so to all
                 for q in range(home.partitions):
                     if q != home.partition:
                         res.reroute.append((None, line, q))
                 self.counters["direct.rerouted.canary"] += 1
             return False
-        if kind == "request":
-            domain = moved.pop(str(d["request_id"]), None)  # its response was re-routed: it follows
+        if event.type == "request":
+            domain = moved.pop(event.request_id, None)  # its response was re-routed: it follows
             if domain is None:
                 return False
-        elif kind in ("response", "cache_stats"):
-            domain = str(d["cache_domain"])
+        elif event.type == "response" or event.type == "cache_stats":
+            domain = event.cache_domain
             if home(domain):
                 return False
         else:
@@ -201,8 +200,8 @@ class DirectStage:
             return True
         key = domain.encode()
         q = input_partition_of(key, home.partitions)
-        if kind == "response":
-            rid = str(d["request_id"])
+        if event.type == "response":
+            rid = event.request_id
             waiting = monitor.joiner.take_request(rid)
             if waiting is not None:  # its request came here first: both go, the request first
                 res.reroute.append((key, _request_line(monitor, *waiting), q))
@@ -212,7 +211,7 @@ class DirectStage:
                 while len(moved) > _MOVED_MAX:
                     moved.popitem(last=False)
         res.reroute.append((key, line, q))
-        counters[f"direct.rerouted.{kind}"] += 1
+        counters[f"direct.rerouted.{event.type}"] += 1
         return True
 
     def _misrouted(

@@ -27,6 +27,7 @@ equal to, and serialises like, the validated one; tests/kafka/test_records.py ch
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,26 @@ from pydantic import BaseModel
 
 from detectors.fingerprint import positions_of, sentences_of
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
-from schemas.exchange import CanaryHit, Exchange, TextFingerprint, trusted
+from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
-_PRINT_FIELDS = frozenset(("hashes", "words"))
+_new = object.__new__
+# BaseModel's own slot descriptors: setting through them skips an attribute lookup per call.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _trusted(cls: type[BaseModel], values: dict[str, Any], fields_set: AbstractSet[str]) -> Any:
+    """`cls(**values)` without validation: an event the ingest validated, rebuilt from the record it wrote (the
+    events stay the wire's pydantic models through every stage, for the sinks and the alerts that quote them).
+    `values` becomes the model's __dict__ as given: every field, in field order."""
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields_set(obj, set(fields_set))
+    _set_extra(obj, None)
+    _set_private(obj, None)
+    return obj
 
 
 class RecordError(ValueError):
@@ -82,7 +100,7 @@ def _builder(cls: type[BaseModel]) -> Callable[[list[Any]], Any]:
         for i, sub in nested:
             if values[i] is not None:
                 values[i] = _BUILDERS[sub](values[i])
-        return trusted(cls, dict(zip(fields, values, strict=False)), all_fields)  # lengths checked above
+        return _trusted(cls, dict(zip(fields, values, strict=False)), all_fields)  # lengths checked above
 
     return build
 
@@ -116,7 +134,7 @@ def _object_builder(cls: type[BaseModel]) -> Callable[[Any], Any]:
             v = values[field_name]
             if v is not None:
                 values[field_name] = _OBJECT_BUILDERS[sub](v)
-        return trusted(cls, values, fields)
+        return _trusted(cls, values, fields)
 
     return build
 
@@ -197,7 +215,7 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
         return None
     if len(values) == 2:
         words, hashes = values
-        return trusted(TextFingerprint, {"hashes": hashes, "words": words})
+        return TextFingerprint(hashes, words)
     if len(values) == 5:
         words, hashes, positions, sentences, ends = values
         if ends is not None and len(sentences) != len(ends):
@@ -205,29 +223,22 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     else:
         words, hashes, positions = values
         sentences = None
-    fields: dict[str, Any] = {"hashes": hashes, "words": words}
-    if positions is not None:
-        if len(positions) != len(hashes):
-            raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
-        fields["positions"] = positions
-    if sentences is not None:
-        fields["sentences"] = (sentences, ends)
-    # Not fields: outside the fields set, as where the monitor fingerprints text itself (`positions_of`).
-    return trusted(TextFingerprint, fields, _PRINT_FIELDS)
+    if positions is not None and len(positions) != len(hashes):
+        raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
+    return TextFingerprint(hashes, words, positions, None if sentences is None else (sentences, ends))
 
 
 def exchange_record(ex: Exchange) -> bytes:
-    d = ex.__dict__
-    req, resp = d["request"], d["response"]
+    req, resp = ex.request, ex.response
     return orjson.dumps(
         [
-            d["ts"],
+            ex.ts,
             None if req is None else req.__dict__,
             None if resp is None else resp.__dict__,
-            _print_values(d["prompt_print"]),
-            _print_values(d["output_print"]),
-            [[h.marker_id, h.owner_tenant_id, h.owner_session_id] for h in d["canary_hits"]],
-            d["orphan"],
+            _print_values(ex.prompt_print),
+            _print_values(ex.output_print),
+            [[h.marker_id, h.owner_tenant_id, h.owner_session_id] for h in ex.canary_hits],
+            ex.orphan,
         ],
         default=_fields_of,
     )
@@ -236,20 +247,21 @@ def exchange_record(ex: Exchange) -> bytes:
 def exchange_from_record(raw: bytes) -> Exchange:
     try:
         ts, req, resp, pprint, oprint, hits, orphan = orjson.loads(raw)
-        values = {
-            "ts": float(ts),
-            "request": None if req is None else _OBJECT_BUILDERS[Request](req),
-            "response": None if resp is None else _OBJECT_BUILDERS[Response](resp),
-            "prompt_print": _print_of(pprint),
-            "output_print": _print_of(oprint),
-            "canary_hits": [
-                trusted(CanaryHit, {"marker_id": m, "owner_tenant_id": t, "owner_session_id": s}) for m, t, s in hits
-            ],
-            "orphan": orphan,
-        }
+        if orphan not in _ORPHANS:
+            raise RecordError(f"exchange record has orphan {orphan!r}")
+        return Exchange(
+            float(ts),
+            None if req is None else _OBJECT_BUILDERS[Request](req),
+            None if resp is None else _OBJECT_BUILDERS[Response](resp),
+            _print_of(pprint),
+            _print_of(oprint),
+            [CanaryHit(str(m), str(t), None if s is None else str(s)) for m, t, s in hits],
+            orphan,
+        )
     except RecordError:
         raise
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise RecordError(f"malformed exchange record: {type(exc).__name__}: {exc}") from None
-    # An Exchange sets every field but `orphan` when it is a pair (schemas.exchange.joined).
-    return trusted(Exchange, values, values.keys() - {"orphan"} if orphan is None else None)
+
+
+_ORPHANS = (None, "no_request", "no_response")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from detectors.back import Back, DomainTable, count_alerts, route_exchange
 from detectors.canaries import CanaryRegistry
@@ -262,15 +262,14 @@ class JoinStage:
                 self._register(st, plant)
                 return
             event, keys = records.event_from_record(it.payload)
-            d = front.admit(event)
+            front.admit(event)
         except EventError as exc:
             res.dead.append(DeadLetter(it.payload, exc.reason, exc.detail, it.source, it.offset))
             return
-        if keys and d["type"] == "response" and d["request_id"] not in st.keys:
-            st.keys[d["request_id"]] = keys  # scanned for markers when its exchange goes on (`_route`)
-        exchanges = front.join(event, d)  # counts every event; cache stats complete no exchange
-        if d["type"] == "cache_stats":
-            assert isinstance(event, CacheStats)
+        if keys and event.type == "response" and event.request_id not in st.keys:
+            st.keys[event.request_id] = keys  # scanned for markers when its exchange goes on (`_route`)
+        exchanges = front.join(event)  # counts every event; cache stats complete no exchange
+        if event.type == "cache_stats":
             out.add(event.cache_domain, "stats", it.payload, order_key(event))
             return
         self._route(st, exchanges, out)
@@ -308,7 +307,7 @@ class JoinStage:
         else:
             hits = st.hits.pop(ex.request_id, None) if st.hits else None
         if hits and ex.response is not None:
-            ex = ex.model_copy(update={"canary_hits": hits})
+            ex = replace(ex, canary_hits=hits)
         domain = route_exchange(ex, self.counters)
         if domain is not None:
             out.add(domain, "exchange", records.exchange_record(ex), order_key(ex))

@@ -39,7 +39,7 @@ class KafkaOutput(Output):
     def send(self, events: Sequence[Produced]) -> list[Refused]:
         publish = self.gp.publish
         for ev in events:
-            publish(ev)  # type: ignore[arg-type]
+            publish(ev)
         return []  # the workers judge them (and dead-letter what they refuse)
 
     def dead_letter(self, letter: Letter) -> None:

@@ -8,6 +8,7 @@ detector on every exchange.
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import random
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ CONTENT_ONLY = [reg for reg in EXCHANGE_DETECTORS if reg.content_only]
 
 def _bare(ex: Exchange) -> Exchange:
     """The same exchange without content: what text-free traffic looks like."""
-    return ex.model_copy(update={"prompt_print": None, "output_print": None, "canary_hits": []})
+    return dataclasses.replace(ex, prompt_print=None, output_print=None, canary_hits=[])
 
 
 def mixed_traffic(n: int, seed: int) -> Iterator[Exchange]:

@@ -64,7 +64,7 @@ def test_the_screen_returns_what_the_three_detectors_return(
         expected = None
     screen = MechanismScreen(*detectors)
     try:
-        got = screen.observe(ex, None if ex.request is None else ex.request.__dict__, ex.response, facts)
+        got = screen.observe(ex, ex.request, ex.response, facts)
     except ZeroDivisionError:
         got = None
     assert got == expected

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors import fingerprint as fpmod
-from detectors.fingerprint import NATIVE, Fingerprinter, _text_fingerprint
-from schemas.exchange import TextFingerprint
+from detectors.fingerprint import NATIVE, Fingerprinter
+from schemas.exchange import EXCHANGE_ADAPTER, Exchange, TextFingerprint
 
 # In CI the extension must be there (a broken build must not hide behind the fallback); elsewhere a machine
 # without a C compiler skips these tests and runs the pure path.
@@ -94,19 +94,20 @@ def test_the_native_cache_is_bounded_and_stays_exact(monkeypatch: pytest.MonkeyP
         assert native.cached_units <= 50 + pure.cached_units
 
 
-def test_native_output_is_the_model_construct_object() -> None:
-    native, _ = PAIRS[(5, 4)]
-    a = native.fingerprint_text("a native fingerprint of a short text with enough words to select some")
-    b = TextFingerprint.model_construct(hashes=list(a.hashes), words=a.words)
-    c = _text_fingerprint(list(a.hashes), a.words)
-    for x in (a, c):
-        assert type(x) is TextFingerprint
-        assert x == b and b == x
-        assert x.model_fields_set == b.model_fields_set
-        assert x.model_dump_json() == b.model_dump_json()
-        assert pickle.loads(pickle.dumps(x)) == b
-    with pytest.raises(Exception, match="frozen"):
-        a.words = 3  # type: ignore[misc]
+def test_native_output_is_the_pure_paths_object() -> None:
+    """The C loop builds the print by calling the class, as the pure path does: the same type, fields and
+    positions, compared, pickled and serialised alike."""
+    native, pure = PAIRS[(5, 4)]
+    text = "a native fingerprint of a short text with enough words to select some"
+    a, b = native.fingerprint_text(text), pure.fingerprint_text(text)
+    assert type(a) is type(b) is TextFingerprint
+    assert a == b and (a.positions, a.sentences) == (b.positions, b.sentences)
+    assert a.positions is not None and len(a.positions) == len(a.hashes)
+    back = pickle.loads(pickle.dumps(a))
+    assert back == b and back.positions == a.positions
+    assert EXCHANGE_ADAPTER.dump_json(Exchange(1.0, None, None, a, None)) == EXCHANGE_ADAPTER.dump_json(
+        Exchange(1.0, None, None, b, None)
+    )
 
 
 def test_the_native_loop_is_what_runs(monkeypatch: pytest.MonkeyPatch) -> None:
