@@ -71,6 +71,8 @@ def v1_fingerprinter(args) -> type | None:
     # The v1 module imported TextFingerprint by its old name from its old home (issue 12 renamed and moved it).
     src = src.replace("from detectors.exchange import TextPrint", "from schemas.exchange import TextFingerprint")
     src = src.replace("TextPrint", "TextFingerprint")
+    # ...and built it as the pydantic model it was then; it is a plain dataclass now (ADR 0013).
+    src = src.replace("TextFingerprint.model_construct(", "TextFingerprint(")
     mod = types.ModuleType("fingerprint_v1")
     exec(compile(src, "fingerprint_v1.py", "exec"), mod.__dict__)
     return mod.Fingerprinter
