@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from streams.probe.run import CycleReport
@@ -28,7 +28,7 @@ def print_report(report: CycleReport, console: Console) -> None:
         flagged.setdefault(f.request_id, []).append(f.kind)
     if report.results:
         t = Table(title=head, show_header=True)
-        for col, just in (
+        columns: tuple[tuple[str, JustifyMethod], ...] = (
             ("phase", "left"),
             ("rung", "left"),
             ("identity", "left"),
@@ -37,8 +37,9 @@ def print_report(report: CycleReport, console: Console) -> None:
             ("usage.prompt_tokens", "right"),
             ("TTFT ms", "right"),
             ("verdict", "left"),
-        ):
-            t.add_column(col, justify=just)  # type: ignore[arg-type]
+        )
+        for col, just in columns:
+            t.add_column(col, justify=just)
         for r in report.results:
             if r.skipped:
                 verdict, style = f"skipped ({r.skipped})", "dim"
