@@ -127,7 +127,7 @@ static PyObject *Winnower_sentences(Winnower *self, PyObject *const *args, Py_ss
             break;
         }
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (pending) {
+        if (pending && !(c < 0x80 && sent_closer(c))) { /* `."` `.)`: the character after the closer decides */
             pending = 0;
             if (c >= 0x80 || Py_UNICODE_ISSPACE(c)) {
                 if (sent_close(&a, 1) < 0) goto done;

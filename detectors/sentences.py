@@ -9,7 +9,7 @@ what a page rarely does: both ends of the page would have to fall on sentence bo
 the page be spliced in at a sentence boundary of the answer.
 
 Pieces are cut after `.`, `!` or `?` followed by white space, a character outside ASCII (a Japanese answer
-after an English quote) or the end; after the CJK stops `。．｡！？`; and at line breaks (dropped). Only a
+after an English quote) or the end, with the ASCII closing quotes and brackets that follow the stop (`."`, `.)`); after the CJK stops `。．｡！？`; and at line breaks (dropped). Only a
 sentence proper counts: a piece a stop ended, or whose last character before its line break or the end that is
 no white space, closing quote or bracket (format characters vanish, as in units) is a stop. A line of code, a
 list item, a heading, a paragraph that stops mid-thought is no sentence: lines are short against winnowing's edge
@@ -63,7 +63,7 @@ def _cuts(text: str, start: int) -> list[tuple[int, int, bool]]:
     piece, pending, last = start, False, ""
     for i in range(start, len(text)):
         c = text[i]
-        if pending:
+        if pending and not (c in _CLOSERS and c < "\x80"):  # `."` `.)`: the character after the closer decides
             pending = False
             if c.isspace() or ord(c) >= 0x80:
                 out.append((piece, i, True))

@@ -38,10 +38,13 @@ def _sentences(rng: random.Random, n: int, end: str = ".") -> list[str]:
 
 def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
     """Tenant S pastes a text of sentences; R's answer then carries some of it inside its own sentences: `whole` two
-    whole sentences, `page` a page cut mid-sentence at both ends, `lines` two whole lines without a full stop."""
+    whole sentences, `page` a page cut mid-sentence at both ends, `lines` two whole lines without a full stop,
+    `closers` two whole sentences of a text whose sentences end in a stop and a closing bracket or quote."""
     rng = random.Random(seed)
     end = "" if mode == "lines" else "."
     src = _sentences(rng, 8, end)
+    if mode == "closers":
+        src = [f'"{s}"' if i % 2 else f"({s})" for i, s in enumerate(src)]
     own = _sentences(rng, 6)
     m = Monitor(_settings(**kw))
     m.observe(request("s1", "S", 1, text=("\n" if mode == "lines" else " ").join(src)))
@@ -71,6 +74,16 @@ def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_hi
     # Lines without a full stop (code, a list, a paragraph cut off) are no sentences: a page of them stays high.
     lines = _leak(seed, "lines")
     assert lines is not None and SEVERITY_RANK[lines.severity] >= SEVERITY_RANK["high"]
+    # Sentences that end in `.)` or `."` are sentences too: the cut comes after the closer.
+    closed = _leak(seed, "closers")
+    assert closed is not None and closed.severity == "warning"
+
+
+def test_a_stop_followed_by_ascii_closers_ends_its_sentence_after_them() -> None:
+    text = 'He said "Go home." Then he left. (See above.) Next one!'
+    assert split_sentences(text) == ['He said "Go home."', "Then he left.", "(See above.)", "Next one!"]
+    for prints in (NATIVE, PURE):
+        assert prints.source_hashes(text)[0][1:3] == prints.source_hashes("Then he left. See above.")[0]
 
 
 def test_the_pieces_and_which_are_sentences() -> None:
