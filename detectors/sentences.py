@@ -8,13 +8,14 @@ every output sentence it touches is also a whole sentence of the source's text i
 what a page rarely does: both ends of the page would have to fall on sentence boundaries in the source, and
 the page be spliced in at a sentence boundary of the answer.
 
-Pieces are cut after `.`, `!` or `?` followed by white space, a character outside ASCII (a Japanese answer
-after an English quote) or the end, with the ASCII closing quotes and brackets that follow the stop (`."`, `.)`); after the CJK stops `。．｡！？`; and at line breaks (dropped). Only a
-sentence proper counts: a piece a stop ended, or whose last character before its line break or the end that is
-no white space, closing quote or bracket (format characters vanish, as in units) is a stop. A line of code, a
-list item, a heading, a paragraph that stops mid-thought is no sentence: lines are short against winnowing's edge
-slack (up to w - 1 units of a page's ends go unseen), so a page of whole-looking lines proves nothing, and
-measured on our simulator a page of code lines or a paragraph leaked whole looked like an echo otherwise.
+Pieces are cut after `.`, `!` or `?` followed by white space, a character outside ASCII (a Japanese answer after an
+English quote) or the end, with the ASCII closing quotes and brackets that follow the stop (`."`, `.)`); after the
+CJK stops `。．｡！？`; and at line breaks (dropped). Only a sentence proper counts: a piece a stop ended, or whose last
+character before its line break or the end that is no white space, closing quote or bracket (format characters
+vanish, as in units) is a stop. A line of code, a list item, a heading, a paragraph that stops mid-thought is no
+sentence: lines are short against winnowing's edge slack (up to w - 1 units of a page's ends go unseen), so a page
+of whole-looking lines proves nothing, and measured on our simulator a page of code lines or a paragraph leaked
+whole looked like an echo otherwise.
 
 A sentence's hash mixes the keyed hashes of its units (the fingerprints' own units: words, or CJK characters,
 normalised), so the same sentence re-spaced, re-cased or in full-width characters hashes the same, and without the
