@@ -163,11 +163,6 @@ class JoinStage:
     def restored(self, partition: int, st: JoinState, now: float) -> None:
         for i in st.marks:  # restored marks count as just heard, and may go idle from now
             self.mark_heard[(partition, i)] = now
-        # Idleness is the word of the reader that wrote the checkpoint. The input partition it found quiet may
-        # have had input written since (a restart after an outage, a rebalance) that the new reader has not got
-        # to yet; trusting the old word lets the other partitions' marks carry the watermark past that input and
-        # orphan its requests. The new reader reports a partition that is still quiet within watermark_idle_s.
-        st.idle.clear()
 
     def handle(self, st: JoinState, partition: int, offset: int, batch: Batch, now: float) -> JoinResult:
         res = JoinResult()

@@ -93,23 +93,3 @@ def test_an_input_partition_read_to_the_end_by_its_last_owner_is_reported_idle_b
         pipe.heartbeat()
     wms = {st.wm for st in pipe.join_states.values()}
     assert min(wms) > t0 + 5, f"the join partitions still wait for input partition 0: {wms}"
-
-
-def test_a_restored_join_partition_does_not_trust_the_last_readers_word_that_an_input_partition_was_quiet() -> None:
-    """The checkpoint says input partition 1 was quiet; since then more input was written there. Until the new
-    reader has read it (or found it quiet for itself), partition 0's marks alone must not carry the watermark past
-    partition 1's last mark: its unread requests would be orphaned and their alerts lost."""
-    counters: Counter[str] = Counter()
-    before = JoinStage(S, counters, started=0.0)
-    st = JoinState.fresh(S.detection)
-    marks = {i: 100.0 for i in range(S.kafka.input_partitions)}
-    before.handle(st, 0, 0, Batch([], None, marks, [1]), now=S.kafka.watermark_idle_s + 1.0)
-    assert st.idle == {1}
-    after = JoinStage(S, counters, started=5000.0)  # a new worker restores the checkpoint
-    after.restored(0, st, now=5000.0)
-    ahead = {i: 400.0 for i in range(S.kafka.input_partitions) if i != 1}
-    after.handle(st, 0, 1, Batch([], None, ahead, []), now=5001.0)
-    assert st.wm <= 100.0, "a restored quiet mark let the watermark pass input still unread"
-    # The new reader reports partition 1 quiet for itself: the others go on.
-    after.handle(st, 0, 2, Batch([], None, {**ahead, 1: 100.0}, [1]), now=5000.0 + S.kafka.watermark_idle_s + 1.0)
-    assert st.wm == 400.0 - S.kafka.watermark_lateness_s
