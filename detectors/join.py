@@ -155,7 +155,7 @@ class Joiner:
             assert isinstance(qev, Request)
             qts = qev.ts
             left = _unexplained(hits, req.canary_hits)
-            return [Exchange(ts if ts > qts else qts, qev, stripped, req.text_print, tp, list(left) if left else [])]
+            return [Exchange(ts if ts > qts else qts, qev, stripped, req.text_print, tp, left)]
         responses = self._responses
         if rid in responses:
             return []
@@ -223,13 +223,13 @@ def _exchange(
     req: Request, prompt: TextFingerprint | None, resp: _Half, ts: float, prompt_hits: Sequence[CanaryHit]
 ) -> Exchange:
     assert isinstance(resp.event, Response)
-    left = _unexplained(resp.canary_hits, prompt_hits)
-    return Exchange(ts, req, resp.event, prompt, resp.text_print, list(left) if left else [])
+    return Exchange(ts, req, resp.event, prompt, resp.text_print, _unexplained(resp.canary_hits, prompt_hits))
 
 
-def _unexplained(hits: Sequence[CanaryHit], prompt_hits: Sequence[CanaryHit]) -> Sequence[CanaryHit]:
-    """The output's marker hits less those its own prompt holds."""
+def _unexplained(hits: Sequence[CanaryHit], prompt_hits: Sequence[CanaryHit]) -> list[CanaryHit]:
+    """The output's marker hits less those its own prompt holds: a new list, the exchange's own (a half's hits are
+    the shared `_NO_HITS` or a list a snapshot holds)."""
     if not hits or not prompt_hits:
-        return hits
+        return list(hits)
     own = {h.marker_id for h in prompt_hits}
     return [h for h in hits if h.marker_id not in own]
