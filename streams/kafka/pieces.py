@@ -167,7 +167,22 @@ def _pickle(obj: Any, cut: Callable[[object], Any]) -> bytes:
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.persistent_id = cut  # type: ignore[method-assign]
     pickler.dump(obj)
-    return zlib.compress(buf.getvalue(), 1)
+    return buf.getvalue()
+
+
+def _dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def pack(name: Name, raw: bytes, whole: bool) -> bytes:
+    """The stored form of a piece's pickle: compressed, except an index's changes (keyed hashes are random bytes:
+    zlib would spend most of the checkpoint's time to save a sixth of it). Apart from `whole` and `changes`
+    because it is most of a checkpoint's CPU (a busy domain's index: ~60 ms to pickle, ~330 ms to compress) and,
+    unlike the pickling, needs no consistent point of the state: the checkpointer runs it off the event loop
+    (zlib releases the GIL)."""
+    if name[0] == "ix" and not whole:
+        return raw
+    return zlib.compress(raw, 1)
 
 
 def process_id(obj: object, counters: Counter[str]) -> str | None:
@@ -184,7 +199,8 @@ def process_id(obj: object, counters: Counter[str]) -> str | None:
 
 
 def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
-    """A whole copy of one piece, with its child pieces and the process's objects left out by name."""
+    """A whole copy of one piece (a pickle; `pack` gives its stored form), with its child pieces and the
+    process's objects left out by name."""
     if name in (PART, JOIN):
         dedup = _dedup_of(obj)
         requests, responses = _waiting_of(obj) or (None, None)
@@ -214,7 +230,7 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     elif incremental(name):
         # Plain data (numbers, strings, arrays): no persistent ids needed, and without the per-object callback
         # pickling runs at C speed (an index holds millions of ints).
-        return zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        return _dumps(obj)
     else:
 
         def cut(o: object) -> Any:
@@ -259,7 +275,8 @@ def _unpack_spread(packed: tuple[int, list[tuple[int, np.ndarray, np.ndarray]]])
 
 
 def changes(name: Name, obj: Any) -> bytes | None:
-    """The piece's changes since its last `mark`, b"" if there are none, None if only a whole copy will do."""
+    """The piece's changes since its last `mark` (a pickle; `pack` gives its stored form), b"" if there are none,
+    None if only a whole copy will do."""
     if not incremental(name):
         return None
     if name[0] == "wait":
@@ -271,7 +288,7 @@ def changes(name: Name, obj: Any) -> bytes | None:
         ids = obj.changes()
         if ids is None:
             return None
-        return zlib.compress(pickle.dumps(ids, protocol=pickle.HIGHEST_PROTOCOL), 1) if ids[0] or ids[1] else b""
+        return _dumps(ids) if ids[0] or ids[1] else b""
     delta = obj.changes()
     if delta is None:
         return None
@@ -281,9 +298,8 @@ def changes(name: Name, obj: Any) -> bytes | None:
     if not (delta.rows if isinstance(delta, SpreadChanges) else delta):
         return b""
     if isinstance(delta, SpreadChanges):
-        return zlib.compress(pickle.dumps(_pack_spread(delta), protocol=pickle.HIGHEST_PROTOCOL), 1)
-    # Keyed hashes are random bytes: zlib would spend most of the checkpoint's time to save a sixth of it.
-    return pickle.dumps(_pack_docs(delta), protocol=pickle.HIGHEST_PROTOCOL)
+        return _dumps(_pack_spread(delta))
+    return _dumps(_pack_docs(delta))
 
 
 def mark(name: Name, obj: Any) -> None:

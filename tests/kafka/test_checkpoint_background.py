@@ -5,6 +5,7 @@ nothing and leaves the previous manifest, and a partition revoked mid-flush writ
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,5 +201,71 @@ def test_a_partition_revoked_while_flushing_writes_and_acks_nothing(lines: list[
         assert await flushing is False
         assert t.acked() == [] and not t.table
         assert t.pipe.counters["snapshot_abandoned.domain"] == 1 and t.restored() is None
+
+    asyncio.run(run())
+
+
+def test_the_cut_only_pickles_and_compression_runs_off_the_event_loop(
+    lines: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compressing a busy index whole took ~0.3 s; in the cut it stalled every partition's input (issue 28)."""
+    packed_in: set[int] = set()
+    real_pack = checkpoint.pieces.pack
+
+    def pack(name: Any, raw: bytes, whole: bool) -> bytes:
+        packed_in.add(threading.get_ident())
+        return real_pack(name, raw, whole)
+
+    monkeypatch.setattr(checkpoint.pieces, "pack", pack)
+
+    async def run() -> None:
+        t = _Stage(lines)
+        t.process(2)
+        assert await t.maybe()
+        cut_pieces = t.cp.inflight[("domain", t.q)]
+        assert not packed_in, "the cut compressed a piece on the event loop"
+        t.flush.open.set()
+        assert await cut_pieces is True
+        assert packed_in and threading.get_ident() not in packed_in
+        assert t.acked() == [0, 1] and canon(t.restored()) == canon(t.st)
+
+    asyncio.run(run())
+
+
+def test_a_failed_compression_acks_nothing_and_the_next_checkpoint_copies_whole(
+    lines: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_pack = checkpoint.pieces.pack
+    fail = [False]
+
+    def pack(name: Any, raw: bytes, whole: bool) -> bytes:
+        if fail[0]:
+            raise MemoryError("no room to compress")
+        return real_pack(name, raw, whole)
+
+    monkeypatch.setattr(checkpoint.pieces, "pack", pack)
+
+    async def run() -> None:
+        t = _Stage(lines)
+        t.flush.open.set()
+        t.process(2)
+        assert await t.maybe()
+        await t.cp.settle()
+        first = canon(t.st)
+        t.process(2)
+        fail[0] = True
+        assert await t.maybe()
+        await t.cp.settle()
+        assert t.acked() == [0, 1] and t.pipe.counters["snapshot_errors.domain"] == 1
+        restored = t.restored()
+        assert restored is not None and restored.offset == 1 and canon(restored) == first
+        fail[0] = False
+        t.process(1)
+        assert await t.maybe()
+        await t.cp.settle()
+        assert t.acked() == [0, 1, 2, 3, 4]
+        manifest = t.cp.manifests[("domain", t.q)]
+        assert all(len(chain.keys) == 1 for chain in manifest.chains.values()), "the lost cut's changes are nowhere"
+        assert canon(t.restored()) == canon(t.st)
 
     asyncio.run(run())
