@@ -50,6 +50,11 @@ async def live_latency(
 
     sent_at: dict[str, float] = {}
     got: dict[str, float] = {}
+    # Until the worker handed the alert to its producer (the record's CreateTime, set at send): the rest of `got` is
+    # delivery (the producer's queue, the broker, this consumer).
+    handed: dict[str, float] = {}
+    # When the broker acknowledged the injected response (this producer's share: a wait here is not the worker's).
+    on_broker: dict[str, float] = {}
     stop = asyncio.Event()
 
     cons = AIOKafkaConsumer(
@@ -74,6 +79,7 @@ async def live_latency(
                     for rid in a.get("request_ids") or ():
                         if rid in sent_at and rid not in got:
                             got[rid] = now - sent_at[rid]
+                            handed[rid] = r.timestamp / 1000.0 - sent_at[rid]
 
     reader = asyncio.create_task(read_alerts())
     sent = 0
@@ -118,7 +124,8 @@ async def live_latency(
                 t = time.time()
                 resp["ts"] = t
                 sent_at[rid] = t
-                await prod.send(names.input_topic, value=orjson.dumps(resp), key=pair_key)
+                fut = await prod.send(names.input_topic, value=orjson.dumps(resp), key=pair_key)
+                fut.add_done_callback(lambda _f, rid=rid: on_broker.__setitem__(rid, time.time()))
             await asyncio.sleep(0.002)
         produced_s = time.monotonic() - start
         # Background stops here: alerts not out yet would need event time to move on.
@@ -150,9 +157,17 @@ async def live_latency(
         "p99_ms": q(0.99),
         "max_ms": ms[-1] if ms else None,
         "latencies_ms": ms,
+        "handed_p50_ms": _quantile(sorted(1000.0 * x for x in handed.values()), 0.5),
+        "handed_p99_ms": _quantile(sorted(1000.0 * x for x in handed.values()), 0.99),
         # In order of injection: a backlog growing over the window shows as latencies growing in this list.
         "latencies_in_order_ms": [1000.0 * got[rid] for rid in sent_at if rid in got],
+        "handed_in_order_ms": [1000.0 * handed[rid] for rid in sent_at if rid in handed],
+        "on_broker_in_order_ms": [1000.0 * (on_broker[rid] - sent_at[rid]) for rid in sent_at if rid in on_broker],
     }
+
+
+def _quantile(ms: list[float], p: float) -> float | None:
+    return ms[min(len(ms) - 1, round(p * (len(ms) - 1)))] if ms else None
 
 
 def latency_run(

@@ -112,6 +112,7 @@ class KafkaPipeline(PipelineHealth):
             producer_max_request_size=k.max_message_bytes,
             consumer_max_fetch_size=k.max_message_bytes,
             broker_commit_interval=k.commit_interval_s,
+            fetch_max_wait_ms=k.fetch_max_wait_ms,
             table_cleanup_interval=3600.0,
         )
         n = self.names

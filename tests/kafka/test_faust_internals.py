@@ -1,9 +1,10 @@
 """The Faust internals the Kafka shell builds on, pinned by their source (ADR 0012).
 
-streams/kafka/consumer.py overrides Faust's fetch loop and commit, and its app the transport and the producer flush;
-streams/kafka/app.py sets the task-local current event that tables write their changelog by. None of these is Faust's
-public API. Each is named here with a digest of the source the override follows: a Faust release that changes one
-fails this test, which says what to re-read, before any broker test can fail in a way that points elsewhere."""
+streams/kafka/consumer.py overrides Faust's fetch loop, commit and fetch long-poll, and its app the transport and the
+producer flush; streams/kafka/app.py sets the task-local current event that tables write their changelog by. None of
+these is Faust's public API. Each is named here with a digest of the source the override follows: a Faust release
+that changes one fails this test, which says what to re-read, before any broker test can fail in a way that points
+elsewhere."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ FOLLOWED = {
     "faust.transport.producer.ProducerBuffer.put": "bf26dfbc01d91088",
     "faust.transport.producer.ProducerBuffer._send_pending": "4a9d5f932b56bc68",
     "faust.transport.producer.ProducerBuffer.wait": "6a532eb86923612f",
+    # FetchWaitThread: how Faust builds its aiokafka consumer (fetch_max_wait_ms hard-coded at 1500; ours sets the
+    # consumer's attribute after it) and which thread class its consumer makes (BatchGuardConsumer returns ours)
+    "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._create_worker_consumer": "c2701bfc3e6f6cad",
+    "faust.transport.drivers.aiokafka.Consumer._new_consumer_thread": "0870ec53dea75083",
     # a table writes its changelog to the partition of the current event (app.py sets it for the direct topology)
     "faust.tables.base.Collection.partition_for_key": "3b2291811b8dd791",
 }
