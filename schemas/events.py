@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from schemas.messages import chat_text
 from schemas.timefmt import MAX_TS, parse_ts
 
 EventTime = Annotated[
@@ -45,6 +46,8 @@ EventTime = Annotated[
 NonNegInt = Annotated[int, Field(ge=0, le=2**53)]
 Duration = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
+# A text field: a serialized chat messages array is read as its messages' text (schemas/messages.py).
+ChatText = Annotated[str, AfterValidator(chat_text)]
 
 # A canary marker: an ASCII prefix, '-', then a random part of lowercase hex digits, e.g. CTK-CANARY-<32 hex>.
 # 24 or more digits (>= 96 random bits) are taken as they are. 12 to 23 digits (48..92 bits: what probe tools
@@ -198,7 +201,11 @@ class Request(_EventBase):
     cache_domain: Id | None = None
     max_output_tokens: NonNegInt | None = None
     context_window: NonNegInt | None = None
-    prompt_text: str | None = Field(default=None, description="may be truncated by the producer")
+    prompt_text: ChatText | None = Field(
+        default=None,
+        description="may be truncated by the producer; a serialized chat messages array ([{role, content}, ...]) is "
+        "read as its messages' text, joined by line breaks",
+    )
     prompt_fingerprint: Fingerprint | None = None
     canaries: list[Marker] = Field(
         default_factory=list,
@@ -225,7 +232,9 @@ class Response(_EventBase):
     usage: Usage | None = None
     ttft_ms: Duration | None = None
     duration_ms: Duration | None = None
-    output_text: str | None = None
+    output_text: ChatText | None = Field(
+        default=None, description="a serialized chat messages array is read as its messages' text, as prompt_text"
+    )
     output_fingerprint: Fingerprint | None = None
 
 

@@ -1,0 +1,67 @@
+"""A text field that arrives as a serialized chat messages array is read as its messages' text.
+
+Gateways and proxies often log a request's `messages` as they received them, and a producer that copies that log into
+`prompt_text` sends JSON: `[{"role": "system", "content": "..."}, {"role": "user", "content": "..."}]`. As written,
+its text carries the JSON's escapes (`\\n`, `\\"`): a sentence after a line break starts with the letter `n`, and no
+sentence of it is whole, so a model answer that quotes a whole sentence of that prompt looks like a page cut out of it
+(the whole-sentence rule of docs/detection.md never sees the sentence) — a false high alert on traffic whose prompts
+are logged this way. The OTLP bridge already reads `gen_ai.input.messages` as its messages' text
+(streams/inputs/otlp.py); this is the same for the contract's own text fields, so both fingerprints and canary scans
+see the text the model saw.
+
+Only an array of message objects is read so (every element an object with a string `role` and a `content`); any other
+text, JSON or not, is used as it is. The messages' text parts are joined with line breaks, as the OTLP bridge joins a
+span's messages. Applied where the contract validates the event, so a producer that fingerprints at the edge and the
+monitor that fingerprints at ingest read the same text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["chat_text", "messages_text"]
+
+_WHITESPACE = " \t\r\n"
+
+
+def _parts(content: Any) -> list[str]:
+    """The text parts of one message's content: a string, or a list of parts (OpenAI `{"type": "text", "text"}`,
+    OpenTelemetry `{"type": "text", "content"}`); other parts (images, tool calls) carry no text here."""
+    if isinstance(content, str):
+        return [content]
+    out: list[str] = []
+    for p in content if isinstance(content, list) else ():
+        if isinstance(p, str):
+            out.append(p)
+        elif isinstance(p, dict) and p.get("type", "text") == "text":
+            text = p.get("text", p.get("content"))
+            if isinstance(text, str):
+                out.append(text)
+    return out
+
+
+def messages_text(value: str) -> str | None:
+    """The text of `value` if it is a serialized chat messages array, else None (the module docstring)."""
+    head = value.lstrip(_WHITESPACE) if value[:1] in _WHITESPACE else value
+    if head[:1] != "[" or '"role"' not in head:
+        return None
+    try:
+        messages = orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(messages, list) or not messages:
+        return None
+    parts: list[str] = []
+    for m in messages:
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m):
+            return None
+        parts += _parts(m["content"])
+    return "\n".join(parts)
+
+
+def chat_text(value: str) -> str:
+    """A text field as the monitor reads it: a serialized messages array's text, any other text as it is."""
+    text = messages_text(value)
+    return value if text is None else text

@@ -1,0 +1,101 @@
+"""A text field that arrives as a serialized chat messages array is read as its messages' text (schemas/messages.py):
+the fingerprints and the whole-sentence print then see the text the model saw, not its JSON escapes."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+from factories import request, response
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import SEVERITY_RANK
+from schemas.events import Request, parse_event
+from schemas.messages import chat_text, messages_text
+
+WORDS = [f"w{i:04d}" for i in range(6000)]
+
+
+def test_a_messages_array_is_read_as_its_texts_joined_by_line_breaks() -> None:
+    msgs = [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": 'Hello.\n\nSee "this".'},
+        {"role": "assistant", "content": [{"type": "text", "text": "OpenAI part."}, {"type": "image_url"}]},
+        {"role": "user", "content": [{"type": "text", "content": "OTel part."}, "plain part"]},
+        {"role": "tool", "content": None},
+    ]
+    raw = orjson.dumps(msgs).decode()
+    assert "\\n" in raw and '\\"' in raw  # as a gateway's log writes it
+    want = 'You are helpful.\nHello.\n\nSee "this".\nOpenAI part.\nOTel part.\nplain part'
+    assert messages_text(raw) == want
+    assert messages_text("\n  " + raw) == want
+    obj = {"type": "request", "ts": 1, "event_id": "e", "request_id": "r", "tenant_id": "t", "model": "m"}
+    ev = parse_event(orjson.dumps(obj | {"prompt_tokens": 3, "prompt_text": raw}))
+    assert isinstance(ev, Request) and ev.prompt_text == want
+    resp = {"type": "response", "cache_domain": "d", "status_code": 200, "output_text": raw}
+    assert parse_event(orjson.dumps(obj | resp)).output_text == want  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain text with a [bracket] and a role",
+        '[1, 2, "role"]',
+        '[{"role": "user", "content": "a"}, {"no": "role"}]',  # one element is not a message: all is kept
+        '[{"role": "user"}]',  # no content
+        '[{"role": 7, "content": "a"}]',
+        "[]",
+        '[{"role": "user", "content": "cut off',  # truncated by the producer: not JSON
+        '{"role": "user", "content": "an object, not an array"}',
+    ],
+)
+def test_any_other_text_is_used_as_it_is(text: str) -> None:
+    assert messages_text(text) is None
+    assert chat_text(text) == text
+
+
+def _sentences(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.sample(WORDS, rng.randint(12, 20))).capitalize() + "." for _ in range(n)]
+
+
+def _answer_quoting(seed: int, logged_as_json: bool, decoded: bool = True, page: bool = False) -> str | None:
+    """Tenant S's prompt is a messages array (as JSON when `logged_as_json`); R's answer carries two whole sentences
+    of it (or a page cut mid-sentence). The severity of R's cross-tenant alert, None without one."""
+    rng = random.Random(seed)
+    src = _sentences(rng, 8)
+    content = "\n\n".join(src)
+    text = orjson.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": content}]).decode()
+    m = Monitor(
+        DetectionSettings.model_validate(
+            {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": "messages-tests"}
+        )
+    )
+    if not logged_as_json:
+        prompt = request("s1", "S", 1, text="Be brief.\n" + content)
+    elif decoded:
+        prompt = request("s1", "S", 1, text=text)
+    else:  # as it was before the contract read it: the JSON text with its escapes
+        prompt = request("s1", "S", 1).model_copy(update={"prompt_text": text})
+    m.observe(prompt)
+    m.observe(response("s1", "S", 2, text="Noted."))
+    own = _sentences(rng, 6)
+    carried = " ".join(" ".join(src[2:6]).split()[5:-5]) if page else " ".join(src[3:5])
+    m.observe(request("r1", "R", 10, text="Tell me something."))
+    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
+    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    return alerts[0].severity if alerts else None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_whole_sentences_of_a_prompt_logged_as_json_are_an_echo_as_when_logged_as_text(seed: int) -> None:
+    plain = _answer_quoting(seed, logged_as_json=False)
+    assert plain == "warning"
+    assert _answer_quoting(seed, logged_as_json=True) == plain
+    # Control: the same prompt with its JSON escapes left in: no sentence of it is whole, and the echo is high.
+    raw = _answer_quoting(seed, logged_as_json=True, decoded=False)
+    assert raw is not None and SEVERITY_RANK[raw] >= SEVERITY_RANK["high"]
+    # A page cut mid-sentence out of the JSON-logged prompt is still found, and high.
+    page = _answer_quoting(seed, logged_as_json=True, page=True)
+    assert page is not None and SEVERITY_RANK[page] >= SEVERITY_RANK["high"]
