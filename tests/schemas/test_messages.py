@@ -49,6 +49,8 @@ def test_a_messages_array_is_read_as_its_texts_joined_by_line_breaks() -> None:
         "[]",
         '[{"role": "user", "content": "cut off',  # truncated by the producer: not JSON
         '{"role": "user", "content": "an object, not an array"}',
+        '[{"role": "user", "content": "a lone surrogate \ud800"}]',  # hostile: no valid UTF-8, kept as it came
+        "[" * 5000 + '"role"' + "]" * 5000,  # hostile: nested past the JSON parser's depth limit
     ],
 )
 def test_any_other_text_is_used_as_it_is(text: str) -> None:
