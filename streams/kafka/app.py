@@ -103,6 +103,7 @@ class KafkaPipeline(PipelineHealth):
         self.domain_states: dict[int, DomainState] = {}
         self.direct_states: dict[int, DirectState] = {}
         self.assigned: set[TP] = set()
+        self.rewinds = consumer_mod.Rewinds(self.counters)  # partitions read again from where their state stops
         self.revocations = 0  # rebalances that revoked input partitions (the direct topology's batches)
         self.send_lock = asyncio.Lock()  # the heartbeat must not send marks that cover items not yet sent
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode. A failing
@@ -213,9 +214,11 @@ class KafkaPipeline(PipelineHealth):
                 self.ingest.forget(tp.partition)
             elif tp.topic == self.names.join:
                 self.join_states.pop(tp.partition, None)
+                self.rewinds.forget("join", tp.partition)
                 self.checkpoints.forget("join", tp.partition)
             elif tp.topic == self.names.domain:
                 self.domain_states.pop(tp.partition, None)
+                self.rewinds.forget("domain", tp.partition)
                 self.checkpoints.forget("domain", tp.partition)
         # A checkpoint stored between Faust's flush and this handler would otherwise still be in the producer
         # buffer when the partitions' next owner restores: its late manifest could later win over the next
@@ -415,6 +418,11 @@ class KafkaPipeline(PipelineHealth):
             msg = ev.message
             p = msg.partition
             st = self._state(stage, p)
+            if msg.offset > st.offset + 1 and st.offset >= 0:
+                if await self.rewinds.past(self.app.consumer, stage, msg.tp, st.offset, msg.offset):
+                    continue  # read again from where the state stops: neither held nor acked
+            elif self.rewinds.pending:
+                self.rewinds.forget(stage, p)
             self.checkpoints.hold(stage, p, ev)
             if msg.offset > st.offset:
                 try:

@@ -25,6 +25,8 @@ loop every 100 messages so streams drain their buffers. Tested on the real broke
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -32,6 +34,8 @@ import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
+
+log = logging.getLogger("crosstalk.kafka")
 
 
 class FetchWaitThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -101,8 +105,23 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         await flush_all(self.app.producer)
         return bool(await super()._commit_offsets(offsets, start_new_transaction))
 
+    # TP -> how many times `rewind` sought it back: a batch being delivered stops delivering a partition sought
+    # meanwhile (its messages are past the new position, and its read offset must stay where the seek set it).
+    _rewinds: dict[TP, int] | None = None
+
+    async def rewind(self, tp: TP, offset: int) -> None:
+        """Read `tp` again from `offset` (Faust's `seek`, which also moves the read offset back)."""
+        if self._rewinds is None:
+            self._rewinds = {}
+        self._rewinds[tp] = self._rewinds.get(tp, 0) + 1
+        await self.seek(tp, offset)
+
     async def _deliver(self, batch: list[tuple[TP, Message]], generation_id: int) -> None:
         app = self.app
+        rewinds = self._rewinds
+        if rewinds is None:
+            rewinds = self._rewinds = {}
+        before = dict(rewinds)
         callback = self.callback
         handlers = cast(App, self.app).batch_handlers
         handed: dict[str, list[Message]] = {}
@@ -122,6 +141,8 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             if since_yield > 100:
                 await sleep(0)
                 since_yield = 0
+            if rewinds and rewinds.get(tp, 0) != before.get(tp, 0):
+                continue  # sought back while this batch was delivered: read again from there
             offset = message.offset
             r_offset = get_read_offset(tp)
             if r_offset is None or offset >= r_offset:
@@ -134,6 +155,8 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                     handed.setdefault(message.topic, []).append(message)
                 else:
                     await callback(message)
+                    if rewinds and rewinds.get(tp, 0) != before.get(tp, 0):
+                        continue  # the seek came while the message was put: the read offset stays where it set
                 set_read_offset(tp, offset)
             else:
                 self.log.dev("DROPPED MESSAGE ROFF %r: k=%r v=%r", offset, message.key, message.value)
@@ -216,3 +239,47 @@ class App(faust.App):
         if self._producer is not None:
             logger.info("Flush producer buffer...")
             await flush_all(self._producer)
+
+
+class Rewinds:
+    """Where a restored partition of the staged topology resumes: where its state stops, not where the committed
+    offset points (ADR 0001, point 4). The committed offset can pass a checkpoint (Faust acks the events its stream
+    skips, even on a `noack()` stream; a checkpoint can be lost with its worker), and the internal topics, which
+    only crosstalk writes, without transactions or compaction, have no offset gaps of their own: a message past
+    `state.offset + 1` means the messages between never reached the state."""
+
+    def __init__(self, counters: Counter[str]) -> None:
+        self.counters = counters
+        # (stage, partition) -> the offset it was sought back to, until that message comes again
+        self.pending: dict[tuple[str, int], int] = {}
+
+    def forget(self, stage: str, partition: int) -> None:
+        """The sought message came (or the partition was revoked)."""
+        self.pending.pop((stage, partition), None)
+
+    async def past(self, consumer: Any, stage: str, tp: TP, covered: int, offset: int) -> bool:
+        """Message `offset` came to a partition whose state covers `covered` < offset - 1. The first time, the
+        partition is sought back to `covered + 1`; until that message comes again, what was queued beyond it is
+        dropped. True: drop this message (neither held nor acked). False: the messages between are gone from the
+        topic (retention), so the gap is logged and counted, and the message applied."""
+        key, want = (stage, tp.partition), covered + 1
+        if self.pending.get(key) == want:
+            self.counters[f"rewind_dropped.{stage}"] += 1
+            return True
+        guard = cast(BatchGuardConsumer, consumer)
+        earliest = (await guard.earliest_offsets(tp)).get(tp, 0)
+        if earliest > want:
+            log.error(
+                "%s partition %s: messages %s..%s are gone from the topic; resuming with a gap",
+                *(stage, tp.partition, want, earliest - 1),
+            )
+            self.counters[f"restore_gaps.{stage}"] += 1
+            return False
+        log.warning(
+            "%s partition %s: its state covers offset %s but offset %s came next; reading again from %s",
+            *(stage, tp.partition, covered, offset, want),
+        )
+        self.pending[key] = want
+        self.counters[f"rewinds.{stage}"] += 1
+        await guard.rewind(tp, want)
+        return True

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 from conftest import wait_for  # one bounded-wait helper for all Kafka tests
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from streams.producer import produce_file
 from streams.settings import Settings
@@ -90,7 +91,7 @@ def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: 
         return
     # What tells a lost item from one judged in another order: each live worker's replays, late items, orphans,
     # restores and rebalances.
-    telling = ("replayed", "late", "orphans", "restores", "fresh", "revok", "canary_scans", "restore_errors")
+    telling = ("replayed", "late", "orphans", "restores", "fresh", "revok", "canary_scans", "restore_", "rewind")
     counts = []
     for w in workers:
         c = w.counters() if w.alive() else None
@@ -179,6 +180,61 @@ def test_sigkill_mid_stream_loses_no_alert(kafka_names: KafkaNames, workers: Wor
         _assert_same_alerts(reader, incident, [w1, w2])
         c = w2.counters()
         assert c is not None and c["counters"].get("restores.domain", 0) + c["counters"].get("restores.join", 0) > 0, c
+    finally:
+        reader.close()
+
+
+def _commit_to_end(names: KafkaNames, topic: str) -> dict[int, tuple[int | None, int]]:
+    """Move the pipeline's committed offsets on `topic` to its end, as a commit that passed the checkpoints would:
+    {partition: (committed before, end)}. The group must be empty (its workers stopped)."""
+    consumer = KafkaConsumer(bootstrap_servers=names.bootstrap, group_id=names.app_id, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(tps)
+        before = {tp: consumer.committed(tp) for tp in tps}
+        end = consumer.end_offsets(tps)
+        consumer.commit({tp: OffsetAndMetadata(end[tp], None, -1) for tp in tps})
+        return {tp.partition: (before[tp], end[tp]) for tp in tps}
+    finally:
+        consumer.close()
+
+
+def test_a_commit_past_the_checkpoint_is_read_again_from_the_state(
+    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
+) -> None:
+    # The state says where a partition resumes, not the committed offset: the join topic's offsets are moved past
+    # every checkpoint while no worker runs, and the next worker must read again what its restored state lacks.
+    env = {"CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
+    w1 = workers.start(kafka_names, "before-stop", **env)
+    wait_for(lambda: w1.counters() is not None or not w1.alive(), 60, what="the worker's web server")
+    reader = AlertReader(kafka_names)
+    try:
+        head, tail = split_lines(incident["path"], 0.6)
+        produce_file(head, kafka_names.settings().kafka)
+        total = incident["events"]
+
+        def midway() -> bool:
+            c = w1.counters()
+            return bool(
+                c
+                and c["counters"].get("snapshots.join", 0) >= 2
+                and c["counters"].get("ingest.messages", 0) >= total // 3
+            )
+
+        wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+        w1.stop()  # leaves the group: its offsets can be moved
+        skipped: dict[str, dict[int, int]] = {}
+        for stage in ("join", "domain"):
+            moved = _commit_to_end(kafka_names, f"{kafka_names.app_id}.{stage}")
+            skipped[stage] = {p: end - (before or 0) for p, (before, end) in moved.items() if end > (before or 0)}
+        assert skipped["join"] and skipped["domain"], f"nothing to skip: {skipped}"
+        produce_file(tail, kafka_names.settings().kafka)
+        w2 = workers.start(kafka_names, "after-stop", **env)
+        _assert_same_alerts(reader, incident, [w1, w2])
+        c = w2.counters()
+        assert c is not None, "the restarted worker's counters"
+        for stage in ("join", "domain"):
+            assert c["counters"].get(f"rewinds.{stage}", 0) >= 1, (skipped, c["counters"])
     finally:
         reader.close()
 

@@ -40,6 +40,8 @@ class Harness:
         self.flow_active = True
         self.rebalance_after: int | None = None  # move the generation during this offset's delivery
         self.rebalance_in_flow_control = False
+        self._rewinds: dict[TP, int] | None = None  # as BatchGuardConsumer's: bumped by a seek back
+        self.rewind_at: tuple[int, int] | None = None  # (offset, to): seek back during this offset's delivery
 
         async def acquire() -> None:
             if self.rebalance_in_flow_control:
@@ -63,6 +65,12 @@ class Harness:
 
     async def callback(self, message: Message) -> None:
         self.delivered.append(message.offset)
+        if self.rewind_at is not None and message.offset == self.rewind_at[0]:
+            # A stage seeks the partition back while this delivery awaits (Rewinds.past -> rewind).
+            tp = TP(message.topic, 0)
+            assert self._rewinds is not None
+            self._rewinds[tp] = self._rewinds.get(tp, 0) + 1
+            self._read_offset[tp] = self.rewind_at[1]
         if message.offset == self.rebalance_after:
             # The rebalance runs while this delivery awaits: flow stopped, new generation.
             self.flow_active = False
@@ -116,3 +124,13 @@ def test_a_batch_is_not_handed_over_when_a_rebalance_came_while_it_waited_for_fl
     h.deliver(batch(INPUT, range(0, 4)))
     # Handed after the rebalance it would carry the new revocation count and pass as fresh.
     assert h.handed == []
+
+
+def test_a_partition_sought_back_during_delivery_is_not_delivered_further_and_keeps_the_sought_offset() -> None:
+    h = Harness()
+    h.rewind_at = (12, 5)
+    h.deliver(batch(OTHER, range(10, 15)) + batch(INPUT, range(20, 22)))
+    # 13 and 14 are past the new position: read again after 5..12. Other partitions go on.
+    assert h.delivered == [10, 11, 12, 20, 21]
+    assert h._read_offset[TP(OTHER, 0)] == 5
+    assert h._read_offset[TP(INPUT, 0)] == 21
