@@ -22,7 +22,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.streams import _current_event  # the task-local current event Faust's tables read
@@ -203,6 +203,8 @@ class KafkaPipeline(PipelineHealth):
         # A revoked partition may be processed elsewhere before it comes back: its in-memory state and
         # held (unacked) events are stale from now on; the snapshot table is the truth.
         self.assigned -= set(revoked)
+        # A seek back of a revoked partition is void: its next assignment starts where the consumer seeks it.
+        cast(consumer_mod.BatchGuardConsumer, self.app.consumer).forget_rewinds(revoked)
         if any(tp.topic == self.names.input for tp in revoked):
             self.revocations += 1
         for tp in revoked:

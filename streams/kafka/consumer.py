@@ -105,23 +105,29 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         await flush_all(self.app.producer)
         return bool(await super()._commit_offsets(offsets, start_new_transaction))
 
-    # TP -> how many times `rewind` sought it back: a batch being delivered stops delivering a partition sought
-    # meanwhile (its messages are past the new position, and its read offset must stay where the seek set it).
-    _rewinds: dict[TP, int] | None = None
+    # TP -> the offset `rewind` sought it back to, until that message is delivered: after the seek the first message
+    # of an internal topic's partition is that one, so any other was fetched before the seek (stale) and must
+    # neither be delivered nor move the read offset, or the re-read would be dropped as already read.
+    _sought: dict[TP, int] | None = None
 
     async def rewind(self, tp: TP, offset: int) -> None:
         """Read `tp` again from `offset` (Faust's `seek`, which also moves the read offset back)."""
-        if self._rewinds is None:
-            self._rewinds = {}
-        self._rewinds[tp] = self._rewinds.get(tp, 0) + 1
+        if self._sought is None:
+            self._sought = {}
+        self._sought[tp] = offset
         await self.seek(tp, offset)
+
+    def forget_rewinds(self, tps: Any) -> None:
+        """Revoked partitions: their seeks back are void (the next assignment seeks to the committed offsets)."""
+        if self._sought:
+            for tp in tps:
+                self._sought.pop(tp, None)
 
     async def _deliver(self, batch: list[tuple[TP, Message]], generation_id: int) -> None:
         app = self.app
-        rewinds = self._rewinds
-        if rewinds is None:
-            rewinds = self._rewinds = {}
-        before = dict(rewinds)
+        sought = self._sought
+        if sought is None:
+            sought = self._sought = {}
         callback = self.callback
         handlers = cast(App, self.app).batch_handlers
         handed: dict[str, list[Message]] = {}
@@ -141,8 +147,10 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             if since_yield > 100:
                 await sleep(0)
                 since_yield = 0
-            if rewinds and rewinds.get(tp, 0) != before.get(tp, 0):
-                continue  # sought back while this batch was delivered: read again from there
+            if sought and tp in sought:
+                if sought[tp] != message.offset:
+                    continue  # fetched before a seek back: read again from there
+                del sought[tp]
             offset = message.offset
             r_offset = get_read_offset(tp)
             if r_offset is None or offset >= r_offset:
@@ -155,7 +163,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                     handed.setdefault(message.topic, []).append(message)
                 else:
                     await callback(message)
-                    if rewinds and rewinds.get(tp, 0) != before.get(tp, 0):
+                    if sought and sought.get(tp, offset) != offset:
                         continue  # the seek came while the message was put: the read offset stays where it set
                 set_read_offset(tp, offset)
             else:

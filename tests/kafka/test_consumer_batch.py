@@ -40,7 +40,7 @@ class Harness:
         self.flow_active = True
         self.rebalance_after: int | None = None  # move the generation during this offset's delivery
         self.rebalance_in_flow_control = False
-        self._rewinds: dict[TP, int] | None = None  # as BatchGuardConsumer's: bumped by a seek back
+        self._sought: dict[TP, int] | None = None  # as BatchGuardConsumer's: set by a seek back
         self.rewind_at: tuple[int, int] | None = None  # (offset, to): seek back during this offset's delivery
 
         async def acquire() -> None:
@@ -68,8 +68,9 @@ class Harness:
         if self.rewind_at is not None and message.offset == self.rewind_at[0]:
             # A stage seeks the partition back while this delivery awaits (Rewinds.past -> rewind).
             tp = TP(message.topic, 0)
-            assert self._rewinds is not None
-            self._rewinds[tp] = self._rewinds.get(tp, 0) + 1
+            if self._sought is None:
+                self._sought = {}
+            self._sought[tp] = self.rewind_at[1]
             self._read_offset[tp] = self.rewind_at[1]
         if message.offset == self.rebalance_after:
             # The rebalance runs while this delivery awaits: flow stopped, new generation.
@@ -134,3 +135,15 @@ def test_a_partition_sought_back_during_delivery_is_not_delivered_further_and_ke
     assert h.delivered == [10, 11, 12, 20, 21]
     assert h._read_offset[TP(OTHER, 0)] == 5
     assert h._read_offset[TP(INPUT, 0)] == 21
+
+
+def test_a_batch_fetched_before_a_seek_back_is_not_delivered_and_the_re_read_is() -> None:
+    h = Harness()
+    tp = TP(OTHER, 0)
+    # A stage sought the partition back to 5 after this batch (30..33) was fetched from the old position.
+    h._sought = {tp: 5}
+    h._read_offset[tp] = 5
+    h.deliver(batch(OTHER, range(30, 34)))
+    assert h.delivered == [] and h._read_offset[tp] == 5
+    h.deliver(batch(OTHER, range(5, 8)))  # the re-read
+    assert h.delivered == [5, 6, 7] and h._read_offset[tp] == 7 and not h._sought
