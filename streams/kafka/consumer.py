@@ -111,11 +111,13 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
     _sought: dict[TP, int] | None = None
 
     async def rewind(self, tp: TP, offset: int) -> None:
-        """Read `tp` again from `offset` (Faust's `seek`, which also moves the read offset back)."""
+        """Read `tp` again from `offset`. Faust's `seek_wait`, not `seek`: the Kafka client runs in the consumer's
+        own thread, and `seek` changed its fetcher's records under a fetch in progress there (a KeyError that
+        crashed the worker); `seek_wait` seeks in that thread, between fetches, and moves the read offset back."""
         if self._sought is None:
             self._sought = {}
         self._sought[tp] = offset
-        await self.seek(tp, offset)
+        await self.seek_wait({tp: offset})
 
     def forget_rewinds(self, tps: Any) -> None:
         """Revoked partitions: their seeks back are void (the next assignment seeks to the committed offsets)."""
