@@ -35,9 +35,10 @@ from detectors.fingerprint import positions_of, sentences_of
 from detectors.held import AUTHORED, Held, HeldJudge, HeldRun
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
-from detectors.sentences import SentencePrint, whole
+from detectors.sentences import SentencePrint
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Piece
+from detectors.signals.pages import page_run, required_run, whole_sentences
 from schemas.alert import SEVERITY_RANK, Severity, Signal
 from schemas.exchange import Exchange
 
@@ -272,7 +273,7 @@ class OverlapDetector(HeldJudge):
             ]
             for src in flagged
         }
-        return signals, runs, {src: self.required_run(ov, src) for src in flagged}
+        return signals, runs, {src: required_run(self.s, ov, src) for src in flagged}
 
     def _by_run(self, run: int, warm: bool, strong: Severity) -> Severity:
         if not warm:
@@ -283,47 +284,6 @@ class OverlapDetector(HeldJudge):
         # finding, but next to the placeholder mechanism they attribute the leak.
         return "warning" if run >= self.s.overlap_alone_matches else "info"
 
-    def required_run(self, ov: Overlap, tenant: str) -> int:
-        """The shortest free run of `tenant` that counts as a page for a high alert in this output (docs/adr/0004,
-        "information"). A match carries as much information as it is unlikely by chance, and that is measured on the
-        output itself: p, the share of the output's fingerprints outside the source's long runs that the source's
-        text holds anyway. Taking matches as independent, n * p^r is the expected number of chance runs of r
-        consecutive matches in the n positions, i.e. a run must carry r * log2(1/p) >= log2(n / alpha) bits
-        (`overlap_chance_alpha`). A page of words, of Han characters, or of another script than the output's shares
-        (almost) nothing else with it: p ~ 0 and `overlap_high_run` suffices, the one-page guarantee of 16 units.
-        Kana-heavy text in a Japanese answer from a source writing Japanese too shares many short k-grams (measured
-        p = 0.1-0.4): the run needed grows, never beyond a strong run."""
-        s = self.s
-        need = s.overlap_high_run
-        held, n = ov.chance.get(tenant, (0, 0))
-        if s.overlap_chance_alpha <= 0 or not held:
-            return need
-        p = held / (n + 1)
-        while need < s.overlap_strong_matches and n * p**need > s.overlap_chance_alpha:
-            need += 1
-        return need
-
-    def min_cover(self, need: int) -> int:
-        """Units a free run of `need` matches must be seen to cover to count as a page (docs/adr/0004, "coverage").
-        A page of P = need * w + k - 1 units holds P - k + 1 whole k-grams; every window of w of them lies inside
-        it, so its selection is in both texts and a match: the first match is among the page's first w k-grams,
-        the last among its last w, and the run covers at least P - 2 (w - 1) units. A shorter cover is a shorter
-        shared passage than the guarantee is about (one katakana word, an 8-word stock phrase) with its k-grams
-        counted as independent matches; such a run is no page, while every page of P units still is."""
-        s = self.s
-        return need * s.w + s.k - 1 - 2 * (s.w - 1)
-
-    def page_run(self, ov: Overlap, tenant: str, need: int) -> tuple[int, int]:
-        """The longest free run of `tenant` of at least `need` matches that covers `min_cover(need)` units (all of
-        them when the output's positions are unknown), and the units it covers (0 unknown); (0, 0) if none."""
-        best = (0, 0)
-        floor = self.min_cover(need)
-        for length, cover in ov.free_runs.get(tenant, ()):
-            units = cover + self.s.k - 1 if cover else 0
-            if length >= need and (not cover or units >= floor) and length > best[0]:
-                best = (length, units)
-        return best
-
     def _tenant_signal(self, ov: Overlap, tenant: str, n: int, base: dict[str, Any], warm: bool) -> Signal:
         run = ov.run_by_tenant[tenant]
         evidence = round(ov.evidence.get(tenant, 0.0), 4)
@@ -331,8 +291,8 @@ class OverlapDetector(HeldJudge):
         # continues the receiver's own text is a document both tenants hold.
         # A free run the output's chance background expects (`required_run`), or one covering fewer units than any
         # page of that many matches would (`min_cover`), is no finding at all.
-        need = self.required_run(ov, tenant)
-        free, cover = self.page_run(ov, tenant, need)
+        need = required_run(self.s, ov, tenant)
+        free, cover = page_run(self.s, ov, tenant, need)
         severity = self._by_run(
             run if run >= self.s.overlap_strong_matches else free if free >= need else 0, warm, "critical"
         )
@@ -353,7 +313,11 @@ class OverlapDetector(HeldJudge):
             # A long run of shared text (two tenants have had it: a template, a public passage) is no one tenant's
             # page: it names the source next to a mechanism, but alone it is no more than a warning (ADR 0008).
             severity = "warning"
-        echo = warm and severity in ("high", "critical") and self._whole_sentences(ov, tenant, need)
+        echo = (
+            warm
+            and severity in ("high", "critical")
+            and whole_sentences(self.s, self._sentences, ov, tenant, need, self.index.sentences)
+        )
         if echo:
             # Whole sentences of the source, and not most of the output: what a model writes when it reproduces a
             # text it knows; a page is cut where a token count fell (ADR 0008 decision 8). A lead, not a disclosure.
@@ -386,31 +350,6 @@ class OverlapDetector(HeldJudge):
         if echo:
             figures["whole_sentences"] = True
         return self._signal("cross_tenant_contamination", severity, n, run, ov.total, figures, tenant, ov)
-
-    def _whole_sentences(self, ov: Overlap, tenant: str, need: int) -> bool:
-        """Whether every free run of `tenant` of at least `need` matches (at least one) touches only output sentences
-        that are whole sentences of the texts of `tenant` the output matched (detectors/sentences.py). False where
-        either side's sentences or the output's positions are unknown: then nothing is claimed."""
-        sp = self._sentences
-        spans = ov.free_spans.get(tenant)
-        if sp is None or not spans or not sp[1]:
-            return False
-        k = self.s.k
-        runs = [(first, last + k - 1) for length, first, last in spans if length >= need]
-        if not runs:
-            return False
-        # A delivery mix-up hands over a whole response: the source's runs then span most of the output, whatever
-        # share of its fingerprints stock phrases and public text explain away. That is no echo.
-        covered, end = 0, -1
-        for first, last in sorted((first, last + k - 1) for _, first, last in spans):
-            covered += max(0, last - max(first, end + 1) + 1)
-            end = max(end, last)
-        if covered >= self.s.overlap_beyond_pool_share * sp[1][-1]:
-            return False
-        source = self.index.sentences(ov.docs.get(tenant, set()))
-        if source is None:
-            return False
-        return all(whole(sp, first, last, source) for first, last in runs)
 
     def _turnovers(self, ov: Overlap, tenant: str) -> float | None:
         """Turnovers of the domain's largest pool since the newest text of `tenant` that the output matched; None when

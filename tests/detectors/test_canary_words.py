@@ -38,11 +38,18 @@ PIECES = st.sampled_from(
         "\n",
         "x",
         "7",
+        "deadbeefcafe0123456789",
+        "\ufe0f",
+        "\U000e0100",
+        "\ud800",
+        "\u0301",
+        "Ω",
+        "٣",
     ]
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(st.lists(PIECES, max_size=30).map("".join))
 @example("id deadbeefcafe0123 here")
 @example("ｄｅａｄｂｅｅｆｃａｆｅ１２")
@@ -50,6 +57,8 @@ PIECES = st.sampled_from(
 @example("deadbeefcafe0123漢")
 @example("deadbeefcafe0123é")
 @example("deadbeefcafe0123\u0301")
+@example("_deadbeefcafe0123")
+@example("deadbeefcafe0123Ω deadbeefcafe0123\ufe0f")
 def test_hex_words_are_the_filtered_units(text: str) -> None:
     assert hex_words(text) == reference(text)
 

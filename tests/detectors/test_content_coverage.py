@@ -16,7 +16,7 @@ from detectors.fingerprint import Fingerprinter, positions_of
 from detectors.index import Overlap
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
-from detectors.signals.overlap import OverlapDetector
+from detectors.signals.pages import min_cover, page_run
 from detectors.winnowing import kgram_hashes
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import TextFingerprint
@@ -58,11 +58,11 @@ def test_fingerprints_without_positions_keep_the_count_rule() -> None:
     """Fingerprints from the wire (or a session print) carry no positions: a run is judged by its matches alone."""
     tp = TextFingerprint(hashes=[1, 2, 3], words=7)
     assert positions_of(tp) is None
-    det = OverlapDetector(_settings())
+    s = _settings()
     ov = Overlap(free_runs={"src": [(3, 0)]})
-    assert det.page_run(ov, "src", 3) == (3, 0)
-    assert det.page_run(Overlap(free_runs={"src": [(3, 3)]}), "src", 3) == (0, 0)  # 3 k-grams, 7 units: no page
-    assert det.page_run(Overlap(free_runs={"src": [(3, 6), (4, 9)]}), "src", 3) == (4, 13)
+    assert page_run(s, ov, "src", 3) == (3, 0)
+    assert page_run(s, Overlap(free_runs={"src": [(3, 3)]}), "src", 3) == (0, 0)  # 3 k-grams, 7 units: no page
+    assert page_run(s, Overlap(free_runs={"src": [(3, 6), (4, 9)]}), "src", 3) == (4, 13)
 
 
 def _severest(alerts: list[Alert], tenant: str) -> str:
@@ -91,8 +91,7 @@ def test_every_page_of_sixteen_units_still_alerts_high(seed: int, length: int) -
 @given(st.integers(0, 10**6), st.integers(1, 9))
 def test_a_shared_passage_shorter_than_any_page_covers_never_alerts_high(seed: int, length: int) -> None:
     s = _settings()
-    det = OverlapDetector(s)
-    assert det.min_cover(s.overlap_high_run) == 10  # 16 - 2 * (4 - 1)
+    assert min_cover(s, s.overlap_high_run) == 10  # 16 - 2 * (4 - 1)
     assert _shared_passage(seed, length)[0] not in ("high", "critical")
 
 

@@ -14,6 +14,7 @@ from detectors.index import ContentIndex, Overlap
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from detectors.signals.overlap import OverlapDetector
+from detectors.signals.pages import required_run
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import Exchange, TextFingerprint
 
@@ -54,9 +55,8 @@ def test_chance_counts_what_the_source_holds_outside_its_runs() -> None:
 @given(st.integers(0, 400), st.integers(0, 400), st.sampled_from([0.01, 0.05, 0.1, 1.0]))
 def test_required_run_is_the_shortest_run_not_expected_by_chance(held: int, extra: int, alpha: float) -> None:
     s = _settings(overlap_chance_alpha=alpha)
-    det = OverlapDetector(s)
     n = held + extra
-    need = det.required_run(Overlap(chance={"src": (held, n)}), "src")
+    need = required_run(s, Overlap(chance={"src": (held, n)}), "src")
     assert s.overlap_high_run <= need <= s.overlap_strong_matches
     if held == 0:
         assert need == s.overlap_high_run  # nothing else shared: the one-page guarantee is untouched
@@ -65,9 +65,9 @@ def test_required_run_is_the_shortest_run_not_expected_by_chance(held: int, extr
     assert need == s.overlap_strong_matches or n * p**need <= alpha
     if need > s.overlap_high_run:
         assert n * p ** (need - 1) > alpha  # the shortest such run
-    more = det.required_run(Overlap(chance={"src": (held + 1, n + 1)}), "src")
+    more = required_run(s, Overlap(chance={"src": (held + 1, n + 1)}), "src")
     assert more >= need  # more chance sharing never lowers the bar
-    off = OverlapDetector(_settings(overlap_chance_alpha=0)).required_run(Overlap(chance={"src": (held, n)}), "src")
+    off = required_run(_settings(overlap_chance_alpha=0), Overlap(chance={"src": (held, n)}), "src")
     assert off == s.overlap_high_run
 
 
