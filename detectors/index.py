@@ -79,9 +79,20 @@ class ContentIndex(RunShapes):
         self._expire(ts)
 
     def sentences(self, doc_ids: set[int]) -> set[int] | None:
-        """The whole-sentence hashes of these texts (detectors/sentences.py); None when none of them has any."""
+        """The whole-sentence hashes of these texts and of the other text of each one's exchange
+        (detectors/sentences.py); None when none of them has any. A fingerprint's postings name its newest holder
+        alone: an answer that quotes its prompt holds the quote's fingerprints, and the prompt's own copy of it (with
+        its sentences as the tenant wrote them) is the text before it, indexed with the answer as one exchange
+        (`OverlapDetector.learn`)."""
         docs = self._docs
-        held = [d.sentences for d in map(docs.get, doc_ids) if d is not None and d.sentences is not None]
+        held = []
+        for doc_id in doc_ids:
+            d = docs.get(doc_id)
+            if d is None:
+                continue
+            for sib in (docs.get(doc_id - 1), d, docs.get(doc_id + 1)):
+                if sib is not None and sib.sentences is not None and sib.request_id == d.request_id:
+                    held.append(sib.sentences)
         return set().union(*held) if held else None
 
     def _insert(self, doc: Doc) -> None:

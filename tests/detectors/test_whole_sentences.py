@@ -79,6 +79,35 @@ def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_hi
     assert closed is not None and closed.severity == "warning"
 
 
+def _quoted_back(seed: int, mode: str) -> Alert | None:
+    """Tenant S pastes sentences and its answer quotes them back as models do ("Your text says: ..."), its last
+    sentence without the full stop; the answer, the newer text, is what the postings name. R's answer then carries
+    `whole`: two of the sentences, the last of them with its stop, or `page`: a page cut mid-sentence out of the
+    quote."""
+    rng = random.Random(seed)
+    src = _sentences(rng, 8)
+    m = Monitor(_settings())
+    m.observe(request("s1", "S", 1, text="Here is a public text, please explain it:\n" + " ".join(src)))
+    m.observe(response("s1", "S", 2, text="Your text says:\n" + " ".join(src[2:6])[:-1] + "\n\nAnything else?"))
+    carried = " ".join(" ".join(src[2:6]).split()[5:-5]) if mode == "page" else " ".join(src[4:6])
+    own = _sentences(rng, 6)
+    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
+    m.observe(request("r1", "R", 10, text="Tell me something."))
+    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    return alerts[0] if alerts else None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_whole_sentences_are_asked_of_the_prompt_an_answer_quoted(seed: int) -> None:
+    """The echo of sentences a source's answer quoted without their last stop is still whole sentences of that
+    source's exchange (its prompt holds them whole); a page cut out of the answer stays high."""
+    echo = _quoted_back(seed, "whole")
+    assert echo is not None and echo.severity == "warning"
+    assert echo.evidence[0].figures["whole_sentences"] is True
+    page = _quoted_back(seed, "page")
+    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
+
+
 def test_a_stop_followed_by_ascii_closers_ends_its_sentence_after_them() -> None:
     text = 'He said "Go home." Then he left. (See above.) Next one!'
     assert split_sentences(text) == ['He said "Go home."', "Then he left.", "(See above.)", "Next one!"]
