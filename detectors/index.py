@@ -357,9 +357,6 @@ class ContentIndex(RunShapes):
             ov.run_spans.setdefault(src, []).append((r.start, r.last, r.length, attached))
         if attached:
             ov.attached[src] += 1
-            if positions is not None and r.length >= ov.long_run:
-                at = positions[r.start : r.last + 1]
-                ov.attached_spans.setdefault(src, []).append((r.length, min(at), max(at)))
         else:
             ov.free_run[src] = max(ov.free_run[src], r.length)
             # A text's fingerprints are listed once, at their first selection: a k-gram met earlier in the output

@@ -136,9 +136,6 @@ class Overlap:
     # Per source, its free runs where the output's positions are known: (matches, first k-gram position, last k-gram
     # position); and the ids of the source's texts the output matched (the whole-sentence test, ADR 0008 decision 8).
     free_spans: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
-    # The same for its long runs that continue the receiver's own text: a strong one makes the verdict all the same,
-    # so the whole-sentence test asks it too.
-    attached_spans: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     docs: dict[str, set[int]] = field(default_factory=dict)
 
     def leaked_tokens(self, tenant: str) -> float:

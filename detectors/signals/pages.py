@@ -68,22 +68,15 @@ def whole_sentences(
     need: int,
     source_sentences: Callable[[set[int]], set[int] | None],
 ) -> bool:
-    """Whether every run of `tenant` the verdict rests on (at least one: a free run of at least `need` matches, or a
-    strong run, free or not) touches only sentences of the output (`sp`, its whole-sentence print) that are whole
-    sentences of the texts of `tenant` the output matched (`source_sentences` of their ids: the index's,
-    detectors/sentences.py). False where either side's sentences or the output's positions are unknown: then nothing
-    is claimed."""
-    spans = ov.free_spans.get(tenant, []) + ov.attached_spans.get(tenant, [])
+    """Whether every free run of `tenant` of at least `need` matches (at least one) touches only sentences of the
+    output (`sp`, its whole-sentence print) that are whole sentences of the texts of `tenant` the output matched
+    (`source_sentences` of their ids: the index's, detectors/sentences.py). False where either side's sentences or
+    the output's positions are unknown: then nothing is claimed."""
+    spans = ov.free_spans.get(tenant)
     if sp is None or not spans or not sp[1]:
         return False
     k = s.k
-    free = ov.free_spans.get(tenant, [])
-    runs = [(first, last + k - 1) for length, first, last in free if length >= need]
-    runs += [
-        (first, last + k - 1)
-        for length, first, last in ov.attached_spans.get(tenant, [])
-        if length >= s.overlap_strong_matches
-    ]
+    runs = [(first, last + k - 1) for length, first, last in spans if length >= need]
     if not runs:
         return False
     # A delivery mix-up hands over a whole response: the source's runs then span most of the output, whatever

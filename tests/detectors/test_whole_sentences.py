@@ -202,34 +202,3 @@ def test_the_wire_carries_the_print_and_refuses_a_bad_one() -> None:
     ):
         with pytest.raises(ValueError, match="sentence"):
             Fingerprint.model_validate(base | bad)
-
-
-def _attached(seed: int, mode: str) -> Alert | None:
-    """Tenant S pastes sentences A B C D; R sends A itself, and R's answer carries A B C (`whole`) or A, B and half of
-    C (`page`): the run of S's matches continues R's own text (A), so it is no free run, and a strong run makes the
-    verdict all the same."""
-    rng = random.Random(seed)
-    src = _sentences(rng, 6)
-    m = Monitor(_settings())
-    m.observe(request("s1", "S", 1, text=" ".join(src)))
-    m.observe(response("s1", "S", 2, text="Noted."))
-    words = " ".join(src[1:4]).split()
-    carried = " ".join(src[0:4]) if mode == "whole" else src[0] + " " + " ".join(words[: len(words) - 6])
-    own = _sentences(rng, 6)
-    m.observe(request("r1", "R", 10, text="Tell me about this. " + src[0]))
-    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
-    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
-    return alerts[0] if alerts else None
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_a_strong_run_that_continues_the_receivers_text_is_asked_too(seed: int) -> None:
-    """Whole sentences are an echo whether or not the run continues the receiver's own text; a page cut mid-sentence
-    that continues it stays critical."""
-    echo = _attached(seed, "whole")
-    assert echo is not None and echo.severity == "warning", echo
-    assert echo.evidence[0].figures["attached_runs"] >= 1
-    assert echo.evidence[0].figures["whole_sentences"] is True
-    page = _attached(seed, "page")
-    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
-    assert page.evidence[0].figures["attached_runs"] >= 1
