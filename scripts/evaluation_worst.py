@@ -61,22 +61,59 @@ def table(inputs: list[tuple[str, str, dict[str, Any]]], profile: str) -> str:
             worst = max(known) if higher_worse else min(known)
             pick = max if higher_worse else min
             worst_all[col] = pick(worst_all.get(col, worst[0]), worst[0])
-            spread = ", ".join(f"{v:.2%}" for v, _ in known)
+            # The false-high target is 0.05 %: two decimals would hide which side of it a figure is.
+            fmt = ".3%" if name == "false_alarm_rate" else ".2%"
+            spread = ", ".join(f"{v:{fmt}}" for v, _ in known)
             extra = f" ({counts(dict(rows)[worst[1]])})" if name == "false_alarm_rate" else ""
-            cells.append(f"**{worst[0]:.2%}**{extra} [{spread}]")
+            cells.append(f"**{worst[0]:{fmt}}**{extra} [{spread}]")
         lines.append(f"| {shape} | {len(rows)} | " + " | ".join(cells) + " |")
     lines.append(
         "| **worst of all** | | "
-        + " | ".join(f"**{worst_all[c]:.2%}**" if c in worst_all else "–" for c, _, _ in FIGURES)
+        + " | ".join(
+            f"**{worst_all[c]:{'.3%' if n == 'false_alarm_rate' else '.2%'}}**" if c in worst_all else "–"
+            for c, n, _ in FIGURES
+        )
         + " |"
     )
     return "\n".join(lines)
+
+
+# Issue 24's targets for the two alarm rates, drawn as lines.
+TARGETS = {"false_alarm_rate": ("false high+", 0.0005), "warning_alarm_rate": ("false warning+", 0.003)}
+
+
+def plot(inputs: list[tuple[str, str, dict[str, Any]]], profile: str, path: Path) -> None:
+    """Per shape, each key's false high+ and false warning+ rate beside issue 24's target (a dashed line)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for shape, key, doc in inputs:
+        if (summary := doc["summary"].get(profile)) is not None:
+            shapes.setdefault(shape, []).append((key, summary))
+    fig, axes = plt.subplots(1, len(TARGETS), figsize=(5.5 * len(TARGETS), 3.6))
+    for ax, (name, (title, target)) in zip(axes, TARGETS.items(), strict=True):
+        labels, values = [], []
+        for shape, rows in shapes.items():
+            for key, summary in rows:
+                labels.append(f"{shape}, key {key}")
+                values.append(100 * float(summary[name]))
+        ax.bar(range(len(values)), values, color=["#4c72b0" if v <= 100 * target else "#dd8452" for v in values])
+        ax.axhline(100 * target, ls="--", color="grey")
+        ax.set_xticks(range(len(values)), labels, fontsize=7, rotation=30, ha="right")
+        ax.set_ylabel("% of clean 2xx responses")
+        ax.set_title(f"{title} per key (target {100 * target:g} %)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="multilingual")
     ap.add_argument("inputs", nargs="+", help="SHAPE:KEY=PATH")
+    ap.add_argument("--plot", type=Path, help="also draw each key's alarm rates beside the targets (a PNG)")
     args = ap.parse_args()
     inputs = []
     for item in args.inputs:
@@ -84,6 +121,8 @@ def main() -> int:
         shape, _, key = label.partition(":")
         inputs.append((shape, key, json.loads(Path(path).read_text())))
     print(table(inputs, args.profile))
+    if args.plot:
+        plot(inputs, args.profile, args.plot)
     return 0
 
 
