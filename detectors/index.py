@@ -85,14 +85,13 @@ class ContentIndex(RunShapes):
         its sentences as the tenant wrote them) is the text before it, indexed with the answer as one exchange
         (`OverlapDetector.learn`)."""
         docs = self._docs
-        held = []
+        exchange: set[int] = set()  # each text once, however many of the matched texts name it
         for doc_id in doc_ids:
             d = docs.get(doc_id)
-            if d is None:
-                continue
-            for sib in (docs.get(doc_id - 1), d, docs.get(doc_id + 1)):
-                if sib is not None and sib.sentences is not None and sib.request_id == d.request_id:
-                    held.append(sib.sentences)
+            if d is not None:
+                near = (doc_id - 1, doc_id, doc_id + 1)
+                exchange.update(i for i in near if (o := docs.get(i)) is not None and o.request_id == d.request_id)
+        held = [d.sentences for d in map(docs.get, exchange) if d is not None and d.sentences is not None]
         return set().union(*held) if held else None
 
     def _insert(self, doc: Doc) -> None:
