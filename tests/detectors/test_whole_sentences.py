@@ -36,6 +36,14 @@ def _sentences(rng: random.Random, n: int, end: str = ".") -> list[str]:
     return [" ".join(rng.sample(WORDS, rng.randint(12, 20))).capitalize() + end for _ in range(n)]
 
 
+def _receive(m: Monitor, own: list[str], carried: str) -> Alert | None:
+    """R asks, and its answer carries `carried` between lines of its own sentences: the cross-tenant alert, if any."""
+    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
+    m.observe(request("r1", "R", 10, text="Tell me something."))
+    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    return alerts[0] if alerts else None
+
+
 def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
     """Tenant S pastes a text of sentences; R's answer then carries some of it inside its own sentences: `whole` two
     whole sentences, `page` a page cut mid-sentence at both ends, `lines` two whole lines without a full stop,
@@ -54,10 +62,7 @@ def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
         carried = " ".join(words[5:-5])  # starts and ends inside a sentence
     else:
         carried = ("\n" if mode == "lines" else " ").join(src[3:5])
-    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
-    m.observe(request("r1", "R", 10, text="Tell me something."))
-    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
-    return alerts[0] if alerts else None
+    return _receive(m, own, carried)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -91,10 +96,7 @@ def _quoted_back(seed: int, mode: str) -> Alert | None:
     m.observe(response("s1", "S", 2, text="Your text says:\n" + " ".join(src[2:6])[:-1] + "\n\nAnything else?"))
     carried = " ".join(" ".join(src[2:6]).split()[5:-5]) if mode == "page" else " ".join(src[4:6])
     own = _sentences(rng, 6)
-    out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
-    m.observe(request("r1", "R", 10, text="Tell me something."))
-    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
-    return alerts[0] if alerts else None
+    return _receive(m, own, carried)
 
 
 @pytest.mark.parametrize("seed", range(4))
