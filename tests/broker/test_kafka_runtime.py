@@ -150,33 +150,40 @@ def test_incident_through_kafka_gives_the_embedded_alert_ids(
         otlp.stop()
 
 
+# Small, frequent snapshots so that a stop lands between checkpoints with work in flight.
+SNAPSHOT_OFTEN = {"CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
+
+
+def _to_midway(w: Any, names: KafkaNames, incident: dict[str, Any], snapshots: str) -> str:
+    """Produce the first 60 % of the incident and wait until worker `w` has stored two `snapshots` (a counter, e.g.
+    "snapshots.join") and ingested a third of all events: the rest of the input, to produce later."""
+    head, tail = split_lines(incident["path"], 0.6)
+    produce_file(head, names.settings().kafka)
+    total = incident["events"]
+
+    def midway() -> bool:
+        c = w.counters()
+        return bool(
+            c and c["counters"].get(snapshots, 0) >= 2 and c["counters"].get("ingest.messages", 0) >= total // 3
+        )
+
+    wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+    return tail
+
+
 def test_sigkill_mid_stream_loses_no_alert(kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]) -> None:
-    # Small, frequent snapshots so the kill lands between checkpoints with work in flight.
-    env = {"CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
-    w1 = workers.start(kafka_names, "before-kill", **env)
+    w1 = workers.start(kafka_names, "before-kill", **SNAPSHOT_OFTEN)
     wait_for(lambda: w1.counters() is not None or not w1.alive(), 60, what="the worker's web server")
     reader = AlertReader(kafka_names)
     try:
-        head, tail = split_lines(incident["path"], 0.6)
-        produce_file(head, kafka_names.settings().kafka)
-        total = incident["events"]
-
-        def midway() -> bool:
-            c = w1.counters()
-            return bool(
-                c
-                and c["counters"].get("snapshots.domain", 0) >= 2
-                and c["counters"].get("ingest.messages", 0) >= total // 3
-            )
-
-        wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+        tail = _to_midway(w1, kafka_names, incident, "snapshots.domain")
         before = w1.counters()
         w1.kill()
         assert before is not None
         # The rest only now: however fast the first worker was, the next one has input left after restoring.
         produce_file(tail, kafka_names.settings().kafka)
         # A fresh data dir: the state must come back from the changelog, not from local disk.
-        w2 = workers.start(kafka_names, "after-kill", **env)
+        w2 = workers.start(kafka_names, "after-kill", **SNAPSHOT_OFTEN)
         _assert_same_alerts(reader, incident, [w1, w2])
         c = w2.counters()
         assert c is not None and c["counters"].get("restores.domain", 0) + c["counters"].get("restores.join", 0) > 0, c
@@ -204,24 +211,11 @@ def test_a_commit_past_the_checkpoint_is_read_again_from_the_state(
 ) -> None:
     # The state says where a partition resumes, not the committed offset: the join topic's offsets are moved past
     # every checkpoint while no worker runs, and the next worker must read again what its restored state lacks.
-    env = {"CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
-    w1 = workers.start(kafka_names, "before-stop", **env)
+    w1 = workers.start(kafka_names, "before-stop", **SNAPSHOT_OFTEN)
     wait_for(lambda: w1.counters() is not None or not w1.alive(), 60, what="the worker's web server")
     reader = AlertReader(kafka_names)
     try:
-        head, tail = split_lines(incident["path"], 0.6)
-        produce_file(head, kafka_names.settings().kafka)
-        total = incident["events"]
-
-        def midway() -> bool:
-            c = w1.counters()
-            return bool(
-                c
-                and c["counters"].get("snapshots.join", 0) >= 2
-                and c["counters"].get("ingest.messages", 0) >= total // 3
-            )
-
-        wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+        tail = _to_midway(w1, kafka_names, incident, "snapshots.join")
         w1.stop()  # leaves the group: its offsets can be moved
         skipped: dict[str, dict[int, int]] = {}
         for stage in ("join", "domain"):
@@ -229,7 +223,7 @@ def test_a_commit_past_the_checkpoint_is_read_again_from_the_state(
             skipped[stage] = {p: end - (before or 0) for p, (before, end) in moved.items() if end > (before or 0)}
         assert skipped["join"] and skipped["domain"], f"nothing to skip: {skipped}"
         produce_file(tail, kafka_names.settings().kafka)
-        w2 = workers.start(kafka_names, "after-stop", **env)
+        w2 = workers.start(kafka_names, "after-stop", **SNAPSHOT_OFTEN)
         _assert_same_alerts(reader, incident, [w1, w2])
         c = w2.counters()
         assert c is not None, "the restarted worker's counters"
