@@ -160,9 +160,16 @@ class MultilingualSimulator(Engine):
         return cut(text, start, want, spans)[0]
 
     def _clean_output(
-        self, rng: random.Random, session: Session, private_docs: list[str], shared: list[str], decoys: set[str]
+        self,
+        rng: random.Random,
+        session: Session,
+        private_docs: list[str],
+        shared: list[str],
+        decoys: set[str],
+        resent: list[str],
     ) -> tuple[list[str], list[str]]:
-        """The model's answer as parts, and its private parts (what a freed page of it may hold)."""
+        """The model's answer as parts, and its private parts (what a freed page of it may hold). It recalls only
+        the history this prompt re-sent (`resent`): a clean answer cannot quote what its context did not hold."""
         tenant, lang = session.tenant, session.tenant.lang
         parts: list[str] = []
         private: list[str] = []
@@ -177,8 +184,8 @@ class MultilingualSimulator(Engine):
         if shared and rng.random() < 0.6:
             # Quoting the public text the user pasted: shared with other tenants, explained by the prompt.
             parts.append(lexicon.QUOTING[lang] + "\n" + self._excerpt(rng, rng.choice(shared), 20, 120))
-        if session.history and rng.random() < 0.3:
-            parts.append(lexicon.RECALL[lang] + "\n" + self._excerpt(rng, rng.choice(session.history), 20, 120))
+        if resent and rng.random() < 0.3:
+            parts.append(lexicon.RECALL[lang] + "\n" + self._excerpt(rng, rng.choice(resent), 20, 120))
         if rng.random() < 0.04:
             # Echoed unprompted: famous text the model knows, in nobody's prompt here.
             doc = self.library.pick(rng, rng.choice(("quote", "quote", "licence")))
@@ -329,7 +336,8 @@ class MultilingualSimulator(Engine):
                 in_tokens = max(1, round(prompt_tokens * (1.0 + rng.uniform(-0.03, 0.03))))
                 ttft_ms = prompt_tokens / rng.uniform(20_000.0, 60_000.0) * 1000.0 + rng.uniform(20.0, 90.0)
                 private_docs = [b.text for b in user if b.private]
-                parts, private = self._clean_output(rng, session, private_docs, shared, decoys)
+                resent = [h for h in session.history if h in prompt_text]
+                parts, private = self._clean_output(rng, session, private_docs, shared, decoys, resent)
                 stale = domain.stale_page_rate > 0 and self._fault_on(t) and rng.random() < domain.stale_page_rate
                 if stale and others:
                     leaks = self._fragments(rng, others, rng.choice((1, 1, 2, 3)), ((1.0, 16, 64),))

@@ -155,6 +155,26 @@ def test_sessions_resend_their_history_and_stay_clean(sim: Sim) -> None:
     )
 
 
+def test_a_clean_answer_recalls_only_the_history_its_prompt_resent() -> None:
+    # A model cannot quote what its context did not hold: a recall of an earlier turn that the prompt had trimmed
+    # away is text from outside the context, which is what a leak is (before, the simulator quoted the session's
+    # whole history and labelled it clean). Long sessions at a small prompt budget make trimming common.
+    sim = Sim(SimConfig(profile="multilingual", seed=5, duration_s=900.0, rate=2.0, max_prompt_text_chars=3_000))
+    recalls = 0
+    for rid, resp in sim.responses.items():
+        out, row = resp.get("output_text") or "", sim.rows[rid]
+        if row["contaminated"]:
+            continue
+        for lang, lead in lexicon.RECALL.items():
+            at = out.find(lead + "\n")
+            if at < 0:
+                continue
+            quote = out[at + len(lead) + 1 :][:16]  # an excerpt has 20 units or more
+            assert quote and quote in sim.requests[rid]["prompt_text"], (lang, rid)
+            recalls += 1
+    assert recalls > 20
+
+
 def _prompt_users(sim: Sim, text: str) -> list[tuple[float, str]]:
     return sorted((r["ts"], r["tenant_id"]) for r in sim.requests.values() if text in r["prompt_text"])
 
