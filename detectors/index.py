@@ -245,10 +245,7 @@ class ContentIndex(RunShapes):
     ) -> list[tuple[str, Run]]:
         """Count every output fingerprint into `ov` and grow the runs of each source (`query`); marks the receiver's
         own text in `own`. Returns every run, ended or still open at the end."""
-        single_get = self._single.get
-        multi_get = self._multi.get
-        docs = self._docs
-        common_min = self.common_min_tenants
+        single_get, multi_get, docs, common_min = self._single.get, self._multi.get, self._docs, self.common_min_tenants
         # source -> the run ending at the previous fingerprint (`Run`); `before` at the one before that.
         runs: Runs = {}
         before: Runs = {}
