@@ -1,9 +1,10 @@
 /* Whole-sentence prints (detectors/sentences.py), in one pass over the str's code points.
  *
  * Pieces are cut after `.`, `!` or `?` followed by white space, a non-ASCII character or the end; after the CJK
- * stops 。．｡！？; and at a line break (dropped). A piece is a sentence proper when a stop ended it, or when the
- * last character before its line break or end that is no white space, closing quote or bracket (format
- * characters vanish, as in units) is a stop. Its hash mixes the keyed hashes of its units (the fingerprints'
+ * stops 。．｡！？; and at a line break (dropped), except where a hard-wrapped sentence goes on: a line that ends in
+ * no stop and a next line that starts, after spaces or tabs, with a lowercase letter. A piece is a sentence proper
+ * when a stop ended it, or when the last character before its line break or end that is no white space, closing
+ * quote or bracket (format characters vanish, as in units) is a stop. Its hash mixes the keyed hashes of its units (the fingerprints'
  * own units, so no second keyed hash is needed); a piece without units is skipped. The pure path in
  * detectors/sentences.py is the reference (property-tested).
  */
@@ -22,6 +23,16 @@ static inline uint64_t sent_final(uint64_t h, uint64_t n) {
 static inline int sent_stop_ascii(Py_UCS4 c) { return c == '.' || c == '!' || c == '?'; }
 static inline int sent_stop_cjk(Py_UCS4 c) {
     return c == 0x3002 || c == 0xFF0E || c == 0xFF61 || c == 0xFF01 || c == 0xFF1F;
+}
+/* Whether the line after a line break at j - 1 starts (past spaces and tabs) with a lowercase letter; also when the
+ * text ends first: the end closes the piece as the cut would, and a session's next turn, which resumes at the last
+ * piece's start, decides it. */
+static inline int sent_wrapped(int kind, const void *data, Py_ssize_t j, Py_ssize_t n) {
+    for (; j < n; j++) {
+        Py_UCS4 d = PyUnicode_READ(kind, data, j);
+        if (d != ' ' && d != '\t') return Py_UNICODE_ISLOWER(d);
+    }
+    return 1;
 }
 static inline int sent_closer(Py_UCS4 c) {
     return c == '"' || c == '\'' || c == ')' || c == ']' || c == 0x201D || c == 0x2019 || c == 0xBB ||
@@ -174,7 +185,9 @@ static PyObject *Winnower_sentences(Winnower *self, PyObject *const *args, Py_ss
             continue;
         }
         if (c == '\n') {
-            if (sent_close(&a, sent_stop_ascii(last_sig) || sent_stop_cjk(last_sig)) < 0) goto done;
+            int stop = sent_stop_ascii(last_sig) || sent_stop_cjk(last_sig);
+            if (last_sig && !stop && sent_wrapped(kind, data, i + 1, n)) continue; /* a wrapped sentence goes on */
+            if (sent_close(&a, stop) < 0) goto done;
             piece = i + 1;
             last_sig = 0;
         } else if (sent_stop_cjk(c)) {

@@ -10,12 +10,14 @@ the page be spliced in at a sentence boundary of the answer.
 
 Pieces are cut after `.`, `!` or `?` followed by white space, a character outside ASCII (a Japanese answer after an
 English quote) or the end, with the ASCII closing quotes and brackets that follow the stop (`."`, `.)`); after the
-CJK stops `。．｡！？`; and at line breaks (dropped). Only a sentence proper counts: a piece a stop ended, or whose last
-character before its line break or the end that is no white space, closing quote or bracket (format characters
-vanish, as in units) is a stop. A line of code, a list item, a heading, a paragraph that stops mid-thought is no
-sentence: lines are short against winnowing's edge slack (up to w - 1 units of a page's ends go unseen), so a page
-of whole-looking lines proves nothing, and measured on our simulator a page of code lines or a paragraph leaked
-whole looked like an echo otherwise.
+CJK stops `。．｡！？`; and at line breaks (dropped), except inside a hard-wrapped sentence: a line that ends in no stop,
+followed by one that starts (past spaces and tabs) with a lowercase letter, goes on as one piece, so the same
+sentence wrapped at another width, or not at all, hashes the same. Only a sentence proper counts: a piece a stop
+ended, or whose last character before its line break or the end that is no white space, closing quote or bracket
+(format characters vanish, as in units) is a stop. A line of code, a list item, a heading, a paragraph that stops
+mid-thought is no sentence: lines are short against winnowing's edge slack (up to w - 1 units of a page's ends go
+unseen), so a page of whole-looking lines proves nothing, and measured on our simulator a page of code lines or a
+paragraph leaked whole looked like an echo otherwise.
 
 A sentence's hash mixes the keyed hashes of its units (the fingerprints' own units: words, or CJK characters,
 normalised), so the same sentence re-spaced, re-cased or in full-width characters hashes the same, and without the
@@ -58,6 +60,16 @@ def _final(h: int, n: int) -> int:
     return f or 1
 
 
+def _wrapped(text: str, j: int) -> bool:
+    """Whether the line from `j` on starts, past spaces and tabs, with a lowercase letter; also when the text ends
+    first: the end closes the piece as the cut would, and a session's next turn, which resumes at the last piece's
+    start, decides it."""
+    n = len(text)
+    while j < n and text[j] in " \t":
+        j += 1
+    return j >= n or text[j].islower()
+
+
 def _cuts(text: str, start: int) -> list[tuple[int, int, bool]]:
     """(start, end, sentence proper) of each piece of `text` from `start` on (the native loop's cuts)."""
     out: list[tuple[int, int, bool]] = []
@@ -76,7 +88,10 @@ def _cuts(text: str, start: int) -> list[tuple[int, int, bool]]:
         if cls != SEP:
             last = c
         elif c == "\n":
-            out.append((piece, i, last in _STOPS_ASCII or last in _STOPS_CJK))
+            stop = last in _STOPS_ASCII or last in _STOPS_CJK
+            if last and not stop and _wrapped(text, i + 1):
+                continue  # a hard-wrapped sentence goes on past its line break
+            out.append((piece, i, stop))
             piece, last = i + 1, ""
         elif c in _STOPS_CJK:
             out.append((piece, i + 1, True))

@@ -5,6 +5,7 @@ and is a warning; a page cut where a token count fell is still high; a mechanism
 from __future__ import annotations
 
 import random
+import textwrap
 from itertools import pairwise
 
 import pytest
@@ -47,7 +48,9 @@ def _receive(m: Monitor, own: list[str], carried: str) -> Alert | None:
 def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
     """Tenant S pastes a text of sentences; R's answer then carries some of it inside its own sentences: `whole` two
     whole sentences, `page` a page cut mid-sentence at both ends, `lines` two whole lines without a full stop,
-    `closers` two whole sentences of a text whose sentences end in a stop and a closing bracket or quote."""
+    `closers` two whole sentences of a text whose sentences end in a stop and a closing bracket or quote; `wrapped`
+    two whole sentences on one line of a text S pasted hard-wrapped at 50 columns, `wrapped-page` a page cut
+    mid-sentence out of that text."""
     rng = random.Random(seed)
     end = "" if mode == "lines" else "."
     src = _sentences(rng, 8, end)
@@ -55,9 +58,10 @@ def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
         src = [f'"{s}"' if i % 2 else f"({s})" for i, s in enumerate(src)]
     own = _sentences(rng, 6)
     m = Monitor(_settings(**kw))
-    m.observe(request("s1", "S", 1, text=("\n" if mode == "lines" else " ").join(src)))
+    pasted = ("\n" if mode == "lines" else " ").join(src)
+    m.observe(request("s1", "S", 1, text=textwrap.fill(pasted, 50) if mode.startswith("wrapped") else pasted))
     m.observe(response("s1", "S", 2, text="Noted."))
-    if mode == "page":
+    if mode in ("page", "wrapped-page"):
         words = " ".join(src[2:6]).split()
         carried = " ".join(words[5:-5])  # starts and ends inside a sentence
     else:
@@ -82,6 +86,31 @@ def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_hi
     # Sentences that end in `.)` or `."` are sentences too: the cut comes after the closer.
     closed = _leak(seed, "closers")
     assert closed is not None and closed.severity == "warning"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_hard_wrapped_text_echoed_on_one_line_is_whole_sentences_and_a_page_of_it_stays_high(seed: int) -> None:
+    # A sentence wrapped at another width, or not at all, is the same sentence: its line breaks do not cut it when
+    # the next line goes on in lowercase. A page cut out of the wrapped text still starts and ends mid-sentence.
+    echo = _leak(seed, "wrapped")
+    assert echo is not None and echo.severity == "warning"
+    assert echo.evidence[0].figures["whole_sentences"] is True
+    page = _leak(seed, "wrapped-page")
+    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
+
+
+def test_a_line_break_cuts_unless_a_wrapped_sentence_goes_on_in_lowercase() -> None:
+    text = "The quick brown fox jumps\nover the lazy dog. A list item\nNext item\n  indented and lowercase.\n\nend"
+    assert split_sentences(text) == [
+        "The quick brown fox jumps\nover the lazy dog.",
+        "A list item",
+        "Next item\n  indented and lowercase.",
+        "end",
+    ]
+    for prints in (NATIVE, PURE):
+        one_line = prints.source_hashes("The quick brown fox jumps over the lazy dog.")[0]
+        assert prints.source_hashes(text)[0][:1] == one_line
+        assert prints.source_hashes("The quick brown\nfox jumps over the\n lazy dog.")[0] == one_line
 
 
 def _quoted_back(seed: int, mode: str) -> Alert | None:
