@@ -4,8 +4,8 @@
  * stops 。．｡！？; and at a line break (dropped), except where a hard-wrapped sentence goes on: a line that ends in
  * no stop and a next line that starts, after spaces or tabs, with a lowercase letter. A piece is a sentence proper
  * when a stop ended it, or when the last character before its line break or end that is no white space, closing
- * quote or bracket (format characters vanish, as in units) is a stop. Its hash mixes the keyed hashes of its units (the fingerprints'
- * own units, so no second keyed hash is needed); a piece without units is skipped. The pure path in
+ * quote or bracket (format characters vanish, as in units) is a stop. Its hash mixes the keyed hashes of its units
+ * (the fingerprints' own units, so no second keyed hash is needed); a piece without units is skipped. The pure path in
  * detectors/sentences.py is the reference (property-tested).
  */
 

@@ -45,6 +45,15 @@ def _receive(m: Monitor, own: list[str], carried: str) -> Alert | None:
     return alerts[0] if alerts else None
 
 
+def _echo(alert: Alert | None) -> bool:
+    """Whether the alert is the whole-sentence echo: a warning that says so."""
+    return alert is not None and alert.severity == "warning" and alert.evidence[0].figures["whole_sentences"] is True
+
+
+def _high(alert: Alert | None) -> bool:
+    return alert is not None and SEVERITY_RANK[alert.severity] >= SEVERITY_RANK["high"]
+
+
 def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
     """Tenant S pastes a text of sentences; R's answer then carries some of it inside its own sentences: `whole` two
     whole sentences, `page` a page cut mid-sentence at both ends, `lines` two whole lines without a full stop,
@@ -71,18 +80,14 @@ def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_high(seed: int) -> None:
-    echo = _leak(seed, "whole")
-    assert echo is not None and echo.severity == "warning"
-    assert echo.evidence[0].figures["whole_sentences"] is True
+    assert _echo(_leak(seed, "whole"))
     # Control: the same answer is high without the rule, so the rule is what made it a warning.
-    off = _leak(seed, "whole", overlap_whole_sentences=False)
-    assert off is not None and SEVERITY_RANK[off.severity] >= SEVERITY_RANK["high"]
+    assert _high(_leak(seed, "whole", overlap_whole_sentences=False))
     page = _leak(seed, "page")
-    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
+    assert _high(page) and page is not None
     assert "whole_sentences" not in page.evidence[0].figures
     # Lines without a full stop (code, a list, a paragraph cut off) are no sentences: a page of them stays high.
-    lines = _leak(seed, "lines")
-    assert lines is not None and SEVERITY_RANK[lines.severity] >= SEVERITY_RANK["high"]
+    assert _high(_leak(seed, "lines"))
     # Sentences that end in `.)` or `."` are sentences too: the cut comes after the closer.
     closed = _leak(seed, "closers")
     assert closed is not None and closed.severity == "warning"
@@ -92,11 +97,8 @@ def test_whole_sentences_of_another_tenant_are_a_warning_and_a_cut_page_stays_hi
 def test_a_hard_wrapped_text_echoed_on_one_line_is_whole_sentences_and_a_page_of_it_stays_high(seed: int) -> None:
     # A sentence wrapped at another width, or not at all, is the same sentence: its line breaks do not cut it when
     # the next line goes on in lowercase. A page cut out of the wrapped text still starts and ends mid-sentence.
-    echo = _leak(seed, "wrapped")
-    assert echo is not None and echo.severity == "warning"
-    assert echo.evidence[0].figures["whole_sentences"] is True
-    page = _leak(seed, "wrapped-page")
-    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
+    assert _echo(_leak(seed, "wrapped"))
+    assert _high(_leak(seed, "wrapped-page"))
 
 
 def test_a_line_break_cuts_unless_a_wrapped_sentence_goes_on_in_lowercase() -> None:
@@ -132,11 +134,8 @@ def _quoted_back(seed: int, mode: str) -> Alert | None:
 def test_whole_sentences_are_asked_of_the_prompt_an_answer_quoted(seed: int) -> None:
     """The echo of sentences a source's answer quoted without their last stop is still whole sentences of that
     source's exchange (its prompt holds them whole); a page cut out of the answer stays high."""
-    echo = _quoted_back(seed, "whole")
-    assert echo is not None and echo.severity == "warning"
-    assert echo.evidence[0].figures["whole_sentences"] is True
-    page = _quoted_back(seed, "page")
-    assert page is not None and SEVERITY_RANK[page.severity] >= SEVERITY_RANK["high"]
+    assert _echo(_quoted_back(seed, "whole"))
+    assert _high(_quoted_back(seed, "page"))
 
 
 def test_a_stop_followed_by_ascii_closers_ends_its_sentence_after_them() -> None:
