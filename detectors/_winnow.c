@@ -353,12 +353,14 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
 #include "_winnow_spread.h" /* the commonness record's loops (detectors/commonness.py) */
 #include "_winnow_index_type.h" /* the content index's postings (detectors/index.py) */
 #include "_winnow_sentences.h"  /* whole-sentence prints (detectors/sentences.py) */
+#include "_winnow_table.h"      /* a str's code points in a byte table (detectors/canaries.py) */
 
 static PyMethodDef module_methods[] = {
     {"prefix_digests", prefix_digests, METH_VARARGS,
      "prefix_digests(data, r, a, b) -> polynomial hashes mod 2**61 - 1 of data[:a] and data[:b]"},
     SPREAD_METHODS
     INDEX_METHODS
+    TABLE_METHODS
     {NULL, NULL, 0, NULL},
 };
 

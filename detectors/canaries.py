@@ -26,6 +26,11 @@ from detectors.tokens import normalise
 from schemas.events import MIN_MARKER_HEX, Canary, EventError, Request
 from schemas.exchange import CanaryHit
 
+try:
+    from detectors._winnow import table_find as _table_find
+except ImportError:  # built without a C compiler: numpy lookups
+    _table_find = None  # type: ignore[assignment]
+
 # Output words this long and all hex are looked up (keyed hash) among the markers: the shortest marker.
 MIN_HEX = MIN_MARKER_HEX
 _HEX_WORD = re.compile(rf"[0-9a-f]{{{MIN_HEX},}}")
@@ -35,18 +40,39 @@ _HEX_WORD = re.compile(rf"[0-9a-f]{{{MIN_HEX},}}")
 # table over every code point.
 _HEX_BYTES = bytes(0x78 if chr(b) in "0123456789abcdefABCDEF" else 0x20 for b in range(256))
 _HEX_RUN = b"x" * MIN_HEX
+# The UTF-8 bytes no unit crosses (ASCII, not a word character) mapped to " ", every other byte to "w".
+_SEP_BYTES = bytes(0x20 if b < 0x80 and not (chr(b).isalnum() or chr(b) == "_") else 0x77 for b in range(256))
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 
 def hex_words(text: str) -> list[str]:
     """The units of `text` a marker's random part can be (lowercase hex, MIN_HEX or longer), in text order: exactly
-    `[w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]`, but without cutting a text that
-    cannot hold one into units (almost every text: the cut was a sixth of the text-rich core's time, issue 28)."""
-    if _HEX_RUN not in text.encode("utf-8", "surrogatepass").translate(_HEX_BYTES) and (
-        text.isascii() or not _FOLDING.any_of(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32))
-    ):
+    `[w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]`, but without cutting a text into
+    units where it cannot hold one (the cut was a sixth of the text-rich core's time, issue 28).
+
+    A text none of whose characters folds into a hex digit (`_folds_to_hex`) holds a hex unit only where it has a run
+    of MIN_HEX ASCII hex digits, and no unit crosses an ASCII byte that is not a word character: only the stretch
+    between two such bytes around each run is cut (a re-sent history holding one marker is not cut whole every turn).
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if not text.isascii() and _FOLDING.any_of(text):
+        return [w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+    marked = data.translate(_HEX_BYTES)
+    at = marked.find(_HEX_RUN)
+    if at < 0:
         return []
-    return [w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+    seps = data.translate(_SEP_BYTES)
+    out: list[str] = []
+    done = 0  # the stretches before this byte are cut
+    while at >= 0:
+        start = seps.rfind(b" ", done, at) + 1 or done
+        end = seps.find(b" ", at)
+        end = len(data) if end < 0 else end
+        stretch = data[start:end].decode("utf-8", "surrogatepass")
+        out += [w for w in words_of(stretch) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+        done = end
+        at = marked.find(_HEX_RUN, end)
+    return out
 
 
 def _folds_to_hex(ch: str) -> bool:
@@ -60,14 +86,31 @@ def _folds_to_hex(ch: str) -> bool:
 
 
 class _FoldingTable:
-    """`_folds_to_hex` by code point, learned as code points are met: each is asked once, and a text's are looked up
-    in two array reads (a table of every code point built up front took 0.3 s, a stall in a worker's event loop)."""
+    """`_folds_to_hex` by code point, learned as code points are met: each is asked once (a table of every code point
+    built up front took 0.3 s, a stall in a worker's event loop). Natively a byte per code point (0 known not to fold,
+    1 folds, 2 not asked yet) read in one pass over the str (`_winnow.table_find`); else two numpy arrays read in two
+    array lookups over the text's code points."""
 
     def __init__(self) -> None:
-        self.known = np.zeros(0x110000, dtype=bool)
-        self.folds = np.zeros(0x110000, dtype=bool)
+        if _table_find is not None:
+            self.table = bytearray(b"\x02") * 0x110000
+            self.table[:0x80] = bytes(0x80)  # ASCII never folds: hex digits are hex already
+        else:
+            self.known = np.zeros(0x110000, dtype=bool)
+            self.folds = np.zeros(0x110000, dtype=bool)
 
-    def any_of(self, points: np.ndarray) -> bool:
+    def any_of(self, text: str) -> bool:
+        """Whether a character of `text` folds into a hex digit (or vanishes)."""
+        if _table_find is None:
+            return self._any_of_array(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32))
+        table, at = self.table, 0
+        while True:
+            at, value = _table_find(text, table, at)
+            if value != 2:
+                return value == 1
+            table[ord(text[at])] = _folds_to_hex(text[at])
+
+    def _any_of_array(self, points: np.ndarray) -> bool:
         new = points[~self.known[points]]
         if new.size:
             for cp in np.unique(new).tolist():
