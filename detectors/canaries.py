@@ -91,6 +91,10 @@ class _FoldingTable:
     1 folds, 2 not asked yet) read in one pass over the str (`_winnow.table_find`); else two numpy arrays read in two
     array lookups over the text's code points."""
 
+    table: bytearray
+    known: np.ndarray
+    folds: np.ndarray
+
     def __init__(self) -> None:
         if _table_find is not None:
             self.table = bytearray(b"\x02") * 0x110000
