@@ -40,7 +40,7 @@ from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Piece
 from detectors.signals.pages import page_run, required_run, whole_sentences
 from schemas.alert import SEVERITY_RANK, Severity, Signal
-from schemas.exchange import Exchange
+from schemas.exchange import Exchange, TextFingerprint
 
 _MAX_SOURCE_IDS = 5
 _MAX_OTHER_SOURCES = 3
@@ -88,6 +88,8 @@ class OverlapDetector(HeldJudge):
         self._domain: DomainFacts | None = None
         # The whole-sentence print of the output being judged (detectors/sentences.py), where known.
         self._sentences: SentencePrint | None = None
+        # The last text's fingerprints as uint64 (`_keys`): the output's are asked when judging and when learning.
+        self._keys_of: tuple[TextFingerprint, np.ndarray] | None = None
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
@@ -111,6 +113,7 @@ class OverlapDetector(HeldJudge):
         state["public"] = None
         state["_domain"] = None  # the domain's own object, read while judging
         state["_sentences"] = None
+        state["_keys_of"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -123,6 +126,16 @@ class OverlapDetector(HeldJudge):
             self.victims = {}
         self._domain = None
         self._sentences = None
+        self._keys_of = None
+
+    def _keys(self, tp: TextFingerprint) -> np.ndarray:
+        """`tp.hashes` as uint64, once per text: each of the records' calls would convert the list again (issue 28)."""
+        last = self._keys_of
+        if last is not None and last[0] is tp:
+            return last[1]
+        keys = np.fromiter(tp.hashes, dtype=np.uint64, count=len(tp.hashes))
+        self._keys_of = (tp, keys)
+        return keys
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
@@ -137,18 +150,22 @@ class OverlapDetector(HeldJudge):
             idx.docs_seen >= s.overlap_warmup_slow_docs and learning >= s.overlap_warmup_slow_s
         )
 
-    def _explain(self, tenant_id: str, hashes: list[int]) -> tuple[list[int], list[float]]:
-        """Per output fingerprint: why it is innocent (0 it is not, 1 own history, 2 public, 3 common over the
-        long horizon) and its evidence weight."""
-        spread = self.spread.tenants(hashes)
-        why = np.where(self._common(hashes, spread), 3, 0)
+    def _explain(
+        self, tenant_id: str, hashes: list[int], keys: np.ndarray | None = None
+    ) -> tuple[list[int], list[float]]:
+        """Per output fingerprint (`hashes`; `keys` the same as uint64, converted here if not given): why it is
+        innocent (0 it is not, 1 own history, 2 public, 3 common over the long horizon) and its evidence weight."""
+        if keys is None:
+            keys = np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
+        spread = self.spread.tenants(keys)
+        why = np.where(self._common(keys, spread), 3, 0)
         if self.public is not None:
             why[self.public.contains(hashes)] = 2
-        why[self.spread.had(tenant_id, hashes)] = 1
+        why[self.spread.had(tenant_id, keys)] = 1
         # Evidence weight: 1 for text no other tenant has had, 0 for shared text (`shared_min_tenants`, ADR 0008).
         return why.tolist(), np.where(spread >= self.s.shared_min_tenants, 0.0, 1.0).tolist()
 
-    def _common(self, hashes: list[int], spread: np.ndarray) -> np.ndarray:
+    def _common(self, keys: np.ndarray, spread: np.ndarray) -> np.ndarray:
         """Per fingerprint: common over the long horizon (`spread`: its tenants there, `TenantSpread.tenants`)."""
         common = spread >= self.s.common_min_tenants
         if self.s.common_min_sessions:
@@ -159,7 +176,7 @@ class OverlapDetector(HeldJudge):
             # matter until a second tenant holds it. Only fingerprints some tenant had are asked.
             ask = np.flatnonzero((spread >= 1) & ~common)
             if ask.size:
-                asked = np.asarray(hashes, dtype=np.uint64)[ask]
+                asked = keys[ask]
                 habit = self.model_spread.tenants(asked) >= self.s.common_min_sessions
                 if habit.any():
                     habit &= (spread[ask] >= 2) | ~self.spread.tagged(AUTHORED, asked)
@@ -175,7 +192,7 @@ class OverlapDetector(HeldJudge):
         self._domain = domain
         self._sentences = sentences_of(ex.output_print) if self.s.overlap_whole_sentences else None
         own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
-        why, rarity = self._explain(ex.tenant_id, hashes)
+        why, rarity = self._explain(ex.tenant_id, hashes, self._keys(ex.output_print))
         s = self.s
         ov = self.index.query(
             ex.tenant_id,
@@ -426,12 +443,14 @@ class OverlapDetector(HeldJudge):
             usage = ex.response.usage if ex.response is not None else None
             tpu = tokens_per_unit(usage.output_tokens if usage is not None else None, out.words if out else 0)
         prompt = ex.prompt_print.hashes if ex.prompt_print is not None else []
+        # The records' loops take uint64 arrays: each text's converted once (the output's when it was judged).
+        arrays = {id(tp): self._keys(tp) for tp in (ex.prompt_print, out) if tp is not None and tp.hashes}
         if prompt and self.s.common_min_sessions:
             # Provenance: prompt text the model had not written before was introduced by a tenant (authored); text it
             # had (a re-sent answer in a multi-turn history) stays the model's (`_common`).
             # A tag met again is written into the current generation, as `add` copies pairs forward: text a tenant keeps
             # sending stays authored after the generation that first saw it is gone.
-            fp = np.asarray(prompt, dtype=np.uint64)
+            fp = arrays[id(ex.prompt_print)]
             authored = (self.model_spread.tenants(fp) == 0) | self.spread.tagged(AUTHORED, fp)
             self.spread.tag(AUTHORED, fp[authored], ex.ts)
         if out is not None and out.hashes and self.s.common_min_sessions:
@@ -440,7 +459,7 @@ class OverlapDetector(HeldJudge):
             # or it is flagged every time. A leaked page a tenant authored cannot become habit through this: authored
             # text is the model's only once two tenants hold it (`_common`). Keyed by session (a request without one
             # is a session of its own), tenant-qualified.
-            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", out.hashes, ex.ts)
+            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", arrays[id(out)], ex.ts)
         for tp, hashes in (
             (ex.prompt_print, prompt),
             (out, out.hashes if include_output and out is not None else own_output),
@@ -455,7 +474,7 @@ class OverlapDetector(HeldJudge):
                     self.index.add(
                         ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu, sp[0] if sp else None
                     )
-                self.spread.add(ex.tenant_id, hashes, ex.ts)
+                self.spread.add(ex.tenant_id, arrays[id(tp)] if hashes is tp.hashes else hashes, ex.ts)
 
     def _taint(self, leaked: dict[int, str], receiver: str) -> None:
         """Remember a flagged leak's fingerprints: their source, and the receiver whose later re-sends must not make the
