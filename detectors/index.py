@@ -68,7 +68,7 @@ class ContentIndex(RunShapes):
         session_id: str | None,
         request_id: str,
         ts: float,
-        hashes: list[int],
+        hashes: list[int] | array[int],
         tokens_per_unit: float = 1.0,
         sentences: list[int] | None = None,
     ) -> None:
@@ -128,6 +128,8 @@ class ContentIndex(RunShapes):
         self._single.insert(doc.hashes, doc.doc_id, doc.tenant_id)  # type: ignore[attr-defined]
 
     def _insert_pure(self, doc: Doc) -> None:
+        if isinstance(doc.hashes, array):  # the dict path keeps lists, as its snapshots always did
+            doc.hashes = doc.hashes.tolist()
         doc_id, tenant_id, hashes, docs = doc.doc_id, doc.tenant_id, doc.hashes, self._docs
         single = self._single
         multi = self._multi

@@ -25,6 +25,7 @@ in later turns they are not learned as the victim's, so the passage stays rare a
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, deque
 from typing import Any
 
@@ -89,7 +90,7 @@ class OverlapDetector(HeldJudge):
         # The whole-sentence print of the output being judged (detectors/sentences.py), where known.
         self._sentences: SentencePrint | None = None
         # The last text's fingerprints as uint64 (`_keys`): the output's are asked when judging and when learning.
-        self._keys_of: tuple[TextFingerprint, np.ndarray] | None = None
+        self._keys_of: tuple[TextFingerprint, array[int], np.ndarray] | None = None
         # Of the exchange just judged: the leaked fingerprints with their source (every source with a long passage;
         # the named one wins a fingerprint several had), and the output's fingerprints no other tenant explains.
         self._last: tuple[dict[int, str], list[int]] | None = None
@@ -128,14 +129,15 @@ class OverlapDetector(HeldJudge):
         self._sentences = None
         self._keys_of = None
 
-    def _keys(self, tp: TextFingerprint) -> np.ndarray:
-        """`tp.hashes` as uint64, once per text: each of the records' calls would convert the list again (issue 28)."""
+    def _keys(self, tp: TextFingerprint) -> tuple[array[int], np.ndarray]:
+        """`tp.hashes` as uint64 (an array the index keeps, and a numpy view of it for the records), once per text."""
         last = self._keys_of
         if last is not None and last[0] is tp:
-            return last[1]
-        keys = np.fromiter(tp.hashes, dtype=np.uint64, count=len(tp.hashes))
-        self._keys_of = (tp, keys)
-        return keys
+            return last[1], last[2]
+        raw = array("Q", tp.hashes)
+        keys = np.frombuffer(raw, dtype=np.uint64)
+        self._keys_of = (tp, raw, keys)
+        return raw, keys
 
     def warm(self, ts: float) -> bool:
         """Cold start: nothing is common yet, so stock phrases look like rare shared passages. Warm-up is
@@ -150,13 +152,9 @@ class OverlapDetector(HeldJudge):
             idx.docs_seen >= s.overlap_warmup_slow_docs and learning >= s.overlap_warmup_slow_s
         )
 
-    def _explain(
-        self, tenant_id: str, hashes: list[int], keys: np.ndarray | None = None
-    ) -> tuple[list[int], list[float]]:
-        """Per output fingerprint (`hashes`; `keys` the same as uint64, converted here if not given): why it is
-        innocent (0 it is not, 1 own history, 2 public, 3 common over the long horizon) and its evidence weight."""
-        if keys is None:
-            keys = np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
+    def _explain(self, tenant_id: str, hashes: list[int], keys: np.ndarray) -> tuple[list[int], list[float]]:
+        """Per output fingerprint (`hashes`, and the same as uint64 `keys`): why it is innocent (0 it is not, 1 own
+        history, 2 public, 3 common over the long horizon) and its evidence weight."""
         spread = self.spread.tenants(keys)
         why = np.where(self._common(keys, spread), 3, 0)
         if self.public is not None:
@@ -191,8 +189,9 @@ class OverlapDetector(HeldJudge):
         hashes = ex.output_print.hashes
         self._domain = domain
         self._sentences = sentences_of(ex.output_print) if self.s.overlap_whole_sentences else None
-        own = set(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
-        why, rarity = self._explain(ex.tenant_id, hashes, self._keys(ex.output_print))
+        # Only output fingerprints are asked about: the output's that the prompt holds, without a set of the prompt.
+        own = set(hashes).intersection(ex.prompt_print.hashes) if ex.prompt_print is not None else set()
+        why, rarity = self._explain(ex.tenant_id, hashes, self._keys(ex.output_print)[1])
         s = self.s
         ov = self.index.query(
             ex.tenant_id,
@@ -450,7 +449,7 @@ class OverlapDetector(HeldJudge):
             # had (a re-sent answer in a multi-turn history) stays the model's (`_common`).
             # A tag met again is written into the current generation, as `add` copies pairs forward: text a tenant keeps
             # sending stays authored after the generation that first saw it is gone.
-            fp = arrays[id(ex.prompt_print)]
+            fp = arrays[id(ex.prompt_print)][1]
             authored = (self.model_spread.tenants(fp) == 0) | self.spread.tagged(AUTHORED, fp)
             self.spread.tag(AUTHORED, fp[authored], ex.ts)
         if out is not None and out.hashes and self.s.common_min_sessions:
@@ -459,7 +458,7 @@ class OverlapDetector(HeldJudge):
             # or it is flagged every time. A leaked page a tenant authored cannot become habit through this: authored
             # text is the model's only once two tenants hold it (`_common`). Keyed by session (a request without one
             # is a session of its own), tenant-qualified.
-            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", arrays[id(out)], ex.ts)
+            self.model_spread.add(f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", arrays[id(out)][1], ex.ts)
         for tp, hashes in (
             (ex.prompt_print, prompt),
             (out, out.hashes if include_output and out is not None else own_output),
@@ -468,13 +467,14 @@ class OverlapDetector(HeldJudge):
                 continue
             hashes = self._not_resent(ex.tenant_id, hashes)
             if hashes:
-                indexed = own_output if held and tp is out else hashes
+                raw, keys = arrays[id(tp)] if hashes is tp.hashes else (hashes, hashes)
+                indexed = own_output if held and tp is out else raw
                 if indexed:
                     sp = sentences_of(tp) if self.s.overlap_whole_sentences else None
                     self.index.add(
                         ex.tenant_id, ex.session_id, ex.request_id, ex.ts, indexed, tpu, sp[0] if sp else None
                     )
-                self.spread.add(ex.tenant_id, arrays[id(tp)] if hashes is tp.hashes else hashes, ex.ts)
+                self.spread.add(ex.tenant_id, keys, ex.ts)
 
     def _taint(self, leaked: dict[int, str], receiver: str) -> None:
         """Remember a flagged leak's fingerprints: their source, and the receiver whose later re-sends must not make the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from factories import request, response
 
@@ -49,7 +50,8 @@ def _world(seed: int, sessions: list[tuple[str, str]], **kw: object) -> tuple[se
         out += m.observe(response(f"{tenant}{i}", tenant, 1.5 + i, text=answer, session_id=sid))
     out += m.observe(request("r1", "R", 50, text="tell me something", session_id="r"))
     (dm,) = m.domains.values()
-    why = set(dm.overlap._explain("R", make_fingerprinter(m.settings).fingerprint_text(phrase).hashes)[0])
+    hashes = make_fingerprinter(m.settings).fingerprint_text(phrase).hashes
+    why = set(dm.overlap._explain("R", hashes, np.asarray(hashes, dtype=np.uint64))[0])
     answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
     return why, out + m.observe(response("r1", "R", 51, text=answer, session_id="r"))
 
