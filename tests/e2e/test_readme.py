@@ -168,3 +168,30 @@ def test_every_python_example_compiles_and_its_events_are_valid(where: str, bloc
     for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "publish"]:
         event = ast.literal_eval(call.args[0])
         parse_event(json.dumps(event).encode())
+
+
+def _speed_figures() -> dict[str, str]:
+    """The README's speed table as the committed benchmark results format it (bench/results/*.json)."""
+    core = json.loads((ROOT / "bench/results/bench_textrich.json").read_text(encoding="utf-8"))
+    kafka = json.loads((ROOT / "bench/results/bench_kafka_textrich.json").read_text(encoding="utf-8"))
+    fig, ratio = core["figures"], core["ratio"]["core_over_fingerprint"]
+    half = next(t for name, t in kafka["targets"].items() if "text-rich" in name and "half" in name)
+    return {
+        "CORE_EPS": f"{fig['core_events_per_s']:,.0f} events/s",
+        "CORE_MBS": f"{fig['core_text_mb_s']:.1f} MB/s",
+        "FP_MBS": f"{core['baseline']['fingerprint_text_mb_s']:.1f} MB/s",
+        "CORE_RATIO": f"{100 * ratio:.1f} %",
+        "COST_X": f"{1 / ratio:.1f}×",
+        "JOBS": f"{fig['jobs2_speedup_cpu_alone']:.2f}×",
+        "KAFKA_EPS": f"{kafka['figures']['worker_end_to_end_events_per_s']:,.0f} events/s",
+        "KAFKA_RATIO": f"{100 * kafka['ratio']['worker_over_core']:.0f} %",
+        "EDGE_P99": f"{kafka['figures']['latency_direct, text-rich_p99_ms']:,.0f} ms",
+        "HALF_P99": f"{half['value']:,.0f} ms",
+        "EDGE_RATE": f"{kafka['figures']['latency_direct, text-rich_rate']:,.0f} events/s",
+    }
+
+
+def test_the_speed_table_is_the_committed_benchmark_result() -> None:
+    section = TEXTS[README].split("## How fast it is", 1)[1].split("\n## ", 1)[0]
+    missing = {name: value for name, value in _speed_figures().items() if value not in section}
+    assert not missing, f"README's speed table differs from bench/results: {missing}"
