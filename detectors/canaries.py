@@ -54,9 +54,9 @@ def hex_words(text: str) -> list[str]:
     of MIN_HEX ASCII hex digits, and no unit crosses an ASCII byte that is not a word character: only the stretch
     between two such bytes around each run is cut (a re-sent history holding one marker is not cut whole every turn).
     """
-    data = text.encode("utf-8", "surrogatepass")
     if not text.isascii() and _FOLDING.any_of(text):
-        return [w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+        return _hex_units(text)
+    data = text.encode("utf-8", "surrogatepass")
     marked = data.translate(_HEX_BYTES)
     at = marked.find(_HEX_RUN)
     if at < 0:
@@ -68,11 +68,15 @@ def hex_words(text: str) -> list[str]:
         start = seps.rfind(b" ", done, at) + 1 or done
         end = seps.find(b" ", at)
         end = len(data) if end < 0 else end
-        stretch = data[start:end].decode("utf-8", "surrogatepass")
-        out += [w for w in words_of(stretch) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
+        out += _hex_units(data[start:end].decode("utf-8", "surrogatepass"))
         done = end
         at = marked.find(_HEX_RUN, end)
     return out
+
+
+def _hex_units(text: str) -> list[str]:
+    """The definition `hex_words` answers: the text's units that are lowercase hex of MIN_HEX or more."""
+    return [w for w in words_of(text) if len(w) >= MIN_HEX and _HEX_WORD.fullmatch(w)]
 
 
 def _folds_to_hex(ch: str) -> bool:
