@@ -44,6 +44,7 @@ from streams.kafka.stages import (
     JoinState,
     Send,
 )
+from streams.kafka.stall import StallWatch
 from streams.kafka.topics import TopicNames, topic_names
 from streams.routing import PLACED
 from streams.settings import Settings
@@ -105,6 +106,8 @@ class KafkaPipeline(PipelineHealth):
         self.assigned: set[TP] = set()
         self.rewinds = consumer_mod.Rewinds(self.counters)  # partitions read again from where their state stops
         self.revocations = 0  # rebalances that revoked input partitions (the direct topology's batches)
+        # Partitions the consumer stopped delivering though the broker holds messages for them (streams/kafka/stall.py)
+        self.stalls: StallWatch[TP] = StallWatch(settings.kafka.stall_s)
         self.send_lock = asyncio.Lock()  # the heartbeat must not send marks that cover items not yet sent
         # Telemetry sinks (OpenTelemetry); webhooks are the delivery consumer's job in Kafka mode. A failing
         # sink is counted (sink_errors.* on /counters) and does not stop the agent.
@@ -169,6 +172,8 @@ class KafkaPipeline(PipelineHealth):
             app.agent(self.join_topic, name="join", concurrency=1)(self._join)
             app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
 
+        app.timer(interval=k.stall_check_s)(self._watch_stalls)
+
         # Faust binds a page function as a View method: plain closures, not bound methods.
         async def health(web: Any, request: Any) -> Any:
             return web.json({"status": "ok", **self.status()})
@@ -195,6 +200,7 @@ class KafkaPipeline(PipelineHealth):
     async def _on_assigned(self, app: Any, /, *partitions: Any, **_: Any) -> None:
         (assigned,) = partitions
         self.assigned = set(assigned)
+        self.stalls.forget()
         if self.kafka.topology != "direct":
             self.ingest.assign([tp.partition for tp in assigned if tp.topic == self.names.input], time.monotonic())
 
@@ -203,6 +209,7 @@ class KafkaPipeline(PipelineHealth):
         # A revoked partition may be processed elsewhere before it comes back: its in-memory state and
         # held (unacked) events are stale from now on; the snapshot table is the truth.
         self.assigned -= set(revoked)
+        self.stalls.forget()
         # A seek back of a revoked partition is void: its next assignment starts where the consumer seeks it.
         cast(consumer_mod.BatchGuardConsumer, self.app.consumer).forget_rewinds(revoked)
         if any(tp.topic == self.names.input for tp in revoked):
@@ -297,6 +304,23 @@ class KafkaPipeline(PipelineHealth):
                 for send in self.ingest.sends({}, time.monotonic(), force=True):
                     await self._send(self.join_topic, send, "ingest.batches")
             self.counters["ingest.heartbeats"] += 1
+
+    async def _watch_stalls(self) -> None:
+        """Partitions the consumer stopped delivering, read again (streams/kafka/stall.py); an input partition behind
+        its end is not reported idle by the ingest meanwhile."""
+        n = self.names
+        internal = set() if self.kafka.topology == "direct" else {n.join, n.domain}
+        consumer = cast(consumer_mod.BatchGuardConsumer, self.app.consumer)
+        try:
+            stalled = await consumer.reread_stalled(self.stalls, {n.input, *internal}, internal)
+        except Exception as exc:  # a broker that does not answer now: the next check asks again
+            self.counters["stall_checks_failed"] += 1
+            consumer_mod.log.warning("stall check failed: %r", exc)
+            return
+        for tp, _ in stalled:
+            stage = "input" if tp.topic == n.input else "join" if tp.topic == n.join else "domain"
+            self.counters[f"stalls_reread.{stage}"] += 1
+        self.ingest.behind = {tp.partition for tp in self.stalls.behind() if tp.topic == n.input}
 
     # -- the direct topology's one stage --
     async def _direct_intake(self, messages: list[Any]) -> None:

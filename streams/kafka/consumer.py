@@ -35,6 +35,8 @@ from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
+from streams.kafka.stall import StallWatch
+
 log = logging.getLogger("crosstalk.kafka")
 
 
@@ -72,6 +74,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             while not (consumer_should_stop() or fetcher_should_stop()):
                 set_flag(flag_consumer_fetching)
                 batch = [item async for item in getmany(timeout=1.0)]
+                self._rounds += 1  # the stall watch's proof that this loop fetches
                 # getmany checks the generation as it yields; read it now, as the batch is complete.
                 generation_id = self.app.consumer_generation_id
                 # Faust sleeps here too: getmany can return at once in a loop that never yields.
@@ -109,6 +112,16 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
     # of an internal topic's partition is that one, so any other was fetched before the seek (stale) and must
     # neither be delivered nor move the read offset, or the re-read would be dropped as already read.
     _sought: dict[TP, int] | None = None
+    # TP -> the last offset delivered since the partition was last sought (the stall watch's next offset to read),
+    # and the fetch rounds of the drain loop so far.
+    _delivered: dict[TP, int] | None = None
+    _rounds = 0
+
+    async def perform_seek(self) -> None:
+        # An assignment seeks every partition to its committed offset: what was delivered before says nothing now.
+        if self._delivered:
+            self._delivered.clear()
+        await super().perform_seek()
 
     async def rewind(self, tp: TP, offset: int) -> None:
         """Read `tp` again from `offset`. Faust's `seek_wait`, not `seek`: the Kafka client runs in the consumer's
@@ -117,6 +130,8 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         if self._sought is None:
             self._sought = {}
         self._sought[tp] = offset
+        if self._delivered:
+            self._delivered.pop(tp, None)
         await self.seek_wait({tp: offset})
 
     def forget_rewinds(self, tps: Any) -> None:
@@ -130,6 +145,9 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         sought = self._sought
         if sought is None:
             sought = self._sought = {}
+        delivered = self._delivered
+        if delivered is None:
+            delivered = self._delivered = {}
         callback = self.callback
         handlers = cast(App, self.app).batch_handlers
         handed: dict[str, list[Message]] = {}
@@ -168,6 +186,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                     if sought and sought.get(tp, offset) != offset:
                         continue  # the seek came while the message was put: the read offset stays where it set
                 set_read_offset(tp, offset)
+                delivered[tp] = offset
             else:
                 self.log.dev("DROPPED MESSAGE ROFF %r: k=%r v=%r", offset, message.key, message.value)
         if handed:
@@ -177,6 +196,69 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 return  # a rebalance came in between: the new assignment reads them again
             for topic, messages in handed.items():
                 await handlers[topic](messages)
+
+    def fetchable(self, topics: set[str]) -> list[TP]:
+        """Assigned partitions of `topics` the consumer fetches now: none while the flow is stopped or a rebalance
+        runs; none that flow control took out (a full stream buffer) or that Faust paused."""
+        if not self.flow_active or self.app.rebalancing:
+            return []
+        active, paused, buffered = self._active_partitions, self._paused_partitions, self._buffered_partitions
+        return [
+            tp
+            for tp in self.assignment()
+            if tp.topic in topics and (active is None or tp in active) and tp not in paused and tp not in buffered
+        ]
+
+    async def next_offsets(self, tps: list[TP]) -> dict[TP, int]:
+        """The next offset to read of each partition: past the last message delivered, else where it was sought (the
+        committed offset at an assignment), else the broker's earliest (a group that never committed)."""
+        delivered = self._delivered or {}
+        out: dict[TP, int] = {}
+        unknown = []
+        for tp in tps:
+            last = delivered.get(tp)
+            sought = self._read_offset.get(tp) if last is None else last + 1
+            if sought is None:
+                unknown.append(tp)
+            else:
+                out[tp] = sought
+        if unknown:
+            out.update((tp, o) for tp, o in (await self.earliest_offsets(*unknown)).items() if o is not None)
+        return out
+
+    async def reread_stalled(self, watch: StallWatch[TP], topics: set[str], internal: set[str]) -> list[tuple[TP, int]]:
+        """Seek each partition of `topics` that `watch` finds stalled to its next offset to read (module docstring of
+        streams/kafka/stall.py). A partition of an `internal` topic goes through `rewind`: its first message after the
+        seek must be that offset (they have no gaps); an input topic may (a transaction's markers), so it is sought
+        plainly, and a message fetched before the seek is at worst read twice (the stages skip what they read)."""
+        tps = self.fetchable(topics)
+        if not tps:
+            watch.forget()
+            return []
+        positions = await self.next_offsets(tps)
+        ends = await self.highwaters(*tps)
+        stalled = watch.check(
+            asyncio.get_running_loop().time(),
+            self._rounds,
+            {tp: (o, ends[tp]) for tp, o in positions.items() if ends.get(tp) is not None},
+        )
+        done = []
+        for tp, offset in stalled:
+            if tp not in self.fetchable({tp.topic}):
+                continue  # a rebalance began meanwhile: the assignment seeks it
+            log.warning(
+                "%s partition %s: nothing delivered past offset %s for %.0f s although the broker holds up to %s; "
+                "reading it again from there",
+                *(tp.topic, tp.partition, offset - 1, watch.stall_s, ends[tp] - 1),
+            )
+            if tp.topic in internal:
+                await self.rewind(tp, offset)
+            else:
+                if self._delivered:
+                    self._delivered.pop(tp, None)
+                await self.seek_wait({tp: offset})
+            done.append((tp, offset))
+        return done
 
 
 class _Barrier:

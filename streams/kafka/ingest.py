@@ -105,6 +105,8 @@ class IngestStage:
         self.input_heard: dict[int, float] = {}  # input partition -> wall clock of its last message
         self.positions: dict[int, int] = {}  # input partition -> last offset read (consumer lag)
         self.sent_marks: dict[int, dict[int, float]] = {}  # join partition -> marks last sent to it
+        # Input partitions the broker holds messages for past what was read (streams/kafka/stall.py): silent, not idle.
+        self.behind: set[int] = set()
 
     def read(self, messages: list[InputMessage], now: float, wall: float) -> IngestResult:
         """`now`: monotonic seconds (idleness); `wall`: the wall clock (UNIX s), the bound of event time."""
@@ -200,10 +202,12 @@ class IngestStage:
 
     def marks(self, now: float) -> tuple[dict[int, float], list[int]]:
         """Event time per input partition read here, and the partitions silent for watermark_idle_s (the
-        join partitions stop waiting for those)."""
-        idle_s = self.kafka.watermark_idle_s
-        heard = self.input_heard
-        return dict(self.input_max), sorted(i for i in self.input_max if now - heard.get(i, now) > idle_s)
+        join partitions stop waiting for those). One silent with messages still to read is behind, not idle: the
+        join waits for it (a stalled one is read again, streams/kafka/stall.py)."""
+        idle_s, heard, behind = self.kafka.watermark_idle_s, self.input_heard, self.behind
+        return dict(self.input_max), sorted(
+            i for i in self.input_max if now - heard.get(i, now) > idle_s and i not in behind
+        )
 
     def sends(self, to_join: dict[int, list[Item]], now: float, force: bool) -> list[Send]:
         """The messages to the join partitions: their items, with the marks; to the others only the marks,

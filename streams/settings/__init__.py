@@ -141,6 +141,18 @@ class KafkaSettings(_Section):
         gt=0,
         description="wall clock between event-time marks sent while input is quiet (releases the last alerts)",
     )
+    stall_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="a partition the consumer delivered nothing of this long (and over 3 fetch rounds) while the "
+        "broker holds messages past its next offset is read again from there, once per offset "
+        "(streams/kafka/stall.py); it is not reported idle meanwhile",
+    )
+    stall_check_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="wall clock between the worker's checks for such partitions (one end-offset request each)",
+    )
 
 
 class WebhookReceiver(_Section):

@@ -41,6 +41,7 @@ class Harness:
         self.rebalance_after: int | None = None  # move the generation during this offset's delivery
         self.rebalance_in_flow_control = False
         self._sought: dict[TP, int] | None = None  # as BatchGuardConsumer's: set by a seek back
+        self._delivered: dict[TP, int] | None = None  # as BatchGuardConsumer's: the last offset delivered
         self.rewind_at: tuple[int, int] | None = None  # (offset, to): seek back during this offset's delivery
 
         async def acquire() -> None:

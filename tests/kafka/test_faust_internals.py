@@ -33,6 +33,13 @@ FOLLOWED = {
     # consumer's attribute after it) and which thread class its consumer makes (BatchGuardConsumer returns ours)
     "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._create_worker_consumer": "c2701bfc3e6f6cad",
     "faust.transport.drivers.aiokafka.Consumer._new_consumer_thread": "0870ec53dea75083",
+    # the stall watch (BatchGuardConsumer.fetchable, next_offsets): perform_seek sets the read offsets to the committed
+    # ones at an assignment (ours also forgets what was delivered); the fetched set is the assignment less the paused
+    # partitions and those flow control took out; seek_wait sets the read offset to where it sought
+    "faust.transport.consumer.Consumer.perform_seek": "0e8c130ff4b0afd8",
+    "faust.transport.consumer.Consumer._set_active_tps": "401f4dc883191950",
+    "faust.transport.consumer.Consumer.on_buffer_full": "c8961679e0bcdce5",
+    "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._seek_wait": "9d221e816d940467",
     # a table writes its changelog to the partition of the current event (app.py sets it for the direct topology)
     "faust.tables.base.Collection.partition_for_key": "3b2291811b8dd791",
 }
