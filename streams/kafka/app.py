@@ -317,6 +317,9 @@ class KafkaPipeline(PipelineHealth):
             self.counters["stall_checks_failed"] += 1
             consumer_mod.log.warning("stall check failed: %r", exc)
             return
+        self.counters["stall_checks"] += 1
+        if consumer.cleared_reread:
+            self.counters["cleared_reread"] = consumer.cleared_reread
         for tp, _ in stalled:
             stage = "input" if tp.topic == n.input else "join" if tp.topic == n.join else "domain"
             self.counters[f"stalls_reread.{stage}"] += 1

@@ -34,6 +34,8 @@ import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
+from mode.utils.objects import cached_property
+from mode.utils.queues import FlowControlEvent
 
 from streams.kafka.stall import StallWatch
 
@@ -197,6 +199,52 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             for topic, messages in handed.items():
                 await handlers[topic](messages)
 
+    cleared_reread = 0  # partitions read again because the stream buffers holding their messages were cleared
+
+    def read_again_cleared(self, lowest: dict[TP, int]) -> None:
+        """Stream messages were in the buffers Faust's flow control just cleared (`ReadAgainFlowControl`), `lowest`
+        the first of each partition. While the flow is on, that is the end of a table recovery: the stream partitions
+        were resumed and sought to their committed offsets while the flow was already on (for the changelogs), so
+        what was fetched meanwhile was delivered into the buffers that the flow control's resume, which follows,
+        clears. The client's position has moved past those messages: without a seek nobody reads them. Each such
+        partition is sought to its first cleared message, and messages fetched before that seek are passed over
+        until that one comes (`_sought`: it exists, it was just here). With the flow stopped (a rebalance) the clear is
+        Faust's own intent: the next assignment seeks every partition to its committed offset."""
+        if not self.flow_active:
+            return
+        changelogs = self.app.tables.changelog_topics
+        assigned = self.assignment()
+        tps = {tp: o for tp, o in lowest.items() if tp.topic not in changelogs and tp in assigned}
+        if not tps:
+            return
+        if self._sought is None:
+            self._sought = {}
+        for tp, offset in tps.items():
+            self._sought[tp] = offset
+            if self._delivered:
+                self._delivered.pop(tp, None)
+            log.warning(
+                "%s partition %s: messages from offset %s were cleared from the stream buffers unread; reading "
+                "them again",
+                tp.topic,
+                tp.partition,
+                offset,
+            )
+        self.cleared_reread += len(tps)
+        task = asyncio.ensure_future(self.seek_wait(tps))
+        if self._seeks is None:
+            self._seeks = set()
+        self._seeks.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(self._seek_done)
+
+    _seeks: set[asyncio.Future[None]] | None = None
+
+    def _seek_done(self, task: asyncio.Future[None]) -> None:
+        if self._seeks is not None:
+            self._seeks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("reading cleared messages again failed: %r", task.exception())
+
     def fetchable(self, topics: set[str]) -> list[TP]:
         """Assigned partitions of `topics` the consumer fetches now: none while the flow is stopped or a rebalance
         runs; none that flow control took out (a full stream buffer) or that Faust paused."""
@@ -227,10 +275,12 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         return out
 
     async def reread_stalled(self, watch: StallWatch[TP], topics: set[str], internal: set[str]) -> list[tuple[TP, int]]:
-        """Seek each partition of `topics` that `watch` finds stalled to its next offset to read (module docstring of
-        streams/kafka/stall.py). A partition of an `internal` topic goes through `rewind`: its first message after the
+        """Seek each partition of `topics` that `watch` finds stalled back to its committed offset (module docstring of
+        streams/kafka/stall.py). Not to the next offset to read: a message delivered is not yet read by its stage (a
+        cleared stream buffer lost such messages), while everything before the committed offset was; what is read
+        twice, the stages skip. A partition of an `internal` topic goes through `rewind`: its first message after the
         seek must be that offset (they have no gaps); an input topic may (a transaction's markers), so it is sought
-        plainly, and a message fetched before the seek is at worst read twice (the stages skip what they read)."""
+        plainly."""
         tps = self.fetchable(topics)
         if not tps:
             watch.forget()
@@ -243,13 +293,15 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             {tp: (o, ends[tp]) for tp, o in positions.items() if ends.get(tp) is not None},
         )
         done = []
-        for tp, offset in stalled:
+        for tp, next_offset in stalled:
             if tp not in self.fetchable({tp.topic}):
                 continue  # a rebalance began meanwhile: the assignment seeks it
+            committed = self._committed_offset.get(tp)
+            offset = next_offset if committed is None else min(committed, next_offset)
             log.warning(
                 "%s partition %s: nothing delivered past offset %s for %.0f s although the broker holds up to %s; "
-                "reading it again from there",
-                *(tp.topic, tp.partition, offset - 1, watch.stall_s, ends[tp] - 1),
+                "reading it again from %s",
+                *(tp.topic, tp.partition, next_offset - 1, watch.stall_s, ends[tp] - 1, offset),
             )
             if tp.topic in internal:
                 await self.rewind(tp, offset)
@@ -259,6 +311,28 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 await self.seek_wait({tp: offset})
             done.append((tp, offset))
         return done
+
+
+class ReadAgainFlowControl(FlowControlEvent):
+    """Faust's flow control, which clears every stream buffer when it resumes, telling the consumer which partitions'
+    messages it cleared and the first offset of each (`BatchGuardConsumer.read_again_cleared`)."""
+
+    on_clear: Callable[[dict[TP, int]], None] | None = None
+
+    def clear(self) -> None:
+        lowest: dict[TP, int] = {}
+        if self.on_clear is not None:
+            for queue in self._queues:
+                for item in list(getattr(queue, "_queue", ())):  # an asyncio.Queue's items; a channel's are events
+                    message = getattr(item, "message", None)
+                    tp, offset = getattr(message, "tp", None), getattr(message, "offset", None)
+                    if isinstance(tp, tuple) and isinstance(offset, int):
+                        key = cast(TP, tp)
+                        if offset < lowest.get(key, offset + 1):
+                            lowest[key] = offset
+        super().clear()
+        if lowest and self.on_clear is not None:
+            self.on_clear(lowest)
 
 
 class _Barrier:
@@ -324,6 +398,13 @@ class App(faust.App):
 
     def _new_transport(self) -> Any:
         return BatchGuardTransport(self.conf.broker_consumer, self)
+
+    @cached_property
+    def flow_control(self) -> FlowControlEvent:
+        control = ReadAgainFlowControl(loop=self.loop)
+        # Looked up when it clears: the consumer exists by then (the first clear is a rebalance's).
+        control.on_clear = lambda lowest: cast(BatchGuardConsumer, self.consumer).read_again_cleared(lowest)
+        return control
 
     async def _producer_flush(self, logger: Any) -> None:
         # At a revocation, before the partitions go to their next owner: what a revoked worker still had

@@ -1,16 +1,17 @@
 """A partition the consumer stopped delivering although it has messages to read: found, and read again.
 
-Seen in the broker tests about once in ten restarts with a backlog on every partition (docs/operations.md, "an input
-partition left unread after a restart"): an input partition stayed assigned, fetchable, neither paused nor
+Seen in the broker tests about once in ten restarts with a backlog on every partition (docs/operations.md, "Messages
+cleared from the stream buffers"): an input partition stayed assigned, fetchable, neither paused nor
 buffered, while the consumer delivered the other partitions' messages and the broker held hundreds of messages past
 its read position. Nothing came for it until the worker was restarted; meanwhile the ingest reported it idle, the
 join gave up on the responses still in it, and their requests came out as orphans.
 
-Wherever the client loses such a partition, the remedy is the same and stays in the shell: every `stall_check_s`
-the worker asks the broker for the end of each fetchable partition, and one whose next offset to read has not moved
-for `stall_s` (and over a few of the consumer's fetch rounds, so a consumer blocked by back-pressure, which fetches
-nothing, never counts) while the end lies past it is sought to that offset: its messages are fetched again. A
-partition in that state is also not "idle" for the watermarks: it has messages, they are only not read yet.
+The cause found (a recovery's end clears stream buffers that already hold fetched messages) is mended where it
+happens (`ReadAgainFlowControl` in streams/kafka/consumer.py). This watch is the net for any other: every
+`stall_check_s` the worker asks the broker for the end of each fetchable partition, and one whose next offset to read
+has not moved for `stall_s` (and over a few of the consumer's fetch rounds, so a consumer blocked by back-pressure,
+which fetches nothing, never counts) while the end lies past it is read again from its committed offset. A partition
+in that state is also not "idle" for the watermarks: it has messages, they are only not read yet.
 
 Pure: the caller passes the clock, the fetch rounds and each partition's positions in.
 """

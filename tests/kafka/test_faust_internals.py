@@ -40,6 +40,12 @@ FOLLOWED = {
     "faust.transport.consumer.Consumer._set_active_tps": "401f4dc883191950",
     "faust.transport.consumer.Consumer.on_buffer_full": "c8961679e0bcdce5",
     "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._seek_wait": "9d221e816d940467",
+    # ReadAgainFlowControl (App.flow_control, a cached property): the flow control's resume clears every managed stream
+    # buffer; a recovery ends by resuming the stream partitions and seeking them while the flow is on, then resumes it
+    "mode.utils.queues.FlowControlEvent.resume": "4dcdc1253fd0dcb4",
+    "mode.utils.queues.FlowControlEvent.clear": "dda5e40d80288a8f",
+    "faust.tables.recovery.Recovery.on_recovery_completed": "6ef567acf072e46d",
+    "faust.tables.recovery.Recovery._resume_streams": "d986a6710c1aca98",
     # a table writes its changelog to the partition of the current event (app.py sets it for the direct topology)
     "faust.tables.base.Collection.partition_for_key": "3b2291811b8dd791",
 }

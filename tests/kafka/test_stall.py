@@ -74,6 +74,7 @@ class Consumer:
         self._paused_partitions: set[TP] = set()
         self._buffered_partitions: set[TP] = set()
         self._read_offset: defaultdict[TP, int | None] = defaultdict(lambda: None)
+        self._committed_offset: defaultdict[TP, int | None] = defaultdict(lambda: None)
         self._delivered: dict[TP, int] | None = {}
         self._sought: dict[TP, int] | None = None
         self._rounds = 0
@@ -96,6 +97,9 @@ class Consumer:
     async def rewind(self, tp: TP, offset: int) -> None:
         self.seeks.append(("rewind", tp, offset))
 
+    cleared_reread = 0
+    _seeks: set[Any] | None = None
+    _seek_done = BatchGuardConsumer._seek_done
     fetchable = BatchGuardConsumer.fetchable
     next_offsets = BatchGuardConsumer.next_offsets
     reread_stalled = BatchGuardConsumer.reread_stalled
@@ -106,18 +110,20 @@ def _check(c: Consumer, w: StallWatch[TP], topics: set[str], internal: set[str],
     return asyncio.run(c.reread_stalled(w, topics, internal))  # type: ignore[arg-type]
 
 
-def test_the_consumer_seeks_a_stalled_input_partition_to_past_its_last_delivered_message() -> None:
+def test_the_consumer_seeks_a_stalled_partition_back_to_its_committed_offset() -> None:
     inp, mid = TP("in", 2), TP("join", 0)
     c = Consumer({inp, mid}, {inp: 571, mid: 90})
-    c._delivered = {inp: 359, mid: 40}
+    c._delivered = {inp: 359, mid: 40}  # delivered, but maybe not read by the stage (a cleared buffer)
+    c._committed_offset[inp] = 340  # read by the stage: everything before it
     w: StallWatch[TP] = StallWatch(0.0, min_rounds=2)  # no wait: the clock is the event loop's
     assert _check(c, w, {"in", "join"}, {"join"}, 0) == []
     assert c.seeks == []
-    assert sorted(_check(c, w, {"in", "join"}, {"join"}, 5)) == [(inp, 360), (mid, 41)]
-    # The input partition plainly (a transactional topic has gaps), the internal one through `rewind` (no gaps there).
-    assert sorted(c.seeks) == [("rewind", mid, 41), ("seek", inp, 360)]
+    assert sorted(_check(c, w, {"in", "join"}, {"join"}, 5)) == [(inp, 340), (mid, 41)]
+    # The input partition plainly (a transactional topic has gaps), the internal one through `rewind` (no gaps there);
+    # one that never committed from its next offset to read.
+    assert sorted(c.seeks) == [("rewind", mid, 41), ("seek", inp, 340)]
     assert c._delivered is not None and inp not in c._delivered  # the next offset is where it was sought now
-    assert asyncio.run(c.next_offsets([inp])) == {inp: 360}
+    assert asyncio.run(c.next_offsets([inp])) == {inp: 340}
 
 
 def test_the_consumer_leaves_alone_what_it_does_not_fetch_now() -> None:
@@ -155,3 +161,46 @@ def test_an_input_partition_behind_its_end_is_not_reported_idle() -> None:
     assert ingest.marks(idle_s + 1)[1] == [0, 1]
     ingest.behind = {1}
     assert ingest.marks(idle_s + 1)[1] == [0]
+
+
+def test_the_flow_control_tells_which_partitions_it_cleared_and_from_which_offset() -> None:
+    from mode.utils.queues import FlowControlQueue
+
+    from streams.kafka.consumer import ReadAgainFlowControl
+
+    async def run() -> tuple[list[dict[TP, int]], int]:
+        control = ReadAgainFlowControl()
+        told: list[dict[TP, int]] = []
+        control.on_clear = told.append
+        channel = FlowControlQueue(flow_control=control, clear_on_resume=True)
+        for tp, offset in ((A, 424), (A, 425), (B, 17), (A, 426)):
+            channel.put_nowait(SimpleNamespace(message=SimpleNamespace(tp=tp, offset=offset)))
+        channel.put_nowait(object())  # not a message: ignored
+        control.resume()  # Faust's recovery resumes the flow control as its last step, which clears the buffers
+        return told, channel.qsize()
+
+    told, left = asyncio.run(run())
+    assert told == [{A: 424, B: 17}] and left == 0
+
+
+def test_messages_cleared_while_the_flow_is_on_are_read_again_from_the_first_one() -> None:
+    changelog = TP("t-changelog", 0)
+    c = Consumer({A, B, changelog}, {})
+    c.app.tables = SimpleNamespace(changelog_topics={"t-changelog"})
+    c._delivered = {A: 581}
+    read_again = BatchGuardConsumer.read_again_cleared
+
+    async def run(flow: bool) -> None:
+        c.flow_active = flow
+        read_again(c, {A: 424, changelog: 9, TP("in", 7): 3})  # type: ignore[arg-type]
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    asyncio.run(run(False))  # a rebalance's clear: the assignment seeks to the committed offsets
+    assert c.seeks == [] and not c._sought
+    asyncio.run(run(True))  # the end of a recovery: stream partitions resumed while the flow was on
+    # Not the changelog (recovery reads it), not a partition no longer assigned; messages fetched before the seek are
+    # passed over until 424 comes again, and the stall watch no longer counts 581 as delivered.
+    assert c.seeks == [("seek", A, 424)]
+    assert c._sought == {A: 424} and c._delivered == {}
+    assert c.cleared_reread == 1
