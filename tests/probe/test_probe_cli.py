@@ -253,5 +253,12 @@ def test_probe_events_replayed_give_overlong_accepted(engine_factory: Any, tmp_p
     alerts = tmp_path / "alerts.jsonl"
     args = ["replay", str(tmp_path / "events.jsonl"), "--alerts-out", str(alerts), "--quiet"]
     assert main([*args, "--rejects", str(tmp_path / "rejects.jsonl")]) == 0
-    kinds = {orjson.loads(line)["kind"] for line in alerts.read_bytes().splitlines()}
-    assert "overlong_accepted" in kinds, kinds
+    # The finding, not the alert's kind: an exchange that also leaked a canary is a canary_leak alert carrying the
+    # overlong acceptance as evidence. Whether some over-long exchange leaked none depends on the engine's timing.
+    found = {
+        signal["name"]
+        for line in alerts.read_bytes().splitlines()
+        for a in [orjson.loads(line)]
+        for signal in [{"name": a["kind"]}, *a["evidence"]]
+    }
+    assert "overlong_accepted" in found, found
