@@ -30,7 +30,6 @@ class _Seen:
     offset: int  # the next offset to read when first seen there with messages past it
     since: float  # the caller's clock then
     rounds: int  # the consumer's fetch rounds then
-    sought: bool = False  # read again from this offset once already
 
 
 class StallWatch(Generic[P]):
@@ -40,35 +39,44 @@ class StallWatch(Generic[P]):
         self.stall_s = stall_s
         self.min_rounds = min_rounds
         self._seen: dict[P, _Seen] = {}
+        # The offset each partition was last read again from: until it moves past it, what lies beyond is taken to be
+        # no message (a transaction's commit marker ends a transactional producer's partition one past its record),
+        # and the re-read itself (from the committed offset, back up to here) is no new stall.
+        self._fired: dict[P, int] = {}
 
     def check(self, now: float, rounds: int, positions: Mapping[P, tuple[int, int]]) -> list[tuple[P, int]]:
         """`positions`: for each partition fetchable now, (next offset to read, end offset on the broker). Returns the
-        (partition, offset) pairs to read again from: stalled for `stall_s` and `min_rounds` fetch rounds, once per
-        offset (a second seek to the same offset would find what the first found). A partition not passed (revoked,
-        paused, buffered, rebalancing) or with nothing past its position starts over."""
-        seen = self._seen
+        (partition, offset) pairs to read again: stalled for `stall_s` and `min_rounds` fetch rounds, once until the
+        partition moves past that offset (a second seek there would find what the first found). A partition not passed
+        (revoked, paused, buffered, rebalancing) starts over; one read to its end is caught up."""
+        seen, fired = self._seen, self._fired
         for p in [p for p in seen if p not in positions]:
             del seen[p]
         out: list[tuple[P, int]] = []
         for p, (offset, end) in positions.items():
             if end <= offset:
                 seen.pop(p, None)  # read to its end: not behind
+                fired.pop(p, None)
+                continue
+            if offset <= fired.get(p, -1):
+                seen.pop(p, None)
                 continue
             s = seen.get(p)
             if s is None or s.offset != offset:
                 seen[p] = _Seen(offset, now, rounds)  # moved (or first seen behind): the clock starts again
                 continue
-            if not s.sought and now - s.since >= self.stall_s and rounds - s.rounds >= self.min_rounds:
+            if now - s.since >= self.stall_s and rounds - s.rounds >= self.min_rounds:
                 out.append((p, offset))
-                s.sought = True
+                fired[p] = offset
+                del seen[p]
         return out
 
     def behind(self) -> set[P]:
-        """Partitions with messages past their next offset at the last check (not idle, whatever their silence). One
-        that was read again from there and still did not move is left out: what lies past it is no message (a
-        transaction's commit marker ends a transactional producer's partition one past its last record)."""
-        return {p for p, s in self._seen.items() if not s.sought}
+        """Partitions with messages past their next offset at the last check (not idle, whatever their silence), but
+        for those read again from there that have not moved past it since."""
+        return set(self._seen)
 
     def forget(self) -> None:
         """A rebalance: positions start over with the new assignment."""
         self._seen.clear()
+        self._fired.clear()

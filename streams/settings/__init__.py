@@ -145,8 +145,8 @@ class KafkaSettings(_Section):
         default=15.0,
         gt=0,
         description="a partition the consumer delivered nothing of this long (and over 3 fetch rounds) while the "
-        "broker holds messages past its next offset is read again from there, once per offset "
-        "(streams/kafka/stall.py); it is not reported idle meanwhile",
+        "broker holds messages past its next offset is read again from its committed offset, once until it moves "
+        "past that offset (streams/kafka/stall.py); it is not reported idle meanwhile",
     )
     stall_check_s: float = Field(
         default=5.0,

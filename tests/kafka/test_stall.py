@@ -1,7 +1,7 @@
 """A partition the consumer stopped delivering (streams/kafka/stall.py, and its use in streams/kafka/consumer.py and
-ingest.py), without a broker: found only while the consumer fetches, read again once per offset, never called idle
-while the broker holds messages for it. The broker restart test (tests/broker/test_kafka_runtime.py) is where the
-stall was seen."""
+ingest.py), without a broker: found only while the consumer fetches, read again once until it moves on, never called
+idle while the broker holds messages for it; and messages a recovery's end clears from the stream buffers, read again.
+The broker restart test (tests/broker/test_kafka_runtime.py) is where both were seen."""
 
 from __future__ import annotations
 
@@ -32,13 +32,21 @@ def test_a_partition_stuck_behind_its_end_is_read_again_once_per_offset() -> Non
     assert w.check(0.0, 0, {A: (360, 571), B: (100, 100)}) == []
     assert w.check(5.0, 5, {A: (360, 571), B: (100, 100)}) == []
     assert w.check(10.0, 10, {A: (360, 571), B: (100, 100)}) == [(A, 360)]
-    # Sought once: not again at the same offset, and no longer counted behind (what is past it may be no message).
+    # Sought once: not again at the same offset, and no longer counted behind (what is past it may be no message);
+    # the re-read from the committed offset back up to it is no new stall.
     assert w.check(30.0, 30, {A: (360, 571)}) == []
     assert w.behind() == set()
-    # It moved, then stuck again: a new stall.
-    assert w.check(35.0, 35, {A: (400, 571)}) == []
+    for t, offset in ((35.0, 340), (50.0, 350), (65.0, 360), (80.0, 360)):
+        assert w.check(t, int(t), {A: (offset, 571)}) == []
+        assert w.behind() == set()
+    # It moved past it, then stuck again: a new stall.
+    assert w.check(95.0, 95, {A: (400, 571)}) == []
     assert w.behind() == {A}
-    assert w.check(50.0, 50, {A: (400, 571)}) == [(A, 400)]
+    assert w.check(110.0, 110, {A: (400, 571)}) == [(A, 400)]
+    # Read to its end: caught up, and a later stall at the same offset is one again.
+    assert w.check(111.0, 111, {A: (571, 571)}) == []
+    w.check(112.0, 112, {A: (400, 571)})
+    assert w.check(130.0, 130, {A: (400, 571)}) == [(A, 400)]
 
 
 def test_a_consumer_that_fetches_nothing_is_held_back_not_stalled() -> None:
