@@ -132,9 +132,15 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         if self._sought is None:
             self._sought = {}
         self._sought[tp] = offset
+        await self._seek_again({tp: offset})
+
+    async def _seek_again(self, partitions: dict[TP, int]) -> None:
+        """Faust's `seek_wait`, and what was delivered of those partitions forgotten: their next offset to read is where
+        they were sought (the stall watch's `next_offsets`)."""
         if self._delivered:
-            self._delivered.pop(tp, None)
-        await self.seek_wait({tp: offset})
+            for tp in partitions:
+                self._delivered.pop(tp, None)
+        await self.seek_wait(partitions)
 
     def forget_rewinds(self, tps: Any) -> None:
         """Revoked partitions: their seeks back are void (the next assignment seeks to the committed offsets)."""
@@ -221,8 +227,6 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             self._sought = {}
         for tp, offset in tps.items():
             self._sought[tp] = offset
-            if self._delivered:
-                self._delivered.pop(tp, None)
             log.warning(
                 "%s partition %s: messages from offset %s were cleared from the stream buffers unread; reading "
                 "them again",
@@ -231,7 +235,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 offset,
             )
         self.cleared_reread += len(tps)
-        task = asyncio.ensure_future(self.seek_wait(tps))
+        task = asyncio.ensure_future(self._seek_again(tps))
         if self._seeks is None:
             self._seeks = set()
         self._seeks.add(task)  # held until done: the loop keeps only a weak reference
@@ -306,9 +310,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             if tp.topic in internal:
                 await self.rewind(tp, offset)
             else:
-                if self._delivered:
-                    self._delivered.pop(tp, None)
-                await self.seek_wait({tp: offset})
+                await self._seek_again({tp: offset})
             done.append((tp, offset))
         return done
 

@@ -108,6 +108,7 @@ class Consumer:
     cleared_reread = 0
     _seeks: set[Any] | None = None
     _seek_done = BatchGuardConsumer._seek_done
+    _seek_again = BatchGuardConsumer._seek_again
     fetchable = BatchGuardConsumer.fetchable
     next_offsets = BatchGuardConsumer.next_offsets
     reread_stalled = BatchGuardConsumer.reread_stalled
