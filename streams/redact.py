@@ -22,6 +22,7 @@ import socket
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
+import idna
 from pydantic import AfterValidator, PlainSerializer
 
 MASK = "****"
@@ -197,6 +198,26 @@ def metadata_reason(host: str) -> str | None:
     return None
 
 
+def client_host(host: str) -> str:
+    """`host` as the HTTP client will connect to it. httpx (and browsers) encode a non-ASCII host
+    with IDNA, which reads the ideographic and fullwidth full stops (U+3002, U+FF0E, U+FF61) as dots:
+    `169。254。169。254` is 169.254.169.254 on the wire. Raises ValueError when no client could."""
+    name = host.lower()
+    if name.isascii():
+        return name
+    forms = set()
+    for uts46 in (False, True):  # httpx's encoding first; UTS46 also maps fullwidth letters
+        try:
+            forms.add(idna.encode(name, uts46=uts46).decode("ascii"))
+        except idna.IDNAError:
+            continue
+    if not forms:
+        raise ValueError("host is not a valid internationalised domain name")
+    # Any reading that is an address or a metadata name decides: the check must not depend on which
+    # of the two encodings a client version picks.
+    return min(forms, key=lambda f: (metadata_reason(f) is None, _as_ip(f.rstrip(".")) is None))
+
+
 def check_webhook_url(value: str, allow_metadata: bool = False) -> str:
     """A receiver URL: http(s) with a real host, nothing a parser could read two ways, and not the
     metadata service unless `allow_metadata`. Raises ValueError with the reason (URL redacted)."""
@@ -221,7 +242,14 @@ def check_webhook_url(value: str, allow_metadata: bool = False) -> str:
         raise ValueError(f"webhook receiver url must be http:// or https:// with a host, got {shown!r}")
     if port == 0:
         raise ValueError(f"webhook receiver url {shown!r}: port 0")
-    reason = metadata_reason(host)
+    try:
+        wire = client_host(host)
+    except ValueError as exc:
+        raise ValueError(f"webhook receiver url {shown!r}: {exc}") from None
+    if wire != host.lower() and _as_ip(wire.rstrip(".")) is not None:
+        # An address spelt with Unicode dots or digits is only ever a way around this check.
+        raise ValueError(f"webhook receiver url {shown!r}: an address written with non-ASCII characters")
+    reason = metadata_reason(wire)
     if reason and not allow_metadata:
         raise ValueError(f"webhook receiver url {shown!r}: {reason}; set allow_metadata_address = true to allow it")
     return value
