@@ -154,7 +154,7 @@ class Joiner:
             qev = req.event
             assert isinstance(qev, Request)
             qts = qev.ts
-            left = _unexplained(hits, req.canary_hits)
+            left = unexplained(hits, req.canary_hits)
             return [Exchange(ts if ts > qts else qts, qev, stripped, req.text_print, tp, left)]
         responses = self._responses
         if rid in responses:
@@ -223,12 +223,14 @@ def _exchange(
     req: Request, prompt: TextFingerprint | None, resp: _Half, ts: float, prompt_hits: Sequence[CanaryHit]
 ) -> Exchange:
     assert isinstance(resp.event, Response)
-    return Exchange(ts, req, resp.event, prompt, resp.text_print, _unexplained(resp.canary_hits, prompt_hits))
+    return Exchange(ts, req, resp.event, prompt, resp.text_print, unexplained(resp.canary_hits, prompt_hits))
 
 
-def _unexplained(hits: Sequence[CanaryHit], prompt_hits: Sequence[CanaryHit]) -> list[CanaryHit]:
-    """The output's marker hits less those its own prompt holds: a new list, the exchange's own (a half's hits are
-    the shared `_NO_HITS` or a list a snapshot holds)."""
+def unexplained(hits: Sequence[CanaryHit], prompt_hits: Sequence[CanaryHit]) -> list[CanaryHit]:
+    """The output's marker hits less those its own prompt holds (the receiver re-sending an answer that carried a
+    marker: its own context, judged when it first leaked): a new list, the exchange's own (a half's hits are the
+    shared `_NO_HITS` or a list a snapshot holds). The one step for every runner: the Joiner here, and the staged
+    join stage, which scans the keys its ingest took of both texts once the watermark passed the exchange."""
     if not hits or not prompt_hits:
         return list(hits)
     own = {h.marker_id for h in prompt_hits}

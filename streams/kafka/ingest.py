@@ -170,8 +170,12 @@ class IngestStage:
                 out += [(r, "plant", plant) for r in range(n)]
             if event.prompt_text is not None or event.canaries:
                 fp = event.prompt_fingerprint
-                if fp is None and event.prompt_text is not None:
-                    fp = self._wire(event.prompt_text, ends=False)  # a source: its sentences' hashes suffice
+                if event.prompt_text is not None:
+                    # The markers the prompt re-sends are the receiver's own context (`join.unexplained`): the
+                    # join stage takes them out of its response's hits. As the Joiner: text is scanned, given or not.
+                    keys = self.keys.token_keys(event.prompt_text) or None
+                    if fp is None:
+                        fp = self._wire(event.prompt_text, ends=False)  # a source: its sentences' hashes suffice
                 event = event.model_copy(update={"prompt_text": None, "prompt_fingerprint": fp, "canaries": []})
         elif isinstance(event, Response) and event.output_text is not None:
             fp = event.output_fingerprint

@@ -24,7 +24,7 @@ from detectors.back import Back, DomainTable, count_alerts, route_exchange
 from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.front import Front
-from detectors.join import Joiner
+from detectors.join import Joiner, unexplained
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, OrderKey, order_key
@@ -110,6 +110,8 @@ class JoinState:
     keys: dict[str, list[int]] = field(default_factory=dict)
     held: EventTimeBuffer[Exchange] = field(default_factory=EventTimeBuffer)  # exchanges whose keys wait so
     hits: dict[str, list[CanaryHit]] = field(default_factory=dict)  # scanned at once (checkpoints before `keys`)
+    # request_id -> the token keys of its prompt's hex words: markers the receiver re-sent are not a leak to it
+    prompt_keys: dict[str, list[int]] = field(default_factory=dict)
     wm: float = NEG_INF  # the watermark the Joiner's expiry has been advanced to
     sent_wm: float = NEG_INF
     marks: dict[int, float] = field(default_factory=dict)  # input partition -> newest event time read
@@ -127,6 +129,7 @@ class JoinState:
         self.__dict__.update(state)
         self.__dict__.setdefault("keys", {})
         self.__dict__.setdefault("held", EventTimeBuffer())
+        self.__dict__.setdefault("prompt_keys", {})
 
 
 @dataclass(slots=True)
@@ -261,8 +264,11 @@ class JoinStage:
         except EventError as exc:
             res.dead.append(DeadLetter(it.payload, exc.reason, exc.detail, it.source, it.offset))
             return
-        if keys and event.type == "response" and event.request_id not in st.keys:
-            st.keys[event.request_id] = keys  # scanned for markers when its exchange goes on (`_route`)
+        if keys:  # scanned for markers when its exchange goes on (`_route`, `_send`)
+            if event.type == "response":
+                st.keys.setdefault(event.request_id, keys)
+            elif event.type == "request":
+                st.prompt_keys.setdefault(event.request_id, keys)
         exchanges = front.join(event)  # counts every event; cache stats complete no exchange
         if event.type == "cache_stats":
             out.add(event.cache_domain, "stats", it.payload, order_key(event))
@@ -301,7 +307,10 @@ class JoinStage:
             hits: list[CanaryHit] | None = st.joiner.canaries.scan_keys(keys)
         else:
             hits = st.hits.pop(ex.request_id, None) if st.hits else None
+        prompt = st.prompt_keys.pop(ex.request_id, None) if st.prompt_keys and ex.request is not None else None
         if hits and ex.response is not None:
+            if prompt:  # the same step as the Joiner's: the markers its own prompt re-sent are not a leak
+                hits = unexplained(hits, st.joiner.canaries.scan_keys(prompt))
             ex = replace(ex, canary_hits=hits)
         domain = route_exchange(ex, self.counters)
         if domain is not None:

@@ -1,0 +1,105 @@
+"""One stream of events through the three runners in process, for comparing their alerts (issue 41).
+
+- embedded: `EmbeddedRunner.run_files` on the lines as one file (re-sorted by event time, flushed at the end);
+- direct: `DirectStage` per input partition, each line on the partition the direct keying gives it
+  (`routing.domain_key`; canaries on every partition), each partition's Monitor flushed at the end;
+- staged: the ingest, join and domain stages wired in memory (`StagePipeline`), each line on the partition
+  the staged keying gives it (`routing.routing_key`), one message per ingest batch, then a heartbeat.
+
+A stream never ends in Kafka, so `with_ticks` appends what tests/kafka/test_stages.py appends: idle cache stats
+an hour of event time past the last event on every partition, which move every watermark past the stream. The
+same lines (ticks included) go to all three runners.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from schemas.events import parse_event
+from streams.embedded.runner import EmbeddedRunner
+from streams.kafka.direct import DirectStage, DirectState
+from streams.kafka.ingest import InputMessage
+from streams.routing import domain_key, input_partition_of
+from streams.settings import Settings
+from streams.testing.rawevents import key_of, tick_events
+from streams.testing.stagepipe import StagePipeline
+
+
+@dataclass
+class Parity:
+    """Each runner's alert ids (and the alerts' kinds, to read a difference by)."""
+
+    ids: dict[str, set[str]] = field(default_factory=dict)
+    kinds: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def add(self, runner: str, alerts: list[object]) -> None:
+        self.ids[runner] = {a.alert_id for a in alerts}  # type: ignore[attr-defined]
+        self.kinds[runner] = {a.alert_id: f"{a.kind}:{','.join(a.request_ids)}" for a in alerts}  # type: ignore[attr-defined]
+
+    def differences(self) -> dict[str, list[str]]:
+        """Per runner, the alerts it raised that another did not (empty when all agree)."""
+        every = set().union(*self.ids.values())
+        out: dict[str, list[str]] = {}
+        for runner, ids in self.ids.items():
+            missing = every - ids
+            if missing:
+                seen = {k: v for kinds in self.kinds.values() for k, v in kinds.items()}
+                out[f"{runner} lacks"] = sorted(seen[i] for i in missing)
+        return out
+
+
+def with_ticks(lines: list[bytes], settings: Settings) -> list[bytes]:
+    last = max(orjson.loads(line)["ts"] for line in lines)
+    return lines + [orjson.dumps(t) for t in tick_events(last, settings.kafka)]
+
+
+def embedded(settings: Settings, lines: list[bytes]) -> list[object]:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "events.jsonl"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        return list(EmbeddedRunner(settings).run_files([str(path)]).alerts)
+
+
+def direct(settings: Settings, lines: list[bytes]) -> list[object]:
+    n = settings.kafka.input_partitions
+    events = [parse_event(line) for line in lines]
+    domain_of = {e.request_id: e.cache_domain for e in events if e.type == "response"}
+    parts: dict[int, list[bytes]] = {q: [] for q in range(n)}
+    for line, ev in zip(lines, events, strict=True):
+        key = domain_key(ev, domain_of) or getattr(ev, "request_id", None)
+        for q in range(n) if ev.type == "canary" or key is None else [input_partition_of(key.encode(), n)]:
+            parts[q].append(line)
+    counters: Counter[str] = Counter()
+    stage = DirectStage(settings, counters)
+    alerts: list[object] = []
+    for q, qlines in parts.items():
+        st = DirectState.fresh_direct(settings.detection, counters)
+        msgs = [InputMessage(q, off, None, line, False, placed=True) for off, line in enumerate(qlines)]
+        alerts += stage.read(st, q, msgs, time.time()).alerts
+        alerts += st.monitor.flush()
+    return alerts
+
+
+def staged(settings: Settings, lines: list[bytes]) -> list[object]:
+    pipe = StagePipeline(settings)
+    n = settings.kafka.input_partitions
+    for line in lines:
+        pipe.feed([(input_partition_of(key_of(orjson.loads(line)), n), line)])
+    pipe.heartbeat()
+    return list(pipe.out.alerts)
+
+
+def run_three(settings: Settings, lines: list[bytes]) -> Parity:
+    """The alerts of the three runners on `lines` (ticks appended)."""
+    lines = with_ticks(lines, settings)
+    out = Parity()
+    out.add("embedded", embedded(settings, lines))
+    out.add("direct", direct(settings, lines))
+    out.add("staged", staged(settings, lines))
+    return out
