@@ -11,11 +11,12 @@ record until a restart.
 Counters go to prometheus_client's default registry (LiteLLM's /metrics serves it when its prometheus
 callback is on; an SDK user can serve it with prometheus_client.start_http_server):
     crosstalk_guard_decisions_total{decision}     passed | rejected | no_limit | stale | unmapped
-    crosstalk_guard_limit_records_total{outcome}  http | kafka | bad_record | future_ts | fetch_error
+    crosstalk_guard_limit_records_total{outcome}  http | kafka | bad_record | future_ts | fetch_error | fetch_timeout
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
@@ -34,6 +35,10 @@ from streams.settings import LiteLLMSettings, Settings
 log = logging.getLogger("crosstalk.litellm")
 
 MAX_LIMITS_BYTES = 1 << 20  # /limits of thousands of domains is a few hundred KB
+
+
+class _Deadline(TimeoutError):
+    """The whole /limits read outlasted limits_timeout_s."""
 
 
 def _metric(name: str, doc: str, label: str) -> PromCounter:
@@ -120,21 +125,31 @@ class LimitsClient:
 
     # --- sources ---
 
-    def _fetch(self) -> dict[str, Any]:
-        """One GET /limits, bounded in total time and in size (a drip or an endless body is cut off)."""
+    async def _read(self) -> bytes:
         assert self.s.limits_url is not None
-        deadline = time.monotonic() + self.s.limits_timeout_s
         body = bytearray()
         timeout = httpx.Timeout(self.s.limits_timeout_s)
-        with httpx.Client(timeout=timeout) as client, client.stream("GET", self.s.limits_url) as r:
+        async with httpx.AsyncClient(timeout=timeout) as client, client.stream("GET", self.s.limits_url) as r:
             r.raise_for_status()
-            for chunk in r.iter_bytes():
+            async for chunk in r.aiter_bytes():
                 body += chunk
                 if len(body) > MAX_LIMITS_BYTES:
                     raise ValueError(f"/limits body over {MAX_LIMITS_BYTES} bytes")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"/limits not read within {self.s.limits_timeout_s:g} s")
-        domains = orjson.loads(bytes(body)).get("domains")
+        return bytes(body)
+
+    def _fetch(self) -> dict[str, Any]:
+        """One GET /limits, bounded in total time, connect to last byte, and in size. httpx's timeouts are
+        per read: a server dripping its status line or headers a byte at a time never trips them (issue 42),
+        so the whole read runs under one deadline that cancels it, closing the connection."""
+
+        async def bounded() -> bytes:
+            return await asyncio.wait_for(self._read(), self.s.limits_timeout_s)
+
+        try:
+            body = asyncio.run(bounded())
+        except TimeoutError:
+            raise _Deadline(f"/limits not read within {self.s.limits_timeout_s:g} s (limits_timeout_s)") from None
+        domains = orjson.loads(body).get("domains")
         if not isinstance(domains, dict):
             raise ValueError("no 'domains' object")
         return domains
@@ -147,7 +162,7 @@ class LimitsClient:
             for domain, rec in domains.items():
                 self.offer(domain, rec, "http", now)
         except (httpx.HTTPError, ValueError, TimeoutError, AttributeError, orjson.JSONDecodeError) as exc:
-            self._count("fetch_error")
+            self._count("fetch_timeout" if isinstance(exc, _Deadline) else "fetch_error")
             url = redact_url(self.s.limits_url or "")  # it may carry a credential: never logged as it is
             self._warn("fetch", "crosstalk guard: limits from %s unavailable: %s", url, redact_text(exc))
         finally:
