@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Single-node Apache Kafka (KRaft, combined broker+controller) on loopback, for development and tests.
 #
-#   scripts/kafka.sh up|down|status|logs
+#   scripts/kafka.sh up|down|status|logs|fetch   (fetch: only the jars, as scripts/kafka-cluster.sh needs them)
 #
 # Jars come from Maven Central via Maven (no Docker, no tarball download), cached in .kafka/libs.
 # Env: KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093), KAFKA_HOME (<repo>/.kafka),
@@ -205,5 +205,6 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   logs) cmd_logs ;;
-  *) echo "usage: $0 up|down|status|logs" >&2; exit 2 ;;
+  fetch) fetch_jars ;;
+  *) echo "usage: $0 up|down|status|logs|fetch" >&2; exit 2 ;;
 esac
