@@ -1,7 +1,8 @@
 """What a LiteLLM call sends as its prompt, in every request shape the guard must see: chat `messages`,
 completions `prompt` (a string, strings, token ids) and Responses API `input` (a string or input items).
 
-Issue 25: the guard looked at `messages` only, so an 8k-token `prompt` or `input` passed it.
+Issue 25: the guard looked at `messages` only, so an 8k-token `prompt` or `input` passed it. Issue 42: nor
+did it count `instructions`, `system`, tool definitions or tool outputs in Responses input items.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import litellm
+import orjson
 
 
 def _text(content: Any) -> str:
@@ -28,15 +30,38 @@ def prompt_text(messages: Any) -> str | None:
     return "\n".join(parts) if parts else None
 
 
+def _item_text(item: dict[str, Any]) -> str:
+    """One Responses input item: a message's content, a tool call's arguments or a tool's output
+    (`function_call_output`, `custom_tool_call_output`: a string or content parts)."""
+    parts = [_text(item.get("content")), _text(item.get("output"))]
+    args = item.get("arguments", item.get("input"))
+    parts.append(args if isinstance(args, str) else "")
+    return "\n".join(p for p in parts if p)
+
+
 def _input_text(value: Any) -> str | None:
-    """Responses API `input`: a string, or items (messages with content, or bare strings)."""
+    """Responses API `input`: a string, or items (messages, tool calls and their outputs, bare strings)."""
     if isinstance(value, str):
         return value or None
     if isinstance(value, list):
-        parts = [v if isinstance(v, str) else _text(v.get("content")) for v in value if isinstance(v, str | dict)]
+        parts = [v if isinstance(v, str) else _item_text(v) for v in value if isinstance(v, str | dict)]
         parts = [p for p in parts if p]
         return "\n".join(parts) if parts else None
     return None
+
+
+def _beside_text(data: dict[str, Any]) -> str | None:
+    """What becomes prompt tokens beside the messages, prompt and input (issue 42: each passed the guard
+    at 8k tokens against a 4,096 limit): Responses `instructions`, Anthropic `system` (a string or text
+    blocks), and the tool definitions (`tools`, the older `functions`) whose names, descriptions and
+    parameter schemas the server renders into the prompt -- counted as their JSON, in whatever format."""
+    parts = [_text(data.get("instructions")), _text(data.get("system"))]
+    for key in ("tools", "functions"):
+        defs = data.get(key)
+        if isinstance(defs, list | dict) and defs:
+            parts.append(orjson.dumps(defs, default=str).decode())
+    parts = [p for p in parts if p]
+    return "\n".join(parts) if parts else None
 
 
 def _prompt_field(value: Any) -> tuple[str | None, int]:
@@ -74,6 +99,10 @@ def prompt_tokens(model: str | None, data: dict[str, Any]) -> int | None:
     itext = _input_text(data.get("input"))
     if itext is not None:
         total += litellm.token_counter(model=name, text=itext)
+        found = True
+    beside = _beside_text(data)
+    if beside is not None:  # a call of instructions alone (an empty `input`) is still prefilled
+        total += litellm.token_counter(model=name, text=beside)
         found = True
     return total if found else None
 
