@@ -52,6 +52,7 @@ class Held:
     signals: list[Signal]  # the response's signals as a warm domain gives them
     runs: dict[str, list[HeldRun]]  # per source flagged high or critical: its runs
     needs: dict[str, int]  # per such source: the free run it needed (`OverlapDetector.required_run`)
+    response_id: str | None = None  # the provider's id of the response (gen_ai.response.id), for the alert
 
 
 def standing(unexplained: Sequence[bool], bridge: int) -> int:

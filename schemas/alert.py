@@ -62,6 +62,9 @@ class Alert(BaseModel):
     group_key: str = Field(description="Alertmanager-style grouping key: repeated alerts of one fault share it")
     incident_id: str = Field(description="stable id of the incident (group) this alert belongs to")
     traceparent: str | None = Field(default=None, description="trace context of the response that raised it")
+    response_id: str | None = Field(
+        default=None, description="the provider's id of that response (gen_ai.response.id), to find it in engine logs"
+    )
 
 
 RESOLVED_RECORD: Final = "incident_resolved"

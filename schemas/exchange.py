@@ -105,6 +105,10 @@ class Exchange(_Plain):
         return request.cache_domain if request is not None else None
 
     @property
+    def response_id(self) -> str | None:
+        return self.response.response_id if self.response is not None else None
+
+    @property
     def traceparent(self) -> str | None:
         for half in (self.response, self.request):
             if half is not None and half.traceparent:

@@ -50,6 +50,7 @@ from streams.inputs.otlp_decode import (
     spans_from_json,
     spans_from_proto,
 )
+from streams.inputs.otlp_openinference import as_genai, is_llm_span
 from streams.settings import OtlpSettings, Settings
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
 ]
 
 _MESSAGE_EVENTS = {"gen_ai.system.message", "gen_ai.user.message", "gen_ai.assistant.message", "gen_ai.tool.message"}
+_HTTP_STATUS = re.compile(r"[1-5][0-9][0-9]")
 _INDEXED = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.content$")
 # {"message": {"message": ...}} wrappers deeper than this are no instrumentation's shape (gen_ai.choice has one).
 _MAX_MESSAGE_DEPTH = 8
@@ -238,8 +240,11 @@ class SpanMapper:
                 out.rejects.append(span)
                 continue
             if not self.is_inference(span):
-                out.skipped["not_genai_inference"] += 1
-                continue
+                if not (self.s.openinference and is_llm_span(span)):
+                    out.skipped["not_genai_inference"] += 1
+                    continue
+                span = as_genai(span)  # an OpenInference LLM span (Envoy AI Gateway's default)
+                self.counters["openinference"] += 1
             try:
                 out.events.extend(self.map_span(span, sender))
             except EventError as exc:
@@ -319,6 +324,9 @@ class SpanMapper:
             domain = f"{a['server.address']}:{port}" if port else str(a["server.address"])
         if domain is None:
             domain = s.default_cache_domain
+        if domain is None and s.cache_domain_from_provider:
+            # A hosted provider's one pool, as seen from this gateway (gen_ai.system before semconv 1.37).
+            domain = _lookup(span, ("gen_ai.provider.name", "gen_ai.system"))
         if domain is None:
             raise EventError("no_cache_domain", f"none of {list(s.cache_domain_attributes)} nor server.address")
         return str(tenant), str(model), str(domain)
@@ -377,8 +385,13 @@ class SpanMapper:
     ) -> dict[str, Any]:
         s, a = self.s, span.attributes
         status = _int(_lookup(span, s.status_code_attributes), "the status code")
+        error_type = a.get("error.type")
+        error_type = str(error_type)[:128] if error_type not in (None, "") else None
+        if status is None and error_type is not None and _HTTP_STATUS.fullmatch(error_type):
+            status = int(error_type)  # semconv: error.type is the status code when that is all that is known
         if status is None:
-            status = s.error_status_code if span.status_code == STATUS_ERROR else 200
+            failed = span.status_code == STATUS_ERROR or error_type is not None
+            status = s.error_status_code if failed else 200
         response: dict[str, Any] = {
             "type": "response",
             "event_id": f"otlp:{common['request_id']}:resp",
@@ -393,6 +406,11 @@ class SpanMapper:
             response["finish_reason"] = str(reasons[0])[:64]
         elif isinstance(reasons, str) and reasons:
             response["finish_reason"] = reasons[:64]
+        response_id = a.get("gen_ai.response.id")
+        if isinstance(response_id, str) and response_id:
+            response["response_id"] = response_id[:256]
+        if error_type is not None:
+            response["error_type"] = error_type
         if usage_in is not None or usage_out is not None:
             response["usage"] = {"input_tokens": usage_in, "output_tokens": usage_out}
         ttft_s = _float(_lookup(span, s.ttft_s_attributes), "the time to first token")

@@ -304,12 +304,19 @@ class OtlpSettings(_Section):
         default_factory=lambda: ["chat", "text_completion", "generate_content"],
         description="gen_ai.operation.name values mapped; other spans are skipped (counted, not dead-lettered)",
     )
+    openinference: bool = Field(
+        default=True, description="also map OpenInference LLM spans (openinference.span.kind=LLM; Envoy AI Gateway)"
+    )
     tenant_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.tenant_id", "user.id", "enduser.id"])
     cache_domain_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.cache_domain"])
     cache_domain_from_server_address: bool = Field(
         default=True, description="else use server.address[:server.port] (the engine endpoint) as the domain"
     )
     default_cache_domain: str | None = None
+    cache_domain_from_provider: bool = Field(
+        default=True,
+        description="last of all, gen_ai.provider.name (gen_ai.system; OpenInference llm.provider) as the domain",
+    )
     prompt_tokens_attributes: list[str] = Field(
         default_factory=lambda: ["crosstalk.prompt_tokens"], description="the gateway's own prompt-token count"
     )

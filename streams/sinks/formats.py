@@ -174,6 +174,8 @@ def render_alertmanager(n: Notification, external_url: str, valid_until: float |
             annotations["session_id"] = a.session_id
         if a.traceparent:
             annotations["traceparent"] = a.traceparent
+        if a.response_id:
+            annotations["response_id"] = a.response_id
         item: dict[str, Any] = {
             "labels": labels,
             "annotations": annotations,

@@ -1,0 +1,90 @@
+"""The GenAI attributes of open-telemetry/semantic-conventions-genai read beyond the first mapping:
+gen_ai.response.id (onto the response event and the alert, to find the answer in engine logs by chatcmpl-...),
+error.type (a failed call's status and class) and gen_ai.provider.name (the domain of last resort)."""
+
+from __future__ import annotations
+
+import orjson
+
+from detectors.monitor import make_fingerprinter
+from schemas.alert import Alert
+from schemas.events import Response
+from streams.embedded.runner import EmbeddedRunner
+from streams.inputs.otlp import SpanMapper
+from streams.inputs.otlp_decode import STATUS_ERROR, Span
+from streams.settings import Settings
+from streams.sinks.formats import Notification, render_alertmanager
+
+SECRET = "the board approved the sale of the northern plant to initech for ninety million on friday in secret"
+KEY = {"fingerprint_key": "k" * 32}
+
+
+def attrs(tenant: str, prompt: str, answer: str, **more: object) -> dict[str, object]:
+    def msgs(role: str, text: str) -> str:
+        return orjson.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}]).decode()
+
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "glm-5.3",
+        "gen_ai.usage.input_tokens": 30,
+        "gen_ai.usage.output_tokens": 20,
+        "crosstalk.tenant_id": tenant,
+        "crosstalk.cache_domain": "glm53-pd-1",
+        "gen_ai.input.messages": msgs("user", prompt),
+        "gen_ai.output.messages": msgs("assistant", answer),
+        **more,
+    }
+
+
+def mapper(**otlp: object) -> SpanMapper:
+    s = Settings(otlp=otlp, detection=KEY)
+    return SpanMapper(s.otlp, make_fingerprinter(s.detection))
+
+
+def span(a: dict[str, object], sid: str = "cd" * 8, t: int = 10**18, status: int = 0) -> Span:
+    return Span("ab" * 16, sid, "chat glm-5.3", t, t + 10**9, a, {}, status_code=status)
+
+
+def test_response_id_and_error_type_reach_the_response_event() -> None:
+    _, resp = mapper().map_span(span(attrs("acme", "hi", "ok", **{"gen_ai.response.id": "chatcmpl-9x"})))
+    assert isinstance(resp, Response) and resp.response_id == "chatcmpl-9x" and resp.error_type is None
+    assert resp.status_code == 200
+    failed = attrs("acme", "hi", "ok", **{"error.type": "429"})
+    _, resp = mapper().map_span(span(failed))
+    assert isinstance(resp, Response) and resp.status_code == 429 and resp.error_type == "429"
+    # A class, not a code, on a span whose status was left unset: still a failed call.
+    _, resp = mapper().map_span(span(attrs("acme", "hi", "ok", **{"error.type": "openai.APITimeoutError"})))
+    assert isinstance(resp, Response) and resp.status_code == 500 and resp.error_type == "openai.APITimeoutError"
+    # The HTTP status, when the span has it, wins over error.type.
+    both = attrs("acme", "hi", "ok", **{"error.type": "timeout", "http.response.status_code": 504})
+    _, resp = mapper().map_span(span(both, status=STATUS_ERROR))
+    assert isinstance(resp, Response) and resp.status_code == 504
+
+
+def test_the_provider_is_the_domain_of_last_resort() -> None:
+    a = attrs("acme", "hi", "ok")
+    del a["crosstalk.cache_domain"]
+    req, _ = mapper().map_span(span(a))
+    assert req.cache_domain == "openai"
+    out = mapper(cache_domain_from_provider=False).map_spans([span(a)])
+    assert [r.reason for r in out.rejects] == ["no_cache_domain"]
+
+
+def test_the_alert_names_the_leaked_responses_id_for_the_engine_logs() -> None:
+    m = mapper()
+    victim = attrs("globex", "anything new?", SECRET, **{"gen_ai.response.id": "chatcmpl-leak42"})
+    events = m.map_span(span(attrs("acme", SECRET, "noted", **{"gen_ai.response.id": "chatcmpl-a1"})))
+    events += m.map_span(span(victim, sid="ce" * 8, t=10**18 + 5 * 10**9))
+    runner = EmbeddedRunner(
+        Settings(detection={**KEY, "overlap_warmup_docs": 0, "overlap_warmup_s": 0.0}),
+        [],
+    )
+    for ev in events:
+        runner.feed_checked(ev, "test")
+    runner.finish(0.0)
+    leak = next(a for a in runner.result.alerts if a.kind == "cross_tenant_contamination")
+    assert isinstance(leak, Alert) and leak.response_id == "chatcmpl-leak42" and leak.tenant_id == "globex"
+    assert orjson.loads(leak.model_dump_json())["response_id"] == "chatcmpl-leak42"
+    body = render_alertmanager(Notification("oncall", leak.group_key, "firing", [leak]), "http://crosstalk")
+    assert body[0]["annotations"]["response_id"] == "chatcmpl-leak42"
