@@ -46,6 +46,7 @@ EventTime = Annotated[
 NonNegInt = Annotated[int, Field(ge=0, le=2**53)]
 Duration = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 # A text field: a serialized chat messages array is read as its messages' text (schemas/messages.py).
 ChatText = Annotated[str, AfterValidator(chat_text)]
 
@@ -251,6 +252,24 @@ class CacheStats(_EventBase):
     model: str | None = Field(default=None, max_length=256)
     context_window: NonNegInt | None = None
     evicted_tokens_total: NonNegInt | None = None
+    # Added in schema v1 (optional; older producers omit them, and they stay last: streams/kafka/records._ADDED).
+    prefix_cache_hits_total: NonNegInt | None = Field(
+        default=None, description="prompt tokens served from the prefix cache since the engine started"
+    )
+    prefix_cache_queries_total: NonNegInt | None = Field(
+        default=None, description="prompt tokens looked up in the prefix cache since the engine started"
+    )
+    cache_hit_rate: Share | None = Field(default=None, description="the engine's recent prefix-cache hit share")
+    swa_usage: Share | None = Field(default=None, description="hybrid models: the sliding-window pool's used share")
+    mamba_usage: Share | None = Field(default=None, description="hybrid models: the Mamba state pool's used share")
+    handoff_queue_reqs: NonNegInt | None = Field(
+        default=None, description="prefill/decode split: requests waiting in this server's hand-off queues"
+    )
+    kv_transfer_latency_ms: Duration | None = None
+    role_source: Literal["configured", "derived", "assumed"] | None = Field(
+        default=None, description="where `role` came from: the settings, the engine's own metrics, or the default"
+    )
+
 
 
 class Canary(_EventBase):

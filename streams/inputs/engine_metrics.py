@@ -8,10 +8,23 @@ SGLang (python/sglang/srt/metrics/collector.py, metrics_collector.py; v0.4 - v0.
   used      ``sglang:num_used_tokens``        gauge, tokens in use; else ``sglang:token_usage`` (0-1) x capacity
   window    ``sglang:context_len``            gauge (when /v1/models gives no max_model_len)
 
-vLLM (vllm/v1/metrics/loggers.py; V1 engine, >= 0.8):
-  capacity  ``vllm:cache_config_info``        info gauge (value 1) with labels ``num_gpu_blocks`` x ``block_size``
+  reuse     ``sglang:cache_hit_rate``         gauge 0-1, the last prefill batch's cached share; and the counters
+            ``sglang:cached_tokens_total`` / ``sglang:prompt_tokens_total`` (tokens, since start)
+  pools     ``sglang:swa_token_usage``, ``sglang:mamba_usage`` (0-1, hybrid models' other pools)
+  hand-off  ``sglang:num_{prefill_prealloc,prefill_inflight,decode_prealloc,decode_transfer}_queue_reqs``,
+            ``sglang:kv_transfer_latency_ms``; with ``sglang:utilization`` (-1 on a prefill server) they give
+            the role (`sglang_role`)
+
+vLLM (vllm/v1/metrics/loggers.py, vllm/config/cache.py; V1 engine, >= 0.8):
+  capacity  ``vllm:cache_config_info``        info gauge (value 1), one label per CacheConfig field: the
+            engine's own group-aware ``kv_cache_size_tokens`` when it is there (hybrid models: the product
+            below is wrong), else ``num_gpu_blocks`` x ``block_size``
   used      ``vllm:kv_cache_usage_perc``      gauge 0-1 (>= 0.10); ``vllm:gpu_cache_usage_perc`` before (deprecated)
+  reuse     ``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total`` counters, in tokens
   window    /v1/models ``max_model_len``
+
+The reuse, pool and hand-off figures are optional: one that is missing is None, one that is nonsense is
+None with a note (`PoolReading.dropped`), and neither costs the capacity reading.
 
 Several series of one metric (data-parallel ranks, engines) are separate pools: a prompt must fit
 into one of them, so the reading is conservative: the smallest capacity and the highest used share.
@@ -21,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -32,11 +45,39 @@ Labels = tuple[tuple[str, str], ...]
 # is nonsense (+Inf, 1e308, NaN, a capacity of 0.5) and must never become a published limit.
 MAX_TOKENS = 2**40
 # The metric families each engine mapping reads: only their lines are kept from a streamed body.
+# Counters (tokens since the engine started) are bounded as the contract bounds counts.
+MAX_COUNT = 2**53
+SGLANG_PREFILL_QUEUES = ("sglang:num_prefill_prealloc_queue_reqs", "sglang:num_prefill_inflight_queue_reqs")
+SGLANG_DECODE_QUEUES = ("sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs")
+_SGLANG_COUNTERS = ("sglang:cached_tokens", "sglang:prompt_tokens")
+_VLLM_COUNTERS = ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")
 NEEDED = {
     "sglang": frozenset(
-        {"sglang:max_total_num_tokens", "sglang:num_used_tokens", "sglang:token_usage", "sglang:context_len"}
+        {
+            "sglang:max_total_num_tokens",
+            "sglang:num_used_tokens",
+            "sglang:token_usage",
+            "sglang:context_len",
+            "sglang:cache_hit_rate",
+            "sglang:swa_token_usage",
+            "sglang:mamba_usage",
+            "sglang:utilization",
+            "sglang:kv_transfer_latency_ms",
+            *SGLANG_PREFILL_QUEUES,
+            *SGLANG_DECODE_QUEUES,
+            *_SGLANG_COUNTERS,
+            *(f"{c}_total" for c in _SGLANG_COUNTERS),
+        }
     ),
-    "vllm": frozenset({"vllm:cache_config_info", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}),
+    "vllm": frozenset(
+        {
+            "vllm:cache_config_info",
+            "vllm:kv_cache_usage_perc",
+            "vllm:gpu_cache_usage_perc",
+            *_VLLM_COUNTERS,
+            *(f"{c}_total" for c in _VLLM_COUNTERS),
+        }
+    ),
 }
 
 
@@ -47,6 +88,16 @@ class PoolReading:
     model: str | None = None
     context_window: int | None = None
     series: int = 1  # pools (label sets) the reading summarises
+    # Optional figures (None: not exposed by this engine or version).
+    prefix_cache_hits: int | None = None  # tokens served from the prefix cache, since start
+    prefix_cache_queries: int | None = None  # tokens looked up in it, since start
+    cache_hit_rate: float | None = None  # SGLang: the last prefill batch's cached share
+    swa_usage: float | None = None
+    mamba_usage: float | None = None
+    handoff_queue_reqs: int | None = None  # PD: requests waiting in the prefill->decode hand-off queues
+    kv_transfer_latency_ms: float | None = None
+    role: str | None = None  # derived from the engine's own metrics (sglang_role), None: they do not tell
+    dropped: tuple[str, ...] = ()  # optional figures that were nonsense, with why
 
 
 class MetricsError(ValueError):
@@ -181,6 +232,69 @@ def _combine(pools: list[tuple[int, float]], model: str | None, window: int | No
     return PoolReading(capacity, round(used_share * capacity), model, window, len(pools))
 
 
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+class _Extras:
+    """The optional figures of one reading: a nonsense value makes its figure None and leaves a note."""
+
+    def __init__(self, s: Samples) -> None:
+        self.s = s
+        self.dropped: list[str] = []
+
+    def _values(self, name: str) -> list[float] | None:
+        got = self.s.get(name)
+        return [v for _, v in got] if got else None
+
+    def share(self, name: str) -> float | None:
+        """The highest share over the series (a prompt must fit the fullest pool)."""
+        values = self._values(name)
+        if values is None:
+            return None
+        if not all(math.isfinite(v) and 0 <= v <= 1 for v in values):
+            self.dropped.append(f"{name}: not a share in 0..1")
+            return None
+        return max(values)
+
+    def count(self, *names: str) -> int | None:
+        """The sum over the series of the first of `names` exposed (a counter's name with or without _total)."""
+        values = next((v for v in map(self._values, names) if v is not None), None)
+        if values is None:
+            return None
+        total = math.fsum(values) if all(math.isfinite(v) for v in values) else math.nan
+        if not (0 <= total <= MAX_COUNT and float(total).is_integer()):
+            self.dropped.append(f"{names[0]}: not a count in 0..2^53")
+            return None
+        return int(total)
+
+    def amount(self, name: str) -> float | None:
+        """The highest non-negative finite value over the series."""
+        values = self._values(name)
+        if values is None:
+            return None
+        if not all(math.isfinite(v) and 0 <= v <= 1e12 for v in values):
+            self.dropped.append(f"{name}: not a finite non-negative amount")
+            return None
+        return max(values)
+
+
+def sglang_role(s: Samples) -> str | None:
+    """The role an SGLang server shows in its own metrics, or None when they do not tell.
+
+    A prefill server of a PD pair sets ``sglang:utilization`` to -1 and is the only one with requests in the
+    prefill prealloc (bootstrap) or inflight queues; a decode server is the only one with requests in the decode
+    prealloc or transfer queues. A unified server has none of these, and neither has a decode server that has
+    not been handed a request yet: an idle decode server is indistinguishable from a unified one, so its role
+    comes from the settings or from what it showed before (the scraper remembers). Evidence of both roles at
+    once is no role (None). The ``engine_type`` label is no help: SGLang writes "unified" whatever the mode."""
+    busy = [any(v > 0 for _, v in s.get(name, ())) for name in (*SGLANG_PREFILL_QUEUES, *SGLANG_DECODE_QUEUES)]
+    prefill = any(busy[:2]) or any(v == -1 for _, v in s.get("sglang:utilization", ()))
+    decode = any(busy[2:])
+    if prefill == decode:
+        return None
+    return "prefill" if prefill else "decode"
+
+
 def sglang_reading(text: str) -> PoolReading:
     s = samples(text)
     caps = s.get("sglang:max_total_num_tokens")
@@ -203,7 +317,22 @@ def sglang_reading(text: str) -> PoolReading:
             raise MetricsError("missing_metric", "neither sglang:num_used_tokens nor sglang:token_usage")
     model = caps[0][0].get("model_name")
     window = s.get("sglang:context_len")
-    return _combine(pools, model, tokens("sglang:context_len", window[0][1], minimum=1) if window else None)
+    base = _combine(pools, model, tokens("sglang:context_len", window[0][1], minimum=1) if window else None)
+    x = _Extras(s)
+    queues = [x.count(name) for name in (*SGLANG_PREFILL_QUEUES, *SGLANG_DECODE_QUEUES)]
+    shown = [q for q in queues if q is not None]
+    return replace(
+        base,
+        prefix_cache_hits=x.count("sglang:cached_tokens_total", "sglang:cached_tokens"),
+        prefix_cache_queries=x.count("sglang:prompt_tokens_total", "sglang:prompt_tokens"),
+        cache_hit_rate=x.share("sglang:cache_hit_rate"),
+        swa_usage=x.share("sglang:swa_token_usage"),
+        mamba_usage=x.share("sglang:mamba_usage"),
+        handoff_queue_reqs=sum(shown) if shown else None,
+        kv_transfer_latency_ms=x.amount("sglang:kv_transfer_latency_ms"),
+        role=sglang_role(s),
+        dropped=tuple(x.dropped),
+    )
 
 
 def _int_label(labels: dict[str, str], name: str) -> int | None:
@@ -230,14 +359,29 @@ def vllm_reading(text: str) -> PoolReading:
     by_engine = {lb.get("engine", ""): share(usage_name, v) for lb, v in usage}
     pools: list[tuple[int, float]] = []
     for labels, _ in infos:
-        blocks, block_size = _int_label(labels, "num_gpu_blocks"), _int_label(labels, "block_size")
-        if blocks is None or block_size is None:
-            raise MetricsError("no_capacity", "cache_config_info has no num_gpu_blocks/block_size yet")
         engine = labels.get("engine", "")
-        capacity = tokens("num_gpu_blocks x block_size", blocks * block_size)
-        pools.append((capacity, by_engine.get(engine, max(by_engine.values()))))
+        pools.append((_vllm_capacity(labels), by_engine.get(engine, max(by_engine.values()))))
     model = usage[0][0].get("model_name")
-    return _combine(pools, model, None)
+    x = _Extras(s)
+    return replace(
+        _combine(pools, model, None),
+        prefix_cache_hits=x.count("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
+        prefix_cache_queries=x.count("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
+        dropped=tuple(x.dropped),
+    )
+
+
+def _vllm_capacity(labels: dict[str, str]) -> int:
+    """One engine's pool in tokens: vLLM's own group-aware `kv_cache_size_tokens` (vllm/config/cache.py: the
+    product "can be wrong for hybrid models where requests occupy multiple KV cache groups"), else, from
+    versions without it, num_gpu_blocks x block_size."""
+    own = _int_label(labels, "kv_cache_size_tokens")
+    if own is not None:
+        return own
+    blocks, block_size = _int_label(labels, "num_gpu_blocks"), _int_label(labels, "block_size")
+    if blocks is None or block_size is None:
+        raise MetricsError("no_capacity", "cache_config_info has no kv_cache_size_tokens or num_gpu_blocks yet")
+    return tokens("num_gpu_blocks x block_size", blocks * block_size)
 
 
 READERS = {"sglang": sglang_reading, "vllm": vllm_reading}

@@ -68,7 +68,7 @@ class Limits:
             items = list(self._by_target.values())
         out: dict[str, dict[str, Any]] = {}
         for t, st in items:
-            if t.role not in LIMIT_ROLES:
+            if st.role not in LIMIT_ROLES:
                 continue
             cur = out.get(st.cache_domain)
             rec = {
@@ -112,16 +112,36 @@ class Scraper:
             "crosstalk_scrape_target_ok", "1: the last scrape gave a reading", ["target"], registry=self.registry
         )
         self.emit_failures = Counter("crosstalk_scrape_emit_failures", "outputs that failed", registry=self.registry)
+        self.dropped = Counter(
+            "crosstalk_scrape_figures_dropped",
+            "optional figures (reuse, pools, hand-off) a target reported as nonsense",
+            ["target"],
+            registry=self.registry,
+        )
+        self.roles: dict[str, str] = {}  # target -> the role its metrics last showed (targets without a role)
         self.status: dict[str, dict[str, Any]] = {}  # target -> its last scrape's outcome (GET /limits "targets")
         self._models: dict[str, tuple[float, str | None, int | None]] = {}  # target -> (fetched, model, window)
         self._seq = 0
+
+    def role_of(self, t: ScrapeTarget, reading: PoolReading | None = None) -> tuple[str, str]:
+        """(role, where it came from): the settings', else the one the engine's metrics show now or showed
+        before (a decode server between requests looks unified), else unified."""
+        if t.role is not None:
+            return t.role, "configured"
+        name = target_name(t)
+        if reading is not None and reading.role is not None:
+            if self.roles.get(name) not in (None, reading.role):
+                log.warning("%s (%s) now shows role %s", name, t.cache_domain, reading.role)
+            self.roles[name] = reading.role
+        seen = self.roles.get(name)
+        return (seen, "derived") if seen is not None else ("unified", "assumed")
 
     def _note(self, t: ScrapeTarget, now: float, status: str, detail: str | None = None) -> None:
         name = target_name(t)
         prev = self.status.get(name, {})
         self.status[name] = {
             "cache_domain": t.cache_domain,
-            "role": t.role,
+            "role": self.role_of(t)[0],
             "status": status,
             "detail": detail,
             "checked": now,
@@ -194,16 +214,28 @@ class Scraper:
         self, t: ScrapeTarget, now: float, reading: PoolReading, model: str | None, window: int | None
     ) -> CacheStats | None:
         self._seq += 1
+        role, role_source = self.role_of(t, reading)
+        if reading.dropped:
+            self.dropped.labels(target_name(t)).inc(len(reading.dropped))
+            log.warning("scrape of %s: figures left out: %s", target_name(t), "; ".join(reading.dropped))
         ev: dict[str, Any] = {
             "type": "cache_stats",
             "event_id": f"scrape:{target_name(t)}:{int(now * 1000)}:{self._seq}",
             "ts": now,
             "cache_domain": t.cache_domain,
-            "role": t.role,
+            "role": role,
+            "role_source": role_source,
             "capacity_tokens": reading.capacity_tokens,
             "used_tokens": reading.used_tokens,
             "model": t.model or model or reading.model,
             "context_window": window or reading.context_window,
+            "prefix_cache_hits_total": reading.prefix_cache_hits,
+            "prefix_cache_queries_total": reading.prefix_cache_queries,
+            "cache_hit_rate": reading.cache_hit_rate,
+            "swa_usage": reading.swa_usage,
+            "mamba_usage": reading.mamba_usage,
+            "handoff_queue_reqs": reading.handoff_queue_reqs,
+            "kv_transfer_latency_ms": reading.kv_transfer_latency_ms,
         }
         try:
             stats = parse_event_obj({k: v for k, v in ev.items() if v is not None})
@@ -213,7 +245,7 @@ class Scraper:
         assert isinstance(stats, CacheStats)
         self.scrapes.labels(target_name(t)).inc()
         self.limits.observe(t, stats)
-        if t.role in LIMIT_ROLES:
+        if stats.role in LIMIT_ROLES:
             self.capacity.labels(t.cache_domain).set(stats.capacity_tokens)
         return stats
 
@@ -240,7 +272,7 @@ class Scraper:
             started = time.monotonic()
             stats = await self.scrape_target(client, t)
             if stats is not None:
-                rec = self.limits.domain(t.cache_domain) if t.role in LIMIT_ROLES else None
+                rec = self.limits.domain(t.cache_domain) if stats.role in LIMIT_ROLES else None
                 out.put_nowait(([stats], {t.cache_domain: rec} if rec is not None else {}))
             done += 1
             if rounds is None or done < rounds:

@@ -76,7 +76,19 @@ _NESTED: dict[type[BaseModel], tuple[tuple[int, type[BaseModel]], ...]] = {
 _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response, "cache_stats": CacheStats}
 # Optional fields added to a class after records of it were written, last in field order, default None: a record
 # from before (on a topic, or in a snapshot, during an upgrade) lacks them and decodes with None, as the wire does.
-_ADDED: dict[type[BaseModel], tuple[str, ...]] = {Fingerprint: ("positions", "sentences", "sentence_ends")}
+_ADDED: dict[type[BaseModel], tuple[str, ...]] = {
+    Fingerprint: ("positions", "sentences", "sentence_ends"),
+    CacheStats: (
+        "prefix_cache_hits_total",
+        "prefix_cache_queries_total",
+        "cache_hit_rate",
+        "swa_usage",
+        "mamba_usage",
+        "handoff_queue_reqs",
+        "kv_transfer_latency_ms",
+        "role_source",
+    ),
+}
 if any(_FIELDS[cls][-len(added) :] != added for cls, added in _ADDED.items()):
     raise RuntimeError("fields added to a record class must come last: update records._ADDED")
 

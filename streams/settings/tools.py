@@ -15,7 +15,11 @@ class ScrapeTarget(_Section):
     url: Url = Field(description="engine base URL, e.g. http://10.0.0.5:30000")
     engine: Literal["sglang", "vllm"]
     cache_domain: str
-    role: Literal["prefill", "decode", "unified"] = "unified"
+    role: Literal["prefill", "decode", "unified"] | None = Field(
+        default=None,
+        description="the pool's place in a prefill/decode split; unset: derived from the engine's own metrics "
+        "where they tell (SGLang's PD queues, docs/connect.md), else what they showed before, else unified",
+    )
     name: str | None = None
     metrics_path: str = "/metrics"
     models_path: str = "/v1/models"
