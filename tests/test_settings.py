@@ -77,7 +77,22 @@ def test_settings_dump_masks_every_secret(
     for text in shown:
         for secret in SECRETS.values():
             assert secret not in text
-    assert '"fingerprint_key": "**********"' in out
+    assert '"fingerprint_key": "set"' in out  # said, never shown
+
+
+def test_settings_say_when_no_fingerprint_key_is_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: the mask read the same with a key and without one; an operator could not tell."""
+    from streams.cli.main import main
+
+    monkeypatch.delenv("CROSSTALK_DETECTION__FINGERPRINT_KEY", raising=False)
+    cfg = tmp_path / "none.toml"
+    cfg.write_text("[detection]\nk = 5\n")
+    assert main(["--config", str(cfg), "settings"]) == 0
+    out = capsys.readouterr().out
+    assert '"fingerprint_key": "not set (a random key for this process)"' in out
+    assert "*****" not in out
 
 
 def test_fingerprint_key_still_hashes_with_its_value() -> None:

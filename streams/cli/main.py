@@ -174,7 +174,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
-    print(_settings(args).model_dump_json(indent=2))
+    import orjson
+
+    settings = _settings(args)
+    shown = orjson.loads(settings.model_dump_json())
+    # The key's mask looked the same whether a key was set or not; say which, never the key.
+    key = settings.detection.fingerprint_key
+    shown["detection"]["fingerprint_key"] = "set" if key.configured else "not set (a random key for this process)"
+    print(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
     return 0
 
 
