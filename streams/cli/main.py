@@ -204,6 +204,7 @@ _DELEGATED = {
     "engine": ("streams.sim.serving.cli", "run the live test engine (OpenAI-compatible, P/D KV pools, bug modes)"),
     "otlp": ("streams.cli.otlp", "receive OTLP GenAI spans (HTTP, or the Collector's Kafka topic) as events"),
     "scrape": ("streams.inputs.scrape", "poll SGLang/vLLM metrics into cache_stats events; serve /limits"),
+    "alerts": ("streams.cli.alerts", "alerts as readable lines, from the Kafka alerts topic or a JSONL file; --follow"),
 }
 
 
