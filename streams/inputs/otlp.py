@@ -226,6 +226,9 @@ class SpanMapper:
         self.s = settings
         self.fp = fingerprinter
         self.counters: Counter[str] = Counter()
+        # What the spans of a payload pass through before they are mapped: the receiver's join with their
+        # log records (streams.inputs.otlp_join); None elsewhere.
+        self.before_map: Callable[[list[Span | SpanReject], Sender | None], list[Span | SpanReject]] | None = None
 
     def is_inference(self, span: Span) -> bool:
         op = span.attributes.get("gen_ai.operation.name")
@@ -432,6 +435,8 @@ class SpanMapper:
             out = Mapped(rejects=[whole], payload_error=whole)
             self.counters[f"rejects.{exc.reason}"] += 1
             return out
+        if self.before_map is not None:
+            spans = self.before_map(spans, sender)
         return self.map_spans(spans, sender)
 
 

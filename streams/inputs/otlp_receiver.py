@@ -29,6 +29,7 @@ from detectors.monitor import make_fingerprinter
 from streams.inputs.otlp import Mapped, Sender, SpanMapper, SpanReject
 from streams.inputs.otlp_auth import Authenticator, Unauthenticated, check_bind
 from streams.inputs.otlp_body import BIG, BodyError, Budget, read_body
+from streams.inputs.otlp_join import JoinedInput, logs_response
 from streams.outputs import Letter, Output, Refused
 from streams.settings import Settings
 
@@ -65,6 +66,9 @@ class OtlpReceiver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
+        self._join_counters: dict[str, int] = {}
+        self.joined = JoinedInput(self)  # POST /v1/logs: content in log records, joined to their spans
+        self._ticker: asyncio.Task[None] | None = None
 
     def count(self, *keys: str, n: int = 1) -> None:
         with self._stats:
@@ -75,16 +79,25 @@ class OtlpReceiver:
         """Map one request's payload and hand it to the output; the rejects returned include the spans the
         output refused. Runs on the mapping thread (or the caller's, in tests)."""
         encoding = "otlp_json" if "json" in content_type else "otlp_proto"
-        source = "otlp-http" if sender is None else f"otlp-http:{sender.name}"
         with self._lock:
-            out = self.mapper.map_payload(body, encoding, sender)
-            out.refused = [_span_reject(r) for r in self.output.send(out.events)]
-            for r in out.rejects:
-                self.output.dead_letter(Letter(source, r.record(), r.reason, r.detail))
-            mapper_counters = dict(self.mapper.counters)
+            out = self.deliver(self.mapper.map_payload(body, encoding, sender), sender)
+            self.joined.flush_locked()
+        return out
+
+    def deliver(self, out: Mapped, sender: Sender | None, what: str = "traces") -> Mapped:
+        """Hand a mapping's events to the output, dead-letter its rejects, count; the caller holds the mapping
+        lock. `what`: traces | logs (a request) | joined (halves mapped when their wait ran out)."""
+        source = "otlp-http" if sender is None else f"otlp-http:{sender.name}"
+        out.refused = [_span_reject(r) for r in self.output.send(out.events)]
+        for r in out.rejects:
+            self.output.dead_letter(Letter(source, r.record(), r.reason, r.detail))
+        mapper_counters = dict(self.mapper.counters)
+        join_counters = {f"join.{k}": v for k, v in self.joined.joiner.counters.items()}
         with self._stats:
             self._mapper_counters = mapper_counters
-            self.counters["requests"] += 1
+            self._join_counters = join_counters
+            if what != "joined":
+                self.counters["requests" if what == "traces" else "logs.requests"] += 1
             self.counters["spans.mapped"] += len(out.events) // 2
             self.counters["spans.skipped"] += sum(out.skipped.values())
             self.counters.update(f"rejects.{r.reason}" for r in out.rejects + out.refused)
@@ -136,7 +149,8 @@ class OtlpReceiver:
         ctype = request.content_type or "application/x-protobuf"
         try:
             loop = asyncio.get_running_loop()
-            out = await loop.run_in_executor(self._pool, self.handle, body, ctype, sender)
+            handle = self.joined.handle_logs if request.path == "/v1/logs" else self.handle
+            out = await loop.run_in_executor(self._pool, handle, body, ctype, sender)
         except Exception:
             # Not the spans (the mapping rejects those one by one) but the output: the broker is away, a
             # file cannot be written. 503 makes the exporter send the batch again; ids make that safe.
@@ -147,7 +161,7 @@ class OtlpReceiver:
             del body
             self._budget.give(held)
             self._release(big=held >= BIG)
-        return self._answer(out, ctype)
+        return logs_response(out, ctype) if request.path == "/v1/logs" else self._answer(out, ctype)
 
     def _release(self, big: bool) -> None:
         """Memory back to the system once no big body is held; a trim put off (at most 2 a second) is done
@@ -193,6 +207,7 @@ class OtlpReceiver:
         async def counters(_: web.Request) -> web.Response:
             with self._stats:
                 data = {**self.counters, **{f"mapper.{k}": v for k, v in self._mapper_counters.items()}}
+                data.update(self._join_counters)
             return web.Response(body=orjson.dumps(data), content_type="application/json")
 
         @web.middleware
@@ -202,6 +217,7 @@ class OtlpReceiver:
 
         app = web.Application(client_max_size=self.settings.otlp.max_body_bytes + 1024, middlewares=[head_seen])
         app.router.add_post("/v1/traces", self._traces)
+        app.router.add_post("/v1/logs", self._traces)  # the same reading; the path picks the mapping
         app.router.add_get("/health", health)
         app.router.add_get("/counters", counters)
         return app
@@ -225,6 +241,7 @@ class OtlpReceiver:
         await self._runner.setup()
         watch = self._watch_heads(self._runner.server, o.header_timeout_s)
         self._watchdog = asyncio.get_running_loop().create_task(watch)
+        self._ticker = asyncio.get_running_loop().create_task(self.joined.tick())
         site = web.TCPSite(self._runner, bind, port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
@@ -252,6 +269,8 @@ class OtlpReceiver:
     async def stop_async(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
+        if self._ticker is not None:
+            self._ticker.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
         self._pool.shutdown(wait=True)

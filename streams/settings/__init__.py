@@ -307,6 +307,17 @@ class OtlpSettings(_Section):
     openinference: bool = Field(
         default=True, description="also map OpenInference LLM spans (openinference.span.kind=LLM; Envoy AI Gateway)"
     )
+    logs_wait_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="/v1/logs: how long a span and its gen_ai.client.inference.operation.details record wait for "
+        "each other before each is mapped alone (the SDK's span batches leave every 5 s)",
+    )
+    logs_join_max: int = Field(default=10_000, ge=1, description="/v1/logs: halves waiting on each side, at most")
+    logs_max_records: int = Field(
+        default=32_768, ge=1, description="/v1/logs: a request with more log records is refused whole (413)"
+    )
     tenant_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.tenant_id", "user.id", "enduser.id"])
     cache_domain_attributes: list[str] = Field(default_factory=lambda: ["crosstalk.cache_domain"])
     cache_domain_from_server_address: bool = Field(
