@@ -1,11 +1,10 @@
-"""The cluster fault bench's moving parts: the 3-node cluster (scripts/kafka-cluster.sh), topics whose input and
-alerts partitions one node leads, a paced producer that counts what the broker refused, an alert reader that
-stamps every alert's arrival, and the workers, restarted as a supervisor would if one exits on its own.
+"""The cluster fault bench's moving parts (the cluster itself: streams/testing/kafkacluster.py): a paced producer
+that counts what the cluster refused, an alert reader that stamps every alert's arrival, and the workers, started
+again as a supervisor would if one exits on its own.
 """
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -18,59 +17,7 @@ from streams.settings import KafkaSettings
 from streams.testing.kafkanames import KafkaNames
 from streams.testing.workerproc import WorkerProcess
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "kafka-cluster.sh"
 LEADER = 1  # the node that leads every input and alerts partition (fault a kills it)
-
-
-def cluster(*argv: str, timeout_s: float = 300.0) -> None:
-    subprocess.run(["bash", str(SCRIPT), *argv], check=True, timeout=timeout_s, cwd=ROOT)
-
-
-def cluster_bootstrap() -> str:
-    out = subprocess.run(["bash", str(SCRIPT), "bootstrap"], check=True, capture_output=True, text=True, cwd=ROOT)
-    return out.stdout.strip()
-
-
-def create_led_topics(names: KafkaNames, replication: int = 3) -> None:
-    """The input and alerts topics with node LEADER first in every replica list (so it leads them all), then
-    the others as the workers create them (RF 3)."""
-    from kafka.admin import NewTopic
-
-    from streams.producer import admin_client
-
-    k = names.settings().kafka
-    nodes = [LEADER, *[n for n in (1, 2, 3) if n != LEADER]][:replication]
-    big = {"max.message.bytes": str(k.max_message_bytes)}
-    admin = admin_client(names.bootstrap)
-    try:
-        admin.create_topics(
-            [
-                NewTopic(k.input_topic, -1, -1, {p: nodes for p in range(k.input_partitions)}, big),
-                NewTopic(k.alerts_topic, -1, -1, {p: nodes for p in range(k.alerts_partitions)}, {}),
-            ],
-            timeout_ms=30_000,
-        )
-    finally:
-        admin.close()
-    names.create()
-
-
-def leaders(bootstrap: str, topics: list[str]) -> dict[str, Any]:
-    """topic -> partition -> leader node id (-1: none); {"error": ...} if the cluster did not answer."""
-    from streams.producer import admin_client
-
-    try:
-        admin = admin_client(bootstrap)
-        try:
-            return {
-                t.get("name") or t["topic"]: {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
-                for t in admin.describe_topics(topics)
-            }
-        finally:
-            admin.close()
-    except Exception as exc:  # a figure for the report, not a reason to stop the run
-        return {"error": repr(exc)}
 
 
 class CountingProducer:
@@ -179,8 +126,8 @@ class Workers:
     """Workers of one pipeline; one that exits without being killed here is counted and started again on its
     data dir (as compose's restart policy or systemd would)."""
 
-    def __init__(self, names: KafkaNames, env: dict[str, str], workdir: Path) -> None:
-        self.names, self.env, self.workdir = names, env, workdir
+    def __init__(self, names: KafkaNames, env: dict[str, str], workdir: Path, loglevel: str = "warning") -> None:
+        self.names, self.env, self.workdir, self.loglevel = names, env, workdir, loglevel
         self.live: dict[str, WorkerProcess] = {}
         self.killed: list[str] = []
         self.exited: list[dict[str, Any]] = []
@@ -192,7 +139,7 @@ class Workers:
             {**self.names.env(), **self.env},
             self.workdir / f"{label}-data",
             self.workdir / f"{label}-{n}.log",
-            "warning",
+            self.loglevel,
         )
         self.live[label] = w
         self.all.append(w)

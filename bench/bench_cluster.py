@@ -32,18 +32,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
-from _cluster_faults import (
-    LEADER,
-    AlertReader,
-    Producing,
-    Workers,
-    cluster,
-    cluster_bootstrap,
-    create_led_topics,
-    leaders,
-)
+import orjson
+from _cluster_faults import LEADER, AlertReader, Producing, Workers
 from _cluster_input import build
 
+from streams.testing.kafkacluster import Cluster, create_led_topics, leaders
 from streams.testing.kafkanames import KafkaNames
 
 TOPOLOGIES = ("direct", "staged")
@@ -90,12 +83,13 @@ def kill_during_rebalance(workers: Workers, t0: float, timeout_s: float = 30.0) 
 
 
 def run(args: Any, topology: str, inp: dict[str, Any], workdir: Path) -> dict[str, Any]:
-    bootstrap = cluster_bootstrap()
+    cluster = Cluster()
+    bootstrap = cluster.bootstrap
     names = KafkaNames.unique(bootstrap, f"cluster-{topology}", topology=topology, replication_factor=3)
-    create_led_topics(names)
+    create_led_topics(names, LEADER)
     k = names.settings().kafka
     env = {"CROSSTALK_KAFKA__TOPOLOGY": topology, "CROSSTALK_KAFKA__REPLICATION_FACTOR": "3", **args.worker_env}
-    workers = Workers(names, env, workdir / topology)
+    workers = Workers(names, env, workdir / topology, args.loglevel)
     faults: list[dict[str, Any]] = []
     reader = AlertReader(bootstrap, k.alerts_topic)
     try:
@@ -118,10 +112,10 @@ def run(args: Any, topology: str, inp: dict[str, Any], workdir: Path) -> dict[st
         led = leaders(bootstrap, [k.input_topic, k.alerts_topic])
         f: dict[str, Any] = {"fault": "a: kill -9 the leader of the input and alerts partitions", "node": LEADER,
                              "led_before": led, "start_s": time.monotonic() - t0}  # fmt: skip
-        cluster("kill", str(LEADER))
+        cluster.kill(LEADER)
         until(f["start_s"] + args.down)
         f["leaders_while_down"] = leaders(bootstrap, [k.input_topic, k.alerts_topic])
-        cluster("start", str(LEADER))
+        cluster.start(LEADER)
         f["back_s"] = time.monotonic() - t0
         faults.append(f)
         until(at["b"])
@@ -130,9 +124,9 @@ def run(args: Any, topology: str, inp: dict[str, Any], workdir: Path) -> dict[st
         faults.append(f)
         until(at["c"])
         f = {"fault": "c: restart the whole cluster", "start_s": time.monotonic() - t0}
-        cluster("down")
+        cluster.down()
         f["all_down_s"] = time.monotonic() - t0
-        cluster("up")
+        cluster.up()
         f["back_s"] = time.monotonic() - t0
         faults.append(f)
         producing.join(timeout=args.drain)
@@ -205,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=55.0, help="events per second of the stream")
     p.add_argument("--down", type=float, default=20.0, help="seconds the killed leader stays down")
     p.add_argument("--drain", type=float, default=300.0, help="seconds to wait for the last alerts")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (worker logs, raw results)")
+    p.add_argument("--loglevel", default="warning", help="the workers' log level")
     p.add_argument("--worker-env", action="append", default=[], help="KEY=VALUE for the workers")
     args = p.parse_args(argv)
     args.worker_env = dict(kv.split("=", 1) for kv in args.worker_env)
@@ -220,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             c.log(args, f"{topology}: lost {r['lost']}, duplicated {r['duplicated_ids']}, gaps "
                         f"{[f['longest_gap_s'] for f in r['faults']]}")  # fmt: skip
             results.append(r)
+            # Kept as measured, whatever the report below makes of it.
+            (workdir / f"{topology}.json").write_bytes(orjson.dumps(r, option=orjson.OPT_NON_STR_KEYS))
     finally:
-        if not args.worker_env.get("KEEP_LOGS"):
+        if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     write(args, inp, results)
     return 0

@@ -48,13 +48,20 @@ bootstrap() {
   echo "$out"
 }
 
+# Alive = exists and is not a zombie: a killed node whose parent is gone waits as a zombie until init reaps it,
+# and kill -0 still succeeds on it.
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != "Z" ]
+}
+
 running_pid() {
   local f
   f="$(pidfile "$1")"
   [ -f "$f" ] || return 1
   local pid
   pid="$(cat "$f")"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [ -n "$pid" ] && alive "$pid" && echo "$pid"
 }
 
 fetch_jars() {
@@ -167,7 +174,7 @@ cmd_up() {
   if [ -f "$CLUSTER_HOME/cluster.id" ]; then
     id="$(cat "$CLUSTER_HOME/cluster.id")"
   else
-    id="$(java -cp "$LIBS/*" kafka.tools.StorageTool random-uuid)"
+    id="$(java -cp "$LIBS/*" kafka.tools.StorageTool random-uuid 2>/dev/null)"
     echo "$id" >"$CLUSTER_HOME/cluster.id"
   fi
   for n in "${NODES[@]}"; do
@@ -189,7 +196,7 @@ stop_node() {
   fi
   kill "-$sig" "$pid"
   local deadline=$((SECONDS + 60))
-  while kill -0 "$pid" 2>/dev/null; do
+  while alive "$pid"; do
     if [ $SECONDS -ge $deadline ]; then
       log "node $n still alive after 60s; SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
