@@ -97,12 +97,18 @@ def test_an_evicted_domain_flushes_what_it_buffered() -> None:
 
 def test_huge_but_valid_numbers_flow_through_the_core() -> None:
     m = Monitor(DetectionSettings())
-    m.observe(stats(ts=0.0, capacity=2**53, used=2**53, context_window=2**53))
-    m.observe(request("r1", "t", 1.0, tokens=2**53, text=TEXTS[0]))
-    alerts = m.observe(response("r1", "t", 253402300799.0, input_tokens=0, ttft_ms=1e12, duration_ms=0.0))
+    m.observe(stats(ts=0.0, capacity=2**53, used=2**53, context_window=2**52))
+    m.observe(request("r1", "t", 1.0, tokens=2**53, text=TEXTS[0], cache_domain="d1"))
+    # The pair meets: its figures reach the detectors, and the alert they raise carries them exactly.
+    alerts = m.observe(response("r1", "t", 2.0, input_tokens=2**53, ttft_ms=1e12, duration_ms=0.0))
+    # The last second representable goes on too (an orphan: no request), moving event time to its end.
+    alerts += m.observe(response("r2", "t", 253402300799.0, input_tokens=0, ttft_ms=1e12, duration_ms=0.0))
     alerts += m.flush()
-    for a in alerts:
-        json.loads(a.model_dump_json())
+    assert alerts, "huge figures must still be judged, not pass unseen"
+    (a,) = alerts
+    figures = json.loads(a.model_dump_json())["evidence"][0]["figures"]
+    assert (a.kind, figures["prompt_tokens"], figures["ttft_ms"]) == ("impossible_prefill", 2**53, 1e12)
+    assert m.counters["orphans.no_request"] == 1 and m.counters["exchanges"] == 2
 
 
 def test_a_marker_the_receiver_resends_is_its_own_context_not_a_new_leak() -> None:
