@@ -78,6 +78,22 @@ def _settings(args: argparse.Namespace) -> Settings:
     return with_run_key(settings, args.command) if args.command in ("replay", "demo") else settings
 
 
+def _replay_jobs(jobs: int, files: list[str]) -> int:
+    """How many jobs a replay of `files` runs: one when an input can be read only once."""
+    from streams.cli.console import err
+    from streams.embedded.prepass import not_rereadable
+
+    if jobs > 1 and "-" in files:
+        raise CliError(EXIT_USAGE, "--jobs needs files: standard input can be read only once (use --jobs 1)")
+    once = not_rereadable(files) if jobs > 1 else None
+    if once is not None:
+        # A pipe (`<(zcat …)`) is drained by the jobs' pre-pass: one job reads it once, in full (issue 42).
+        msg = f"crosstalk: {once} is not a regular file and can be read only once: replaying with one job"
+        err.print(msg, style="yellow", markup=False)
+        return 1
+    return jobs
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
@@ -96,9 +112,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise CliError(EXIT_INPUT, str(exc)) from None
     if args.rejects is None:
         args.rejects = default_rejects_path()
-    jobs = args.jobs or default_jobs()
-    if jobs > 1 and "-" in args.files:
-        raise CliError(EXIT_USAGE, "--jobs needs files: standard input can be read only once (use --jobs 1)")
+    jobs = _replay_jobs(args.jobs or default_jobs(), args.files)
     _writable(args.rejects, "--rejects")
     alerts_out: Any = sys.stdout.buffer
     if args.alerts_out not in (None, "-"):

@@ -11,8 +11,9 @@ Event time, joins, duplicates and markers therefore move in every job exactly as
 the same exchanges in the same order: the alerts are those of `--jobs 1` (tests/embedded/test_jobs.py).
 
 A request is judged where its response's domain is (`Exchange.cache_domain`): the parent reads the input once before
-the jobs start (files only; stdin cannot be read twice) for the requests whose response names another domain than
-they do; such a request keeps its text in both domains' jobs (it is judged in its own if its response comes too late).
+the jobs start (`prepass.py`; regular files only: stdin or a pipe cannot be read twice) for the requests whose
+response names another domain than they do; such a request keeps its text in both domains' jobs (it is judged in
+its own if its response comes too late).
 
 Each line's rejects are written by one job (its domain's; job 0 for what names none or cannot be decoded). The
 parent merges the jobs' alerts in input order (the index of the event that raised them, the same in every job), hands
@@ -39,8 +40,9 @@ from detectors.incidents import Incident
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import Event, parse_event
 from schemas.exchange import Exchange
+from streams.embedded.prepass import moved_requests, not_rereadable
 from streams.embedded.runner import EmbeddedRunner, RunResult
-from streams.inputs.files import LineReader, Parsed, Rejects, in_event_time_order, open_binary
+from streams.inputs.files import LineReader, Parsed, Rejects, in_event_time_order
 from streams.settings import Settings
 from streams.sinks.base import ByteOut, Sink, SinkSet
 
@@ -56,31 +58,6 @@ _GLOBAL_STATE = ("pending_joins", "dedup_ids", "canaries")
 
 def job_of(domain: str, jobs: int) -> int:
     return zlib.crc32(domain.encode()) % jobs
-
-
-def moved_requests(paths: list[str]) -> dict[str, str]:
-    """request_id -> its response's cache domain, for the requests that name another domain (or none): where a
-    request's exchange is judged when its response comes. The first response of an id counts, as in the join."""
-    requests: dict[str, Any] = {}
-    responses: dict[str, str] = {}
-    for path in paths:
-        with open_binary(path) as fh:
-            for line in fh:
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                if type(obj) is not dict:
-                    continue
-                rid = obj.get("request_id")
-                if type(rid) is not str:
-                    continue
-                kind = obj.get("type")
-                if kind == "request":
-                    requests.setdefault(rid, obj.get("cache_domain"))
-                elif kind == "response" and type(obj.get("cache_domain")) is str:
-                    responses.setdefault(rid, obj["cache_domain"])
-    return {rid: dom for rid, dom in responses.items() if requests.get(rid, dom) != dom}
 
 
 class Partition:
@@ -150,9 +127,9 @@ class _JobRejects(Rejects):
 
     part: Partition
 
-    def add(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
+    def add(self, source: str, line: int | None, reason: str, detail: str, raw: bytes, **kw: Any) -> None:
         if self.part.owner(raw) == self.part.job:
-            super().add(source, line, reason, detail, raw)
+            super().add(source, line, reason, detail, raw, **kw)
 
 
 class _Lines:
@@ -334,6 +311,9 @@ class Jobs:
     def __init__(self, settings: Settings, paths: list[str], jobs: int, format: str = "jsonl") -> None:
         if "-" in paths:
             raise ValueError("--jobs needs files: standard input can be read only once")
+        once = not_rereadable(paths)
+        if once is not None:  # the pre-pass would drain a pipe and leave the jobs nothing (issue 42)
+            raise ValueError(f"--jobs needs regular files: {once} can be read only once")
         self.settings, self.paths, self.jobs, self.format = settings, paths, jobs, format
         self.run_id = Rejects(None).run_id
         self.started = time.perf_counter()
@@ -342,7 +322,8 @@ class Jobs:
 
     def start(self, exchanges: bool) -> None:
         """`exchanges`: whether a sink reads the evaluated exchanges (OpenTelemetry spans); else only alerts come."""
-        moved = moved_requests(self.paths) if self.format == "jsonl" else {}
+        max_bytes = self.settings.ingest.max_event_bytes
+        moved = moved_requests(self.paths, max_bytes) if self.format == "jsonl" else {}
         now = time.time() if self.settings.ingest.replay_wall_clock else None
         ctx = mp.get_context("fork")  # the jobs share the parent's imports and the map of moved requests
         self.queue = ctx.Queue(maxsize=64)

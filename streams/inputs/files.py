@@ -39,6 +39,10 @@ def check_inputs(paths: Iterable[str]) -> None:
             raise InputError(f"{path}: no such file")
         if p.is_dir():
             raise InputError(f"{path}: is a directory")
+        if not p.is_file():
+            # A pipe (`<(zcat …)`) or a device: peeking at its head would consume it (a buffered read takes
+            # up to 8 KiB), and the run would read what is left. Its errors come when it is read.
+            continue
         try:
             with p.open("rb") as fh:
                 head = fh.read(2)
