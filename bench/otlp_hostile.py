@@ -4,6 +4,8 @@ Starts the receiver as a child process on loopback (`--to jsonl`, output discard
   bombs      N concurrent POSTs of a gzip body that inflates to --bomb-mib MiB (default 1 GiB each)
   slowloris  N connections that drip one header byte a second and never finish a request
   big        one batch of --spans spans (mapping must not block /health)
+  amplify    one gzip'd body of --spans empty spans, protobuf (`\\x12\\x00` each) or --json (`{}` each):
+             a few KB on the wire that decode to millions of objects (issue 42)
 and samples the receiver's RSS (/proc/<pid>/status: VmRSS every 50 ms, VmHWM at the end), the
 latency of GET /health while the attack runs, and (slowloris) how many connections the receiver
 still holds open at the end. Prints one JSON object per scenario.
@@ -11,6 +13,7 @@ still holds open at the end. Prints one JSON object per scenario.
     python bench/otlp_hostile.py bombs --n 16
     python bench/otlp_hostile.py slowloris --n 200 --seconds 40
     python bench/otlp_hostile.py big --spans 29000
+    python bench/otlp_hostile.py amplify --spans 8388576 [--json]
 
 Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
 """
@@ -32,7 +35,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from streams.testing.otlp_attacks import bomb_body, post_raw, rss_mib, start_receiver, stop_receiver  # noqa: E402
+from streams.testing.otlp_attacks import (  # noqa: E402
+    bomb_body,
+    empty_spans_json,
+    empty_spans_proto,
+    post_raw,
+    rss_mib,
+    start_receiver,
+    stop_receiver,
+)
 from streams.testing.workerproc import free_port  # noqa: E402
 
 
@@ -71,10 +82,10 @@ class Sampler(threading.Thread):
 TOKEN: str | None = None  # --token: sent as a bearer token with every POST
 
 
-def post(port: int, body: bytes, headers: dict[str, str]) -> int:
+def post(port: int, body: bytes, headers: dict[str, str], timeout: float = 120) -> int:
     if TOKEN:
         headers = {**headers, "Authorization": f"Bearer {TOKEN}"}
-    return post_raw(port, body, headers)[0]
+    return post_raw(port, body, headers, timeout)[0]
 
 
 def scenario_bombs(port: int, pid: int, n: int, body: bytes, mib: int) -> dict[str, Any]:
@@ -153,13 +164,32 @@ def scenario_big(port: int, pid: int, spans: int, body: bytes) -> dict[str, Any]
     return {"spans": spans, "status": status, "wire_bytes": len(body), "post_s": round(time.monotonic() - t0, 2)}
 
 
+def scenario_amplify(port: int, pid: int, spans: int, body: bytes, json_body: bool) -> dict[str, Any]:
+    ctype = "application/json" if json_body else "application/x-protobuf"
+    t0 = time.monotonic()
+    status = post(port, body, {"Content-Type": ctype, "Content-Encoding": "gzip"}, timeout=600)
+    return {"empty_spans": spans, "json": json_body, "status": status, "wire_bytes": len(body),
+            "post_s": round(time.monotonic() - t0, 2)}  # fmt: skip
+
+
+def _body(a: argparse.Namespace) -> bytes:
+    if a.scenario == "bombs":
+        return bomb_body(a.bomb_mib)
+    if a.scenario == "big":
+        return big_body(a.spans)
+    if a.scenario == "amplify":
+        return gzip.compress((empty_spans_json if a.json else empty_spans_proto)(a.spans), 9)
+    return b""
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("scenario", choices=["bombs", "slowloris", "big"])
+    p.add_argument("scenario", choices=["bombs", "slowloris", "big", "amplify"])
     p.add_argument("--n", type=int, default=16)
     p.add_argument("--bomb-mib", type=int, default=1024)
     p.add_argument("--seconds", type=float, default=40.0)
     p.add_argument("--spans", type=int, default=29_000)
+    p.add_argument("--json", action="store_true", help="amplify: OTLP/JSON instead of protobuf")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the receiver (settings)")
     p.add_argument("--token", help="bearer token to send (the receiver's otlp.tokens via --env)")
     p.add_argument("--tree", type=Path, default=ROOT, help="run the receiver of this source tree (a before/after)")
@@ -170,7 +200,7 @@ def main() -> None:
     port = free_port()
     proc = start_receiver(port, dict(kv.split("=", 1) for kv in a.env), a.tree)
     # The attack's payload is built before the clock starts: building it takes CPU from the receiver.
-    body = bomb_body(a.bomb_mib) if a.scenario == "bombs" else big_body(a.spans) if a.scenario == "big" else b""
+    body = _body(a)
     try:
         time.sleep(1.0)
         idle = rss_mib(proc.pid)
@@ -180,6 +210,8 @@ def main() -> None:
             row = scenario_bombs(port, proc.pid, n, body, a.bomb_mib)
         elif a.scenario == "slowloris":
             row = scenario_slowloris(port, proc.pid, n, min(a.seconds, 600))
+        elif a.scenario == "amplify":
+            row = scenario_amplify(port, proc.pid, a.spans, body, a.json)
         else:
             row = scenario_big(port, proc.pid, a.spans, body)
         sampler.stop_flag.set()

@@ -50,6 +50,7 @@ from streams.inputs.otlp_decode import (
     spans_from_json,
     spans_from_proto,
 )
+from streams.inputs.otlp_limits import DecodeLimits
 from streams.inputs.otlp_openinference import as_genai, is_llm_span
 from streams.settings import OtlpSettings, Settings
 
@@ -429,7 +430,8 @@ class SpanMapper:
     def map_payload(self, data: bytes | bytearray, encoding: str, sender: Sender | None = None) -> Mapped:
         """A whole ExportTraceServiceRequest; an undecodable payload is one reject (without span ids)."""
         try:
-            spans = decode_spans(data, encoding)
+            limits = DecodeLimits(self.s.max_spans_per_request, self.s.max_decoded_objects)
+            spans = decode_spans(data, encoding, limits)
         except OtlpDecodeError as exc:
             whole = SpanReject(exc.reason, exc.detail)
             out = Mapped(rejects=[whole], payload_error=whole)

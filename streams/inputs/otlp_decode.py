@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from streams.inputs.otlp_limits import BadWire, DecodeLimits, TooMuch, check_json_size, check_json_spans, check_proto
+
 STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.StatusCode.STATUS_CODE_ERROR
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 MAX_NANOS = 2**64 - 1  # fixed64 in the proto: a larger time is not a time
@@ -310,14 +312,28 @@ def spans_from_proto(data: bytes | bytearray) -> Iterator[Span | SpanReject]:
                 )
 
 
-def decode_spans(data: bytes | bytearray, encoding: str) -> list[Span | SpanReject]:
-    """encoding: otlp_proto | otlp_json | auto (JSON when the payload starts with '{')."""
+def decode_spans(data: bytes | bytearray, encoding: str, limits: DecodeLimits | None = None) -> list[Span | SpanReject]:
+    """encoding: otlp_proto | otlp_json | auto (JSON when the payload starts with '{'). With `limits`, a
+    payload that would decode to more spans or objects is refused whole (OtlpDecodeError too_many_spans
+    or too_many_objects) before anything is built (streams.inputs.otlp_limits)."""
     if encoding == "auto":
         encoding = "otlp_json" if data.lstrip()[:1] == b"{" else "otlp_proto"
-    if encoding == "otlp_json":
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise OtlpDecodeError("not_json", str(exc)[:200]) from None
-        return list(spans_from_json(obj))
+    try:
+        if encoding == "otlp_json":
+            if limits is not None:
+                check_json_size(data, limits)
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                raise OtlpDecodeError("not_json", str(exc)[:200]) from None
+            if limits is not None:
+                check_json_spans(obj, limits)
+            return list(spans_from_json(obj))
+        # every message costs at least 2 bytes: a payload this small cannot pass either limit
+        if limits is not None and len(data) > 2 * min(limits.max_spans, limits.max_objects):
+            check_proto(data, limits)
+    except TooMuch as exc:
+        raise OtlpDecodeError(exc.reason, exc.detail) from None
+    except BadWire:
+        raise OtlpDecodeError("not_otlp", "protobuf: DecodeError") from None
     return list(spans_from_proto(data))

@@ -182,7 +182,9 @@ class OtlpReceiver:
         if out.payload_error is not None:  # the payload itself was not OTLP: the client should know, not retry
             whole = out.payload_error
             log.warning("OTLP payload rejected: %s: %s", whole.reason, whole.detail)
-            return web.Response(status=400, text=f"{whole.reason}: {whole.detail}")
+            # More than the receiver decodes in one request: too large, as a body past max_body_bytes is.
+            status = 413 if whole.reason in ("too_many_spans", "too_many_objects") else 400
+            return web.Response(status=status, text=f"{whole.reason}: {whole.detail}")
         rejected = out.rejected_spans
         msg = "; ".join(sorted({f"{r.reason}: {r.detail}" for r in out.rejects + out.refused}))[:1000]
         if "json" in ctype:

@@ -287,6 +287,17 @@ class OtlpSettings(_Section):
         description="request bytes held (read or being mapped) by all requests together; beyond it 503, which "
         "exporters retry (at least max_body_bytes is always allowed)",
     )
+    max_spans_per_request: int = Field(
+        default=32_768,
+        ge=1,
+        description="a payload with more spans is refused whole (413 too_many_spans) before any span is built",
+    )
+    max_decoded_objects: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="a payload that would decode to more protobuf messages or JSON values is refused whole "
+        "(413 too_many_objects) before it is parsed: the body limit bounds bytes, this what they decode to",
+    )
 
     @field_validator("tokens")
     @classmethod

@@ -31,6 +31,34 @@ def bomb_body(mib: int) -> bytes:
     return b"".join([*(c.compress(chunk) for _ in range(mib)), c.flush()])
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def pb_field(tag: int, body: bytes) -> bytes:
+    """One length-delimited protobuf field: `tag` is the key byte ((field << 3) | 2)."""
+    return bytes([tag]) + _varint(len(body)) + body
+
+
+def pb_request(spans: bytes) -> bytes:
+    """An ExportTraceServiceRequest of one resource and one scope holding `spans` (encoded span fields)."""
+    return pb_field(0x0A, pb_field(0x12, spans))
+
+
+def empty_spans_proto(n: int) -> bytes:
+    """Issue 42: `n` empty spans (`\\x12\\x00` each) in one request, 2 bytes a span before gzip."""
+    return pb_request(b"\x12\x00" * n)
+
+
+def empty_spans_json(n: int) -> bytes:
+    """The same in OTLP/JSON: `n` `{}` spans."""
+    return b'{"resourceSpans":[{"scopeSpans":[{"spans":[' + b",".join([b"{}"] * n) + b"]}]}]}"
+
+
 def post_raw(
     port: int, body: bytes, headers: dict[str, str], timeout: float = 120, path: str = "/v1/traces"
 ) -> tuple[int, bytes]:

@@ -186,3 +186,65 @@ def test_replay_of_arbitrary_otlp_json_loses_nothing(tmp_path: Path, lines: list
     assert "internal_error" not in result.rejects and not result.input_errors
     assert result.events_total + sum(result.rejects.values()) == expected, (result.events, result.rejects)
 
+
+# --- decoded-size amplification (issue 42) ---------------------------------------------------------------
+
+SMALL = Settings(otlp={"max_spans_per_request": 64, "max_decoded_objects": 2048})
+shape = st.fixed_dictionaries(
+    {"spans": st.integers(0, 200), "events": st.integers(0, 3000), "attrs": st.integers(0, 1500),
+     "array": st.integers(0, 3000), "proto": st.booleans()}
+)  # fmt: skip
+
+
+def _amplified(sh: dict[str, int]) -> tuple[bytes, int, int]:
+    """A payload of empty messages at every level (spans, a span's events and attributes, an array value's
+    values); its encoding, the messages (protobuf) or JSON values it decodes to, and its spans."""
+    from streams.testing.otlp_attacks import pb_field, pb_request
+
+    spans = 1 + sh["spans"]
+    if sh["proto"]:
+        first = b"\x5a\x00" * sh["events"] + pb_field(0x4A, pb_field(0x12, b"")) * sh["attrs"]
+        first += pb_field(0x4A, pb_field(0x12, pb_field(0x2A, b"\x0a\x00" * sh["array"])))
+        data = pb_request(pb_field(0x12, first) + b"\x12\x00" * sh["spans"])
+        return data, 2 + spans + sh["events"] + 2 * sh["attrs"] + 3 + sh["array"], spans
+    array = {"key": "a", "value": {"arrayValue": {"values": [{}] * sh["array"]}}}
+    first = {"events": [{}] * sh["events"], "attributes": [{"key": "k", "value": {}}] * sh["attrs"] + [array]}
+    obj = {"resourceSpans": [{"scopeSpans": [{"spans": [first] + [{}] * sh["spans"]}]}]}
+
+    def values(v: Any) -> int:
+        inner = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        return 1 + sum(values(x) for x in inner)
+
+    return orjson.dumps(obj), values(obj), spans
+
+
+@FUZZ
+@given(sh=shape)
+def test_mapping_is_bounded_by_what_a_payload_decodes_to(sh: dict[str, int]) -> None:
+    """Whatever the amplification, the mapping never raises; a protobuf payload is refused exactly when it
+    holds more spans or messages than allowed, a JSON one is mapped only when it decodes to no more values
+    than allowed; and what the mapping allocates is bounded by the limits, not by what the bytes decode to."""
+    import tracemalloc
+
+    data, objects, spans = _amplified(sh)
+    mapper = SpanMapper(SMALL.otlp, make_fingerprinter(SMALL.detection))
+    tracemalloc.start()
+    try:
+        out = mapper.map_payload(data, "otlp_proto" if sh["proto"] else "otlp_json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    refused = out.payload_error.reason if out.payload_error else None
+    assert refused in (None, "too_many_spans", "too_many_objects"), refused
+    if sh["proto"]:
+        expect = "too_many_objects" if objects > 2048 else "too_many_spans" if spans > 64 else None
+        # the walk stops at the first bound passed: spans come before a later span's many messages
+        assert refused == expect or (refused is not None and expect is not None), (refused, objects, spans)
+    elif refused is None:
+        assert objects <= 2048 and spans <= 64
+    else:
+        assert spans > 64 or data.count(b"{") + data.count(b"[") + data.count(b",") + 1 > 2048
+    if refused is None:
+        assert sum(out.skipped.values()) + len(out.rejects) == spans
+    # before the bounds: up to 30 MB traced for these payloads (2,000 messages ~ 0.6 MB)
+    assert peak < 1024 * 2048 + 4 * len(data), (peak, objects)
