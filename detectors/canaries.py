@@ -211,12 +211,14 @@ class CanaryRegistry:
         Kafka ingest computes them where the text is, so the join partitions never see the text."""
         return [self.token_key(w) for w in hex_words(text)]
 
-    def scan_keys(self, keys: list[int]) -> list[CanaryHit]:
+    def scan_keys(self, keys: list[int], until: float | None = None) -> list[CanaryHit]:
+        """The markers among `keys`. `until`: the event time of the text; a marker planted after it is not in it (a
+        scan that waited, as the staged join's does for the plants of other partitions, may know it already)."""
         hits = []
         seen: set[int] = set()
         for key in keys:
             m = self._markers.get(key)
-            if m is not None and key not in seen:
+            if m is not None and key not in seen and (until is None or m.ts <= until):
                 seen.add(key)
                 hits.append(
                     CanaryHit(marker_id=m.marker_id, owner_tenant_id=m.tenant_id, owner_session_id=m.session_id)

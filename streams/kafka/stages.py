@@ -301,16 +301,18 @@ class JoinStage:
             self._send(st, ex, out)
 
     def _send(self, st: JoinState, ex: Exchange, out: _ToDomain) -> None:
-        keys = st.keys.pop(ex.request_id, None) if ex.response is not None and st.keys else None
-        if keys is not None:
+        resp = ex.response
+        keys = st.keys.pop(ex.request_id, None) if resp is not None and st.keys else None
+        if keys is not None and resp is not None:
             # The response's canary hits, from the keyed ids of its words (no text reaches this stage).
-            hits: list[CanaryHit] | None = st.joiner.canaries.scan_keys(keys)
+            hits: list[CanaryHit] | None = st.joiner.canaries.scan_keys(keys, until=resp.ts)
         else:
             hits = st.hits.pop(ex.request_id, None) if st.hits else None
         prompt = st.prompt_keys.pop(ex.request_id, None) if st.prompt_keys and ex.request is not None else None
         if hits and ex.response is not None:
             if prompt:  # the same step as the Joiner's: the markers its own prompt re-sent are not a leak
-                hits = unexplained(hits, st.joiner.canaries.scan_keys(prompt))
+                assert ex.request is not None
+                hits = unexplained(hits, st.joiner.canaries.scan_keys(prompt, until=ex.request.ts))
             ex = replace(ex, canary_hits=hits)
         domain = route_exchange(ex, self.counters)
         if domain is not None:

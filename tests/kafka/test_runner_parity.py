@@ -28,3 +28,19 @@ def test_a_marker_the_receiver_resends_is_its_own_context_in_every_runner() -> N
     for runner, kinds in got.kinds.items():
         assert sorted(kinds.values()) == ["canary_leak:r1", "canary_leak:r3"], runner
     assert not got.differences()
+
+
+def test_a_marker_planted_after_an_output_is_not_in_it_in_any_runner() -> None:
+    """The staged join scans a response's words once the watermark passed it, and by then it may know a marker
+    planted later in event time: bob's r1 (ts 3) quoted a marker only planted at ts 4, and the staged topology
+    alone called it a leak."""
+    events = [
+        request("r1", "bob", 2),
+        response("r1", "bob", 3, text=f"see {MARK}"),
+        canary("probe-canary-a", MARK, ts=4),
+        request("r2", "bob", 5),
+        response("r2", "bob", 6, text=f"here: {MARK.lower()}."),
+    ]
+    got = run_three(Settings(), [e.model_dump_json(exclude_none=True).encode() for e in events])
+    for runner, kinds in got.kinds.items():
+        assert sorted(kinds.values()) == ["canary_leak:r2"], runner
