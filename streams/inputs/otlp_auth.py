@@ -79,6 +79,34 @@ class Authenticator:
         return found
 
 
+class _NoRequestLines(logging.Filter):
+    """aiohttp logs a request it cannot parse with the parser's message, which quotes the offending line:
+    an Authorization header with a control character in it went to the log whole, token included. The
+    line becomes one line naming the peer and the kind of error, without the exception or its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg = "unparseable HTTP request from %s (%s; the request is not quoted: it may hold a token)"
+            record.args = (remote, type(exc).__name__)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_FILTER = _NoRequestLines()
+
+
+def quiet_request_lines() -> None:
+    """Keep aiohttp's server log from quoting what a peer sent (idempotent: one filter however often)."""
+    server_log = logging.getLogger("aiohttp.server")
+    if _FILTER not in server_log.filters:
+        server_log.addFilter(_FILTER)
+
+
 def check_bind(settings: Settings, bind: str, port: int) -> None:
     """Refuse to serve an open receiver beyond loopback unless told to; warn loudly when told to."""
     o = settings.otlp

@@ -27,7 +27,7 @@ import orjson
 
 from detectors.monitor import make_fingerprinter
 from streams.inputs.otlp import Mapped, Sender, SpanMapper, SpanReject
-from streams.inputs.otlp_auth import Authenticator, Unauthenticated, check_bind
+from streams.inputs.otlp_auth import Authenticator, Unauthenticated, check_bind, quiet_request_lines
 from streams.inputs.otlp_body import BIG, BodyError, Budget, read_body
 from streams.inputs.otlp_join import JoinedInput, logs_response
 from streams.outputs import Letter, Output, Refused
@@ -231,6 +231,7 @@ class OtlpReceiver:
         bind = bind or o.bind
         port = o.port if port is None else port
         check_bind(self.settings, bind, port)
+        quiet_request_lines()
         self._runner = web.AppRunner(
             self._app(),
             access_log=None,

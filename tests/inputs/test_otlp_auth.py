@@ -7,8 +7,10 @@ from __future__ import annotations
 import io
 import logging
 import os
+import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import httpx
@@ -235,3 +237,47 @@ def test_a_settings_validation_error_does_not_quote_the_token() -> None:
     with pytest.raises(pydantic.ValidationError) as caught:
         Settings(otlp={"tokens": [{"sender": "x", "token": "short-secret"}]})
     assert "short-secret" not in str(caught.value) and "at least 16" in str(caught.value)
+
+
+BAD_CHAR_TOKENS = [b"Bearer " + TOKEN_A.encode() + c for c in (b"\x01x", b"\x7f", b"\x00")]
+
+
+def _send_raw_authorization(port: int, value: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        head = b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nAuthorization: " + value
+        s.sendall(head + b"\r\nContent-Length: 2\r\n\r\n{}")
+        return s.recv(4096)
+
+
+def test_an_authorization_header_aiohttp_cannot_parse_is_not_logged(jsonl: Any, caplog: Any) -> None:
+    """Issue 42: aiohttp logged 'Invalid header value char' with the whole header line, token included."""
+    caplog.set_level(logging.DEBUG)
+    for value in BAD_CHAR_TOKENS:
+        assert _send_raw_authorization(jsonl.receiver.port, value).startswith(b"HTTP/1.0 400")
+    assert "unparseable HTTP request" in caplog.text  # the refusal is still logged, without the line
+    assert TOKEN_A not in caplog.text and TOKEN_A[:12] not in caplog.text
+
+
+@pytest.mark.slow  # a receiver process
+def test_the_receiver_process_never_writes_a_malformed_token_to_stderr(tmp_path: Any) -> None:
+    from streams.testing.workerproc import free_port
+
+    port, err = free_port(), tmp_path / "stderr.txt"
+    env = {**os.environ, "CROSSTALK_OTLP__PORT": str(port), "CROSSTALK_DETECTION__FINGERPRINT_KEY": "k" * 32,
+           "CROSSTALK_OTLP__TOKENS": orjson.dumps(TOKENS).decode()}  # fmt: skip
+    cmd = [sys.executable, "-m", "streams.cli", "otlp", "--to", "jsonl", "--events-out", os.devnull]
+    with err.open("wb") as stderr:
+        proc = subprocess.Popen(cmd, env=env, stderr=stderr)
+        try:
+            for _ in range(300):
+                try:
+                    statuses = [_send_raw_authorization(port, v)[:12] for v in BAD_CHAR_TOKENS]
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            assert statuses == [b"HTTP/1.0 400"] * 3
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    text = err.read_text(errors="replace")
+    assert "unparseable HTTP request" in text and TOKEN_A[:12] not in text, text[-2000:]
