@@ -117,6 +117,15 @@ class OtlpReceiver:
             log.warning("OTLP request refused (%s) from %s", exc.reason, request.remote)
             raise
 
+    def _sees_senders(self, request: Any) -> bool:
+        """Whether /counters may name the senders: with tokens configured, only to a caller presenting one
+        (neither counted nor logged as a refusal: a monitor polling without a token is no attack)."""
+        try:
+            self.auth.authenticate(request.headers.get("Authorization"))
+        except Unauthenticated:
+            return False
+        return True
+
     async def _traces(self, request: Any) -> Any:
         from aiohttp import web
 
@@ -206,10 +215,12 @@ class OtlpReceiver:
         async def health(_: web.Request) -> web.Response:
             return web.Response(text="ok")
 
-        async def counters(_: web.Request) -> web.Response:
+        async def counters(request: web.Request) -> web.Response:
             with self._stats:
                 data = {**self.counters, **{f"mapper.{k}": v for k, v in self._mapper_counters.items()}}
                 data.update(self._join_counters)
+            if not self._sees_senders(request):  # totals for anyone who can reach the port, names for senders
+                data = {k: v for k, v in data.items() if not k.startswith("sender.")}
             return web.Response(body=orjson.dumps(data), content_type="application/json")
 
         @web.middleware

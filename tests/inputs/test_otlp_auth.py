@@ -281,3 +281,15 @@ def test_the_receiver_process_never_writes_a_malformed_token_to_stderr(tmp_path:
             proc.wait(30)
     text = err.read_text(errors="replace")
     assert "unparseable HTTP request" in text and TOKEN_A[:12] not in text, text[-2000:]
+
+
+def test_counters_name_senders_only_to_a_caller_with_a_token(jsonl: Any) -> None:
+    """Issue 42: GET /counters without a token listed every sender's name; now the totals only."""
+    assert jsonl.post([good_span("r-1", tenant="bank-a")], TOKEN_A).status_code == 200
+    anonymous = httpx.get(f"{jsonl.url}/counters").json()
+    assert anonymous["requests"] == 1 and anonymous["spans.mapped"] == 1
+    assert not [k for k in anonymous if "gw-a" in k or k.startswith("sender.")], anonymous
+    wrong = httpx.get(f"{jsonl.url}/counters", headers={"authorization": "Bearer not-a-token-0000000000"}).json()
+    assert not [k for k in wrong if k.startswith("sender.")]
+    assert httpx.get(f"{jsonl.url}/counters", headers=bearer(TOKEN_B)).json()["sender.gw-a.requests"] == 1
+    assert jsonl.receiver.counters["rejects.unauthenticated"] == 0  # reading counters is not a refused request
