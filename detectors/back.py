@@ -147,9 +147,19 @@ class Back:
         """Event time moved to `ts`: domains release their buffered input; idle domains expire."""
         alerts: list[Alert] = []
         for dm in self.table.domains.values():
-            if dm.buffered:  # only buffered input waits for time; walking idle domains costs O(domains)
+            # Only buffered input and held findings wait for time; walking idle domains costs O(domains).
+            if dm.buffered or dm.holding:
                 alerts += dm.advance(ts)
         self.table.expire(ts)
+        return alerts
+
+    def mature(self, now: float) -> list[Alert]:
+        """Held findings that waited `overlap_hold_s` by `now`, judged: a live runner's clock, passed in (the
+        OTLP receiver, a Kafka worker), so that a finding comes out when no event follows it. Moves no event time."""
+        alerts: list[Alert] = []
+        for dm in self.table.domains.values():
+            if dm.holding:
+                alerts += dm.mature(now)
         return alerts
 
     def flush(self) -> list[Alert]:

@@ -45,8 +45,10 @@ def test_a_cold_finding_is_raised_after_the_hold_if_its_page_is_still_rare() -> 
     (a,) = _run(m, _quote("x", "x1", 61 + HOLD, "an unrelated question once it is over"))
     assert (a.tenant_id, a.source_tenant_id, a.request_ids) == ("dst", "src", ["d0"])
     assert a.severity == "critical"
-    assert a.ts == 61 + HOLD + 1  # raised at the event time it was judged at: its delay shows
-    assert a.evidence[0].figures["held_s"] == HOLD + 1
+    # Judged on the first event once the hold is over (the request, not its domain's next exchange), at the event
+    # time it was judged at: its delay shows.
+    assert a.ts == 61 + HOLD
+    assert a.evidence[0].figures["held_s"] == HOLD
     assert "held while its domain was cold" in a.summary
 
 
@@ -134,3 +136,22 @@ def test_held_findings_are_counted_in_the_state_size() -> None:
     m.flush()
     size = m.state_size()
     assert (size["held_findings"], size["held_total"], size["held_raised"], size["held_dismissed"]) == (0, 1, 1, 0)
+
+
+def test_a_held_finding_comes_out_on_any_event_once_the_hold_is_over() -> None:
+    """Issue 40: a finding waited for its own domain's next exchange; an event of any domain now judges it."""
+    m = Monitor(_settings())
+    assert _run(m, _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
+    other = [request("o1", "x", 61 + HOLD, cache_domain="d2"), response("o1", "x", 62 + HOLD, domain="d2")]
+    (a,) = _run(m, other)
+    assert (a.cache_domain, a.tenant_id, a.request_ids, a.ts) == ("d1", "dst", ["d0"], 61 + HOLD)
+
+
+def test_a_held_finding_comes_out_by_the_clock_with_no_further_input() -> None:
+    """A runner on the wall clock ticks the core with its time (`Monitor.tick`): no event needs to follow."""
+    m = Monitor(_settings())
+    assert _run(m, _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
+    assert m.tick(61 + HOLD - 1) == []
+    (a,) = m.tick(61 + HOLD)
+    assert (a.tenant_id, a.request_ids, a.ts) == ("dst", ["d0"], 61 + HOLD)
+    assert m.counters["alerts.cross_tenant_contamination.critical"] == 1 and m.tick(10 * HOLD) == []
