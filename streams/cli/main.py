@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -311,6 +312,7 @@ def _unavailable(name: str, p: argparse.ArgumentParser, exc: ImportError) -> Non
 def _check_settings(args: argparse.Namespace) -> None:
     """Bad settings end every command the same way, before it starts: one line, EXIT_CONFIG."""
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     path = getattr(args, "config", None) or os.environ.get("CROSSTALK_CONFIG")
     try:
@@ -323,6 +325,11 @@ def _check_settings(args: argparse.Namespace) -> None:
         raise CliError(EXIT_CONFIG, f"settings file {path}: not TOML ({exc})") from None
     except UnicodeDecodeError:
         raise CliError(EXIT_CONFIG, f"settings file {path}: not UTF-8 text") from None
+    except SettingsError as exc:
+        # Malformed JSON in a list or object CROSSTALK_* variable: pydantic-settings names the field and the
+        # source; the JSON error says where (never the value, which may be a secret).
+        why = f" ({exc.__cause__})" if isinstance(exc.__cause__, ValueError) else ""
+        raise CliError(EXIT_CONFIG, f"settings: {exc}{why}") from None
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -350,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"crosstalk: error: {exc}", file=sys.stderr)
         return exc.code
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        # A port another process holds is a setting to change, not a crash: one line, as bad settings.
+        print(f"crosstalk: error: cannot listen ({exc.strerror or exc}): free the port or set another", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 if __name__ == "__main__":
