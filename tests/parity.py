@@ -18,11 +18,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import orjson
 
+from detectors.public import PublicSet
 from schemas.events import parse_event
 from streams.embedded.runner import EmbeddedRunner
+from streams.inputs.corpus import load_public
 from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.ingest import InputMessage
 from streams.routing import domain_key, input_partition_of
@@ -55,7 +58,9 @@ class Parity:
 
 
 def with_ticks(lines: list[bytes], settings: Settings) -> list[bytes]:
-    last = max(orjson.loads(line)["ts"] for line in lines)
+    # Past the newest event the runners take: one from the future is refused by each of them (future_ts).
+    now = time.time()
+    last = max((ts for ts in (orjson.loads(line)["ts"] for line in lines) if ts <= now), default=0.0)
     return lines + [orjson.dumps(t) for t in tick_events(last, settings.kafka)]
 
 
@@ -78,8 +83,9 @@ def direct(settings: Settings, lines: list[bytes]) -> list[object]:
     counters: Counter[str] = Counter()
     stage = DirectStage(settings, counters)
     alerts: list[object] = []
+    public = _public_once(settings)  # as the worker gives it (streams/kafka/app.py)
     for q, qlines in parts.items():
-        st = DirectState.fresh_direct(settings.detection, counters)
+        st = DirectState.fresh_direct(settings.detection, counters, public)
         msgs = [InputMessage(q, off, None, line, False, placed=True) for off, line in enumerate(qlines)]
         alerts += stage.read(st, q, msgs, time.time()).alerts
         alerts += st.monitor.flush()
@@ -95,11 +101,28 @@ def staged(settings: Settings, lines: list[bytes]) -> list[object]:
     return list(pipe.out.alerts)
 
 
+_PUBLIC: dict[tuple[object, ...], PublicSet | None] = {}
+
+
+def _public_once(settings: Settings) -> PublicSet | None:
+    """`load_public`, once per key and corpus: the built-in licences cost most of a small scenario's run (each
+    runner loads them), and a corpus is only read once loaded."""
+    d = settings.detection
+    key = (d.fingerprint_key.get_secret_value(), d.k, d.w, settings.corpus.path, settings.corpus.licences)
+    if key not in _PUBLIC:
+        _PUBLIC[key] = load_public(settings)
+    return _PUBLIC[key]
+
+
 def run_three(settings: Settings, lines: list[bytes]) -> Parity:
     """The alerts of the three runners on `lines` (ticks appended)."""
     lines = with_ticks(lines, settings)
     out = Parity()
-    out.add("embedded", embedded(settings, lines))
-    out.add("direct", direct(settings, lines))
-    out.add("staged", staged(settings, lines))
+    with (
+        mock.patch("streams.embedded.runner.load_public", _public_once),
+        mock.patch("streams.testing.stagepipe.load_public", _public_once),
+    ):
+        out.add("embedded", embedded(settings, lines))
+        out.add("direct", direct(settings, lines))
+        out.add("staged", staged(settings, lines))
     return out
