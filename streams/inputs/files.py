@@ -7,6 +7,7 @@ the original bytes, and is counted.
 from __future__ import annotations
 
 import base64
+import hashlib
 import heapq
 import uuid
 import zlib
@@ -87,7 +88,11 @@ class Rejects:
         record |= {"reason": reason, "detail": detail, "event_id": event_id}
         self.out.write(orjson.dumps(record) + b"\n")
 
-    def add(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
+    def add(
+        self, source: str, line: int | None, reason: str, detail: str, raw: bytes, *, withhold: bool = False
+    ) -> None:
+        """`withhold`: the line may hold text that must not be stored (an OTLP line: message content); the
+        record keeps its size and a SHA-256 of the bytes read (`raw` null, `raw_withheld` true) instead."""
         self.counts[reason] += 1
         if self.listener is not None:
             self.listener(reason, detail)
@@ -96,6 +101,11 @@ class Rejects:
         head = raw[:_RAW_KEEP]
         record: dict[str, object] = {"run_id": self.run_id, "source": source, "line": line}
         record |= {"reason": reason, "detail": detail}
+        if withhold:
+            record |= {"raw": None, "raw_withheld": True, "raw_bytes_read": len(raw)}
+            record["raw_sha256"] = hashlib.sha256(raw).hexdigest()
+            self.out.write(orjson.dumps(record) + b"\n")
+            return
         try:
             record["raw"] = head.decode("utf-8")
         except UnicodeDecodeError:
@@ -206,7 +216,9 @@ class LineReader:
                         continue
                     self.lines += 1
                     if size > self.max_bytes:
-                        self.rejects.add(src, lineno, "oversized", f"{size} bytes > limit {self.max_bytes}", line)
+                        # an OTLP line carries message text: of it, only its size and a hash are kept
+                        detail = f"{size} bytes > limit {self.max_bytes}"
+                        self.rejects.add(src, lineno, "oversized", detail, line, withhold=self.decode is not None)
                         continue
                     if self.decode is not None:
                         for item in self.decode(line):

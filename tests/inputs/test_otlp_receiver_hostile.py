@@ -173,3 +173,19 @@ def test_real_exporter_batch_with_an_infinite_token_count_is_exported(jsonl: Ser
         provider.shutdown()
     assert sorted({rid for _, rid in jsonl.event_ids()}) == ["sdk-1", "sdk-2"]
     assert jsonl.reject_reasons() == ["bad_number"]
+
+
+def test_a_span_the_core_refuses_leaves_no_canary_marker_in_the_rejects(embedded: Served) -> None:
+    """Issue 42: the canary_tenant reject kept the whole event, marker included; now its ids, a size and a
+    hash, and the reason."""
+    marker = "CTK-CANARY-" + "5e" * 16
+    canary = with_attr(good_span("r-canary", tenant="acme"), "crosstalk.canaries",
+                       {"arrayValue": {"values": [{"stringValue": marker}]}})  # fmt: skip
+    r = embedded.post(orjson.dumps(export_request([canary])))
+    assert r.json()["partialSuccess"]["errorMessage"].startswith("canary_tenant:")
+    stored = embedded.rejects.getvalue().decode()
+    assert marker not in stored and "5e5e5e5e" not in stored
+    (reject,) = map(orjson.loads, stored.splitlines())
+    evidence = orjson.loads(reject["raw"])
+    assert reject["reason"] == "canary_tenant" and evidence["request_id"] == "r-canary"
+    assert len(evidence["sha256"]) == 64 and evidence["withheld_bytes"] > 0 and "canaries" not in evidence

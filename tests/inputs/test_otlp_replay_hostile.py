@@ -44,3 +44,26 @@ def test_replay_otlp_json_continues_past_hostile_spans(tmp_path: Path) -> None:
     # a reject holds the span's ids and reason, not the line: no prompt text
     assert all(set(orjson.loads(r["raw"])) == {"reason", "detail", "trace_id", "span_id", "span_name"} for r in got)
     assert not any("\u4e00" <= ch <= "\u9fff" for ch in rejects.read_text())
+
+
+def test_an_oversized_otlp_line_is_rejected_without_its_text(tmp_path: Path) -> None:
+    """Issue 42: the oversized line's reject kept its first 64 KiB, message text included; now its size, a
+    hash of what was read, and the reason. The spans after it are still mapped."""
+    from streams.embedded.runner import EmbeddedRunner
+    from streams.settings import load_settings
+
+    text = "confidential quarterly figures " * 4000  # 124 KB of prompt text
+    big = with_attr(good_span("big-1"), "gen_ai.input.messages", {"stringValue": orjson.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": text}]}]).decode()})  # fmt: skip
+    src = tmp_path / "spans.jsonl"
+    src.write_bytes(orjson.dumps(export_request([big])) + b"\n" + batch("tokens_inf") + b"\n")
+    rejects = tmp_path / "rejects.jsonl"
+    with rejects.open("wb") as out:
+        runner = EmbeddedRunner(load_settings(ingest={"max_event_bytes": 64 * 1024}), rejects_out=out)
+        result = runner.run_files([str(src)], format="otlp-json")
+    assert result.rejects["oversized"] == 1 and result.events["request"] == 2
+    stored = rejects.read_text()
+    assert "confidential" not in stored
+    oversized = next(r for r in map(orjson.loads, stored.splitlines()) if r["reason"] == "oversized")
+    assert oversized["raw"] is None and oversized["raw_withheld"] is True
+    assert len(oversized["raw_sha256"]) == 64 and oversized["raw_bytes_read"] > 0
