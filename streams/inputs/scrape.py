@@ -125,7 +125,8 @@ class Scraper:
 
     def role_of(self, t: ScrapeTarget, reading: PoolReading | None = None) -> tuple[str, str]:
         """(role, where it came from): the settings', else the one the engine's metrics show now or showed
-        before (a decode server between requests looks unified), else unified."""
+        before (a decode server between requests looks unified); else, beside a prefill server of the same
+        cache domain, decode (a domain split into prefill and decode has no unified server); else unified."""
         if t.role is not None:
             return t.role, "configured"
         name = target_name(t)
@@ -134,7 +135,14 @@ class Scraper:
                 log.warning("%s (%s) now shows role %s", name, t.cache_domain, reading.role)
             self.roles[name] = reading.role
         seen = self.roles.get(name)
-        return (seen, "derived") if seen is not None else ("unified", "assumed")
+        if seen is not None:
+            return seen, "derived"
+        if any(self._shown_role(o) == "prefill" for o in self.s.targets if o.cache_domain == t.cache_domain):
+            return "decode", "derived"
+        return "unified", "assumed"
+
+    def _shown_role(self, t: ScrapeTarget) -> str | None:
+        return t.role if t.role is not None else self.roles.get(target_name(t))
 
     def _note(self, t: ScrapeTarget, now: float, status: str, detail: str | None = None) -> None:
         name = target_name(t)

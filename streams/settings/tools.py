@@ -18,7 +18,8 @@ class ScrapeTarget(_Section):
     role: Literal["prefill", "decode", "unified"] | None = Field(
         default=None,
         description="the pool's place in a prefill/decode split; unset: derived from the engine's own metrics "
-        "where they tell (SGLang's PD queues, docs/connect.md), else what they showed before, else unified",
+        "where they tell (SGLang's PD queues, docs/connect.md), else what they showed before, else decode beside a "
+        "prefill server of the same cache domain, else unified",
     )
     name: str | None = None
     metrics_path: str = "/metrics"

@@ -86,32 +86,37 @@ def test_sglang_role_evidence_of_both_sides_is_no_role() -> None:
 def test_scrape_derives_roles_remembers_them_and_publishes_only_prefill_limits(engines: Engines) -> None:
     p = engines.add("p", sglang_pd_text("prefill", 500_000, 0), 1_048_576)
     d = engines.add("d", sglang_pd_text("decode", 900_000, 0, (0, 0)), 1_048_576)
+    u = engines.add("u", sglang_pd_text("decode", 700_000, 0, (0, 0)), 1_048_576)  # idle, alone in its domain
     v = engines.add("v", vllm_current_text(0.25, 1_200, 5_000), 131_072)
-    set_role = {"url": v, "engine": "vllm", "cache_domain": "vllm-a", "role": "unified", "name": "v"}
     targets = [
         {"url": p, "engine": "sglang", "cache_domain": "pd", "name": "p"},
         {"url": d, "engine": "sglang", "cache_domain": "pd", "name": "d"},
-        set_role,
+        {"url": u, "engine": "sglang", "cache_domain": "solo", "name": "u"},
+        {"url": v, "engine": "vllm", "cache_domain": "vllm-a", "role": "unified", "name": "v"},
     ]
     scraper = Scraper(Settings.model_validate({"scrape": {"timeout_s": 2.0, "targets": targets}}))
 
     def round_(now: float) -> dict[str, CacheStats]:
         got = asyncio.run(scraper.scrape_once(now=now))
-        return {"p" if s.capacity_tokens == 500_000 else "d" if s.cache_domain == "pd" else "v": s for s in got}
+        names = {500_000: "p", 900_000: "d", 700_000: "u"}
+        return {names.get(s.capacity_tokens, "v"): s for s in got}
 
-    first = round_(1_787_817_600.0)
-    assert (first["p"].role, first["p"].role_source) == ("prefill", "derived")
-    assert (first["d"].role, first["d"].role_source) == ("unified", "assumed")  # idle: nothing tells yet
+    round_(1_787_817_600.0)  # the targets are scraped at once: the prefill server's role is known after it
+    first = round_(1_787_817_615.0)
+    assert (first["p"].role, first["p"].role_source) == ("prefill", "derived")  # utilization -1
+    assert (first["d"].role, first["d"].role_source) == ("decode", "derived")  # idle, beside a prefill server
+    assert (first["u"].role, first["u"].role_source) == ("unified", "assumed")  # nothing tells: as before
     assert (first["v"].role, first["v"].role_source) == ("unified", "configured")
     assert first["v"].capacity_tokens == 463_459 and first["v"].prefix_cache_hits_total == 1_200
-    engines.metrics["d"] = sglang_pd_text("decode", 900_000, 50_000, (2, 1))  # requests arrive on it
-    second = round_(1_787_817_615.0)
-    assert (second["d"].role, second["d"].role_source, second["d"].handoff_queue_reqs) == ("decode", "derived", 3)
-    engines.metrics["d"] = sglang_pd_text("decode", 900_000, 0, (0, 0))  # idle again: still the decode pool
-    third = round_(1_787_817_630.0)
-    assert (third["d"].role, third["d"].role_source) == ("decode", "derived")
+    engines.metrics["u"] = sglang_pd_text("decode", 700_000, 50_000, (2, 1))  # requests arrive on it
+    second = round_(1_787_817_630.0)
+    assert (second["u"].role, second["u"].role_source, second["u"].handoff_queue_reqs) == ("decode", "derived", 3)
+    engines.metrics["u"] = sglang_pd_text("decode", 700_000, 0, (0, 0))  # idle again: still the decode pool
+    third = round_(1_787_817_645.0)
+    assert (third["u"].role, third["u"].role_source) == ("decode", "derived")
     assert scraper.limits.domain("pd")["prefill_capacity_tokens"] == 500_000  # type: ignore[index]
     assert scraper.limits.domain("pd")["targets"] == ["p"]  # type: ignore[index]
+    assert scraper.limits.domain("solo") is None  # a decode pool is no prefill limit
 
 
 def test_new_cache_stats_fields_cross_the_internal_topics_and_old_records_still_decode() -> None:
