@@ -287,7 +287,7 @@ class DomainMonitor:
                 name="cache_pressure",
                 severity="info",
                 score=round(min(p, 1.0), 4),
-                figures={"used_share": round(p, 4), "level": sev},
+                figures={"used_share": round(p, 4), "level": sev, **self.capacity.reuse_figures()},
             )
         ]
 

@@ -21,11 +21,18 @@ class CapacityTracker:
         self._alerted: tuple[int, int] | None = None
         # Tokens the domain allocated over event time, from every exchange's engine counts (`detectors/pool.py`).
         self.clock = PoolClock(horizon_s)
+        # role -> (prefix-cache hits, queries) at its last cache_stats, and the share served from the cache
+        # between its last two (tokens): figures for a responder, never a verdict (one pool-wide counter cannot
+        # say whose blocks were reused).
+        self.reuse: dict[str, tuple[int, int]] = {}
+        self.reuse_share: dict[str, tuple[float, int]] = {}  # role -> (hit share, tokens queried) over that interval
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if "clock" not in state:  # a snapshot from before the clock: it starts now
             self.clock = PoolClock(900.0)
+        if "reuse" not in state:  # a snapshot from before the reuse figures
+            self.reuse, self.reuse_share = {}, {}
 
     def allocated_since(self, ts: float) -> float:
         """Tokens the domain allocated after event time `ts` (never more than the truth)."""
@@ -39,6 +46,26 @@ class CapacityTracker:
         window = ev.context_window
         if window:
             self.context_window = window
+        self._observe_reuse(role, ev.prefix_cache_hits_total, ev.prefix_cache_queries_total)
+
+    def _observe_reuse(self, role: str, hits: int | None, queries: int | None) -> None:
+        if hits is None or queries is None or hits > queries:
+            return
+        before = self.reuse.get(role)
+        self.reuse[role] = (hits, queries)
+        if before is None or hits < before[0] or queries < before[1]:
+            return  # the first reading, or the engine restarted (its counters begin again): no interval yet
+        asked = queries - before[1]
+        if asked > 0:
+            self.reuse_share[role] = ((hits - before[0]) / asked, asked)
+
+    def reuse_figures(self) -> dict[str, float | int]:
+        """The prefill pool's prefix-cache reuse over its latest scrape interval, for an alert's evidence."""
+        for role in ("prefill", "unified"):
+            if role in self.reuse_share:
+                share, asked = self.reuse_share[role]
+                return {"prefix_cache_hit_share": round(min(share, 1.0), 4), "prefix_cache_queried_tokens": asked}
+        return {}
 
     def observe_window(self, context_window: int | None) -> bool:
         """Requests also tell the advertised window; the largest one seen is what clients were promised.
