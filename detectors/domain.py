@@ -7,11 +7,12 @@ The same object runs in the embedded runner and in a Faust worker (pickled into 
 from __future__ import annotations
 
 import pickle
-from collections import Counter, deque
+from collections import Counter
 from typing import Any
 
-from detectors.held import Held
+from detectors.held import Held, held_receivers
 from detectors.incidents import IncidentTracker
+from detectors.mixup import Delivery, MixupLedger, apply, as_held, innocent_of
 from detectors.plan import Plan
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
@@ -44,6 +45,7 @@ class DomainMonitor:
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
         self.exchanges = 0
+        self.mixup = MixupLedger(settings)  # recent deliveries: whole responses handed to another tenant
 
     # The settings, with the lateness read per item copied to a plain attribute (a settings model's attribute
     # read is slow). Setting them refreshes the copy; a snapshot holds `s` only, as before the copy existed.
@@ -98,13 +100,12 @@ class DomainMonitor:
         """Findings held while the domain was cold, waiting to be judged (detectors/held.py)."""
         return len(self.overlap.held)
 
-
     def flush(self) -> list[Alert]:
         """End of input (or the domain dropped): buffered items are judged, then every held finding."""
         alerts = self._release(float("inf"))
         held = self.overlap.held
         if held:
-            receivers, ts = _receivers(held), max(self.watermark, held[-1].ts)
+            receivers, ts = held_receivers(held), max(self.watermark, held[-1].ts)
             while held:
                 alerts += self._judge_oldest(ts, receivers)
         return alerts
@@ -175,11 +176,17 @@ class DomainMonitor:
         signals = [] if screen is None else screen(ex, request, resp, capacity)
         for observe in observers:
             signals += observe(ex, capacity)
+        delivery = self.mixup.delivery(ex) if self.s.mixup and ex.output_print is not None else None
+        late: list[Alert] = []
+        if delivery is not None:
+            signals, late = self._mixups(delivery, signals, ts)
         if not signals:
             for learn in learners:
                 learn(ex, True)
-            if matured:
-                return [gap_alert, *matured] if gap_alert is not None else matured
+            if delivery is not None:
+                self.mixup.add(delivery)
+            if matured or late:
+                return [*([gap_alert] if gap_alert is not None else []), *(matured or []), *late]
             return [gap_alert] if gap_alert is not None else []
         signals = corroborate(signals)
         main, others = _split_victims(signals)
@@ -199,10 +206,24 @@ class DomainMonitor:
             alerts += matured
         if alert is not None:
             alerts += self._victim_alerts(ex, alert, main, others)
+        if delivery is not None:
+            delivery.named.update(a.source_tenant_id for a in alerts if a.source_tenant_id and a.severity in _HIGH_UP)
+            self.mixup.add(delivery)
+        alerts += late
         if cold is not None:
             overlap.cold = None
             alerts += self._hold(ex, signals, cold)
         return alerts
+
+    def _mixups(self, d: Delivery, signals: list[Signal], ts: float) -> tuple[list[Signal], list[Alert]]:
+        """The response's signals after the delivery mix-ups it completes (detectors/mixup.py), and the late alerts
+        for the earlier responses that got its answer (their own id: an earlier warning on them keeps its own)."""
+        found = self.mixup.check(d, innocent_of(self.overlap)) if self.mixup.recent else []
+        if not found:
+            return signals, []
+        signals, late = apply(signals, d, found)
+        out = [self._response_alert(as_held(other, [sig]), [sig], ts, "delivery_mixup") for other, sig in late]
+        return signals, [a for a in out if a is not None]
 
     def _gap_alert(self, ts: float) -> Alert | None:
         """The domain alert for an advertised context window larger than the prefill pool, if it is now."""
@@ -246,14 +267,14 @@ class DomainMonitor:
         self.held_counts["held"] += 1
         # Bounded: past the limit the oldest is judged now, with what the domain knows so far (never dropped).
         if len(held) > self.s.overlap_held_max:
-            return self._judge_oldest(ex.ts, _receivers(held))
+            return self._judge_oldest(ex.ts, held_receivers(held))
         return []
 
     def _mature(self, ts: float) -> list[Alert]:
         """Judge the held findings that have waited `overlap_hold_s`, oldest first (the end of input judges all of
         them: `flush`)."""
         held = self.overlap.held
-        receivers = _receivers(held)
+        receivers = held_receivers(held)
         alerts: list[Alert] = []
         while held and ts - held[0].ts >= self.s.overlap_hold_s:
             alerts += self._judge_oldest(ts, receivers)
@@ -261,7 +282,7 @@ class DomainMonitor:
 
     def _judge_oldest(self, ts: float, receivers: dict[tuple[str, int], set[str]]) -> list[Alert]:
         """The oldest held response, judged again at event time `ts`: its alerts if it is still high or critical.
-        `receivers`: the held receivers of each page (`_receivers`)."""
+        `receivers`: the held receivers of each page (`detectors.held.held_receivers`)."""
         held = self.overlap.held.popleft()
         late = round(max(0.0, ts - held.ts), 3)
         signals = [
@@ -291,7 +312,9 @@ class DomainMonitor:
             )
         ]
 
-    def _response_alert(self, ex: Exchange | Held, signals: list[Signal], ts: float | None = None) -> Alert | None:
+    def _response_alert(
+        self, ex: Exchange | Held, signals: list[Signal], ts: float | None = None, subject: str = ""
+    ) -> Alert | None:
         """The response's alert if its signals reach warning; `ts`: the event time it is raised at, if not the
         response's own (a held finding judged later)."""
         severity = severity_of(signals)
@@ -302,7 +325,7 @@ class DomainMonitor:
         pressure, extra = self._pressure_signal()
         source = source_of(signals, kind)
         rids = [ex.request_id]
-        aid = alert_id(kind, self.cache_domain, rids, source)
+        aid = alert_id(kind, self.cache_domain, rids, source, subject)
         when = ex.ts if ts is None else ts
         gkey, iid = self.incidents.assign(self.cache_domain, kind, severity, when, aid, rids, ex.tenant_id, source)
         return Alert(
@@ -363,6 +386,7 @@ class DomainMonitor:
                 detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
         state.pop("_plan", None)
         state.setdefault("held_counts", Counter())  # from before held findings were counted
+        state.setdefault("mixup", MixupLedger(state["s"]))  # from before mix-ups were told (an empty ledger)
         for key, value in state.items():  # in the snapshot's order; `s` through its setter (the copy)
             if key == "s":
                 self.s = value
@@ -428,19 +452,8 @@ class DomainMonitor:
 
 
 _CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
+_HIGH_UP = frozenset({"high", "critical"})
 _NOT_PICKLED = frozenset({"_plan", "_lateness"})
-
-
-def _receivers(held: deque[Held]) -> dict[tuple[str, int], set[str]]:
-    """Per (source, fingerprint of one of its held runs), the tenants of the held responses holding it: the receivers
-    of that page of the source while the domain was cold."""
-    out: dict[tuple[str, int], set[str]] = {}
-    for h in held:
-        for src, runs in h.runs.items():
-            for run in runs:
-                for fp in run.hashes:
-                    out.setdefault((src, fp), set()).add(h.tenant_id)
-    return out
 
 
 def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:
@@ -489,7 +502,9 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
     if "impossible_prefill" in by:
         f = by["impossible_prefill"].figures
         parts.append(f"ttft {f['ttft_ms']:.0f} ms for {f['prompt_tokens']:,} tokens")
-    if ts != ex.ts:
+    if kind in by and "delivery_mixup" in by[kind].figures:
+        parts.append(f"a whole response of tenant {source}'s request in flight ({by[kind].figures['delivery_mixup']})")
+    elif ts != ex.ts:
         parts.append(f"response at {format_ts(ex.ts)}, held while its domain was cold")
     when = format_ts(ts)
     return f"{head} at {when}" + (f" ({'; '.join(parts)})" if parts else "")

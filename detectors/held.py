@@ -15,7 +15,7 @@ visible) and the id the response would have had at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,3 +134,15 @@ class HeldJudge:
             explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
         left = standing((~explained).tolist(), BRIDGE)
         return left >= self.s.overlap_strong_matches or (run.free and left >= need)
+
+
+def held_receivers(held: Iterable[Held]) -> dict[tuple[str, int], set[str]]:
+    """Per (source, fingerprint of one of its held runs), the tenants of the held responses holding it: the receivers
+    of that page of the source while the domain was cold."""
+    out: dict[tuple[str, int], set[str]] = {}
+    for h in held:
+        for src, runs in h.runs.items():
+            for run in runs:
+                for fp in run.hashes:
+                    out.setdefault((src, fp), set()).add(h.tenant_id)
+    return out

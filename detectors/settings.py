@@ -256,6 +256,24 @@ class DetectionSettings(BaseModel):
         "to another tenant) can carry another tenant's text, and it delivers a whole response: a finding whose source "
         "explains less than this share of the output's fingerprints is then info, not a warning (0 = off; ADR 0008)",
     )
+    # Delivery mix-ups (detectors/mixup.py; ADR 0008 decision 9): a whole response told by the pair of exchanges.
+    mixup: bool = Field(
+        default=True,
+        description="tell a whole response delivered to another tenant by its second witness: the owner got the same "
+        "answer (copy), or the two answers crossed (swap), while the owner's request was in flight",
+    )
+    mixup_window_s: float = Field(
+        default=600.0, gt=0, le=86_400, description="event time a delivery stays a witness (the longest request)"
+    )
+    mixup_max_deliveries: int = Field(default=2048, ge=1, le=1_000_000, description="deliveries a domain keeps")
+    mixup_min_matches: int = Field(
+        default=4,
+        ge=2,
+        description="uncommon fingerprints each direction of a swap needs, and a copy's two outputs at least share",
+    )
+    mixup_copy_share: float = Field(
+        default=0.6, gt=0, le=1, description="share of the shorter output two outputs share to be one answer (copy)"
+    )
     # Long-horizon commonness (detectors/commonness.py): Bloom filters over (fingerprint, tenant) pairs.
     spread_bits_log2: int = Field(
         default=21, ge=10, le=34, description="bits per filter = 2**this (4 filters x 2 generations)"
@@ -300,6 +318,13 @@ class DetectionSettings(BaseModel):
     )
     max_domains: int = Field(
         default=10_000, ge=1, description="cache domains held at once; the least recently active is evicted"
+    )
+
+    # Trust across senders (docs/security.md): set by the OTLP receiver with tokens, by hand on its Kafka workers.
+    scoped_request_ids: bool = Field(
+        default=False,
+        description="request ids are <sender>/<id> (crosstalk otlp with otlp.tokens): a finding resting on content "
+        "another sender carried is at most high, whatever the responding sender's figures claim",
     )
 
     # Incidents (Alertmanager-style grouping).

@@ -1,0 +1,138 @@
+"""Delivery mix-ups (detectors/mixup.py, ADR 0008 decision 9): a whole response delivered to another tenant is told by
+its second witness, not by its content alone. A swapped answer that quotes its own user's document is whole
+sentences of that user's text, which content alone calls an echo; the pair of crossed exchanges makes it high."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from factories import request, response
+
+from detectors.mixup import Delivery, MixupLedger
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import SEVERITY_RANK, Alert
+
+WORDS = [f"w{i:04d}" for i in range(6000)]
+
+
+def _settings(**kw: object) -> DetectionSettings:
+    base = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": "mixup-tests"}
+    return DetectionSettings.model_validate(base | kw)
+
+
+def _sentences(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.sample(WORDS, rng.randint(12, 20))).capitalize() + "." for _ in range(n)]
+
+
+def _about(alerts: list[Alert], rid: str) -> list[Alert]:
+    return [a for a in alerts if rid in a.request_ids and a.kind == "cross_tenant_contamination"]
+
+
+def _high(alerts: list[Alert]) -> list[Alert]:
+    return [a for a in alerts if SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]]
+
+
+def _world(seed: int, **kw: object) -> tuple[Monitor, dict[str, list[str]], list[Alert]]:
+    """Tenants S and R each pasted a document in an earlier turn (answered "Noted."); their answers now quote it."""
+    rng = random.Random(seed)
+    m = Monitor(_settings(**kw))
+    docs = {"S": _sentences(rng, 8), "R": _sentences(rng, 8)}
+    alerts: list[Alert] = []
+    for i, (tenant, doc) in enumerate(docs.items()):
+        alerts += m.observe(request(f"{tenant.lower()}1", tenant, 10 + i, text=" ".join(doc)))
+        alerts += m.observe(response(f"{tenant.lower()}1", tenant, 12 + i, text="Noted."))
+    return m, docs, alerts
+
+
+def _answer(rng: random.Random, doc: list[str]) -> str:
+    """An answer to its own user's document: two whole sentences of it between sentences of the model's own."""
+    return " ".join([*_sentences(rng, 2), doc[2], doc[5], *_sentences(rng, 3)])
+
+
+def _turn(m: Monitor, tenant: str, rid: str, ts: float, doc: list[str]) -> list[Alert]:
+    history = " ".join(doc) + " Noted. Now summarise it for me."
+    return m.observe(request(rid, tenant, ts, text=history))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_swapped_whole_response_that_quotes_its_source_document_is_high_and_names_the_source(seed: int) -> None:
+    m, docs, alerts = _world(seed)
+    rng = random.Random(100 + seed)
+    s_answer, r_answer = _answer(rng, docs["S"]), _answer(rng, docs["R"])
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + _turn(m, "R", "r2", 101, docs["R"])
+    # Both in flight: the gateway crosses the two answers.
+    alerts += m.observe(response("s2", "S", 105, text=r_answer))
+    alerts += m.observe(response("r2", "R", 106, text=s_answer))
+    to_s, to_r = _high(_about(alerts, "s2")), _high(_about(alerts, "r2"))
+    assert [a.source_tenant_id for a in to_r] == ["S"]
+    assert [a.source_tenant_id for a in to_s] == ["R"]
+    assert any("delivery_mixup" in e.figures for a in to_s + to_r for e in a.evidence)
+    # Control: content alone calls each of them an echo of whole sentences, a warning at most.
+    m, docs, alerts = _world(seed, mixup=False)
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + _turn(m, "R", "r2", 101, docs["R"])
+    alerts += m.observe(response("s2", "S", 105, text=r_answer)) + m.observe(response("r2", "R", 106, text=s_answer))
+    assert not _high(_about(alerts, "s2")) and not _high(_about(alerts, "r2"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_copied_answer_names_its_owner_and_the_owner_is_not_flagged(seed: int) -> None:
+    m, docs, alerts = _world(seed)
+    rng = random.Random(200 + seed)
+    s_answer = _answer(rng, docs["S"])
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="What is new today?"))
+    # R gets S's answer first (a response cache keyed wrongly), then S gets its own.
+    alerts += m.observe(response("r2", "R", 104, text=s_answer))
+    alerts += m.observe(response("s2", "S", 106, text=s_answer))
+    assert [a.source_tenant_id for a in _high(_about(alerts, "r2"))] == ["S"]
+    assert not _high(_about(alerts, "s2"))  # its own answer: what it shares with R's output is not R's text
+
+
+def test_an_echo_of_a_text_whose_owner_has_nothing_in_flight_stays_a_warning() -> None:
+    m, docs, alerts = _world(3)
+    rng = random.Random(7)
+    # R's answer quotes S's document long after S's exchange ended, and S has no request in flight: an echo.
+    alerts += m.observe(request("r2", "R", 500, text="Tell me something."))
+    alerts += m.observe(response("r2", "R", 504, text=_answer(rng, docs["S"])))
+    found = _about(alerts, "r2")
+    assert found and not _high(found)
+    assert not any("delivery_mixup" in e.figures for a in found for e in a.evidence)
+
+
+def test_two_answers_that_each_relate_to_their_own_prompt_are_no_swap() -> None:
+    # Both tenants quote the same vendor template in their prompts and their answers: each output holds text of the
+    # other's prompt, but it is its own prompt's text first.
+    rng = random.Random(11)
+    template = " ".join(_sentences(rng, 4))
+    m = Monitor(_settings())
+    alerts = m.observe(request("s2", "S", 100, text=template + " " + " ".join(_sentences(rng, 3))))
+    alerts += m.observe(request("r2", "R", 101, text=template + " " + " ".join(_sentences(rng, 3))))
+    alerts += m.observe(response("s2", "S", 105, text=template + " " + " ".join(_sentences(rng, 2))))
+    alerts += m.observe(response("r2", "R", 106, text=template + " " + " ".join(_sentences(rng, 2))))
+    assert not any("delivery_mixup" in e.figures for a in alerts for e in a.evidence)
+
+
+def _delivery(i: float, tenant: str = "t") -> Delivery:
+    keys = np.arange(10, dtype=np.uint64) + np.uint64(int(i) * 100)
+    return Delivery(i, i, f"r{i}", tenant, None, None, keys, keys, set())
+
+
+def test_the_ledger_is_bounded_by_count_and_by_event_time() -> None:
+    ledger = MixupLedger(_settings(mixup_max_deliveries=5, mixup_window_s=50))
+    for i in range(20):
+        ledger.add(_delivery(float(i)))
+    assert ledger.state_size() == 5
+    ledger.add(_delivery(1000.0))
+    assert ledger.state_size() == 1  # the others are older than the window
+
+
+def test_one_answer_to_two_tenants_that_neither_prompt_explains_concludes_nothing() -> None:
+    # The same public text translated for two tenants: identical outputs, neither prompt holds them.
+    ledger = MixupLedger(_settings())
+    out = np.arange(40, dtype=np.uint64)
+    a = Delivery(10, 5, "a", "A", None, None, out, np.arange(1000, 1040, dtype=np.uint64), set())
+    b = Delivery(12, 6, "b", "B", None, None, out, np.arange(2000, 2040, dtype=np.uint64), set())
+    ledger.add(a)
+    assert ledger.check(b, lambda keys: np.zeros(keys.size, dtype=bool)) == []
