@@ -147,3 +147,9 @@ class CorpusSettings(_Section):
         description="count the texts of common open-source licences and their notices (streams/inputs/licences/) as "
         "public too, with or without a corpus file",
     )
+    max_file_bytes: int = Field(
+        default=64 << 20,
+        ge=1,
+        description="`crosstalk corpus add`: a larger file (or one that inflates past it with --gunzip) is refused; "
+        "memory while adding is about 16 bytes per word of the largest file",
+    )
