@@ -58,6 +58,10 @@ class Evaluation:
     false_alarm_request_ids: list[str]
     warning_alarms: int = 0  # clean 2xx responses flagged warning or above
     warning_alarm_rate: float = 0.0
+    # Incidents (alerts grouped by incident_id) that reached high or critical, and those of them none of whose alerts
+    # names a leaked response: what an on-call engineer is paged for in vain (issue 39).
+    incidents_high: int = 0
+    false_incidents: int = 0
     # High or critical cross-tenant alerts on contaminated responses, and how many of them name a tenant whose
     # pages are not in the response: the price of naming every source (one alert per victim), kept in sight.
     source_alerts: int = 0
@@ -189,7 +193,22 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
         groups=groups,
         source_alerts=len(named),
         misnamed_source_alerts=misnamed,
+        **_incidents(by_request, {r["request_id"] for r in contaminated}),
     )
+
+
+def _incidents(by_request: dict[str, list[Alert]], leaked: set[str]) -> dict[str, int]:
+    """Incidents that reached high or critical, and the false ones: none of their alerts names a leaked response."""
+    high: set[str] = set()
+    true: set[str] = set()
+    for rid, alerts in by_request.items():
+        for a in alerts:
+            iid = a.incident_id or a.alert_id
+            if SEVERITY_RANK[a.severity] >= _HIGH:
+                high.add(iid)
+            if rid in leaked:
+                true.add(iid)
+    return {"incidents_high": len(high), "false_incidents": len(high - true)}
 
 
 def _groups(

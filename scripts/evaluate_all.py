@@ -1,0 +1,311 @@
+#!/usr/bin/env python
+"""The whole evaluation in one command: every profile x shape x seed x key, the worst-of table, before and after.
+
+Profiles: our simulator in two shapes (`sim-24`: 24 tenants, 4 req/s, 20 min; `sim-slow8`: 8 tenants, two writing
+Japanese, 0.8 req/s, 60 min), `blind-v1` (streams/sim/blind, written by other hands; a DEVELOPMENT set: its alerts
+have been read one by one), `blind-v1b` (the same with its swap labels fixed: a swap in v1 handed both receivers one
+text, shown from events and labels alone in tests/sim/test_blind_profile.py) and `ext-v2` (../shared/eval/ext-v2,
+written by other hands, generated and scored by its own scripts, never copied here). No operator corpus: every run
+clears CROSSTALK_* and sets only the fingerprint key.
+
+Each run is `python -m streams.cli replay` in the checkout under test (`--root`, default this one) on events
+generated once per profile/shape/seed (they do not depend on the key or on the detector). Every figure is reported
+per run, then as the worst over keys, shapes and seeds per profile, with a before -> after column when `--before`
+names an earlier result of this script (run it with `--root` on a worktree of the commit before the change):
+
+    python scripts/evaluate_all.py                      # default set (see SETS): about an hour on one free core
+    python scripts/evaluate_all.py --quick              # one seed, one short shape per profile: minutes
+    git worktree add /tmp/before <commit>
+    python scripts/evaluate_all.py --root /tmp/before --out bench/results/x-before
+    python scripts/evaluate_all.py --before bench/results/x-before.json
+
+Writes <out>.json and <out>.md (default bench/results/eval-all-<commit>), and prints progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streams.sim.evaluate import evaluate, load_alerts  # noqa: E402
+
+EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
+KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
+BLIND_CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page")
+# profile -> shape -> (generator parameters, seeds)
+SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
+    "sim": {
+        "24t": ({"tenants": 24, "rate": 4.0, "duration": 1200}, [7, 1, 2]),
+        "slow8": ({"tenants": 8, "rate": 0.8, "duration": 3600}, [22, 7]),
+    },
+    "blind-v1": {
+        "small-slow-ja": ({}, [1, 2]),
+        "eight-2pools": ({}, [1, 2]),
+        "mid-24": ({}, [1, 2]),
+        "busy-60": ({}, [1]),
+    },
+    "ext-v2": {"6h": ({"hours": 6.0}, [7, 99])},
+}
+SETS["blind-v1b"] = SETS["blind-v1"]
+QUICK: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
+    "sim": {"24t-5min": ({"tenants": 24, "rate": 4.0, "duration": 300}, [7])},
+    "blind-v1": {"quick-small-ja": ({}, [1])},
+    "ext-v2": {"1h": ({"hours": 1.0}, [7])},
+}
+QUICK["blind-v1b"] = QUICK["blind-v1"]
+
+
+def generate(profile: str, shape: str, params: dict[str, Any], seed: int, work: Path) -> tuple[Path, Path]:
+    """Events and labels of one profile/shape/seed, made once (cached in `work`)."""
+    where = work / profile / f"{shape}-s{seed}"
+    events, labels = where / "events.jsonl", where / "labels.json"
+    if events.exists() and labels.exists():
+        return events, labels
+    where.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    if profile == "sim":
+        cmd = [py, "-m", "streams.sim.simulate", "--out", str(where), "--profile", "multilingual", "--seed", str(seed)]
+        cmd += ["--tenants", str(params["tenants"]), "--rate", str(params["rate"])]
+        cmd += ["--duration", str(params["duration"])]
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    elif profile.startswith("blind-v1"):
+        from streams.sim.blind.__main__ import write
+        from streams.sim.blind.world import Shape
+
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from evaluate_blind import QUICK as BQ
+        from evaluate_blind import SHAPES as BS
+
+        crossed = profile == "blind-v1b"  # v1 with its swaps fixed (streams/sim/blind/world.py, crossed_answers)
+        paths = write(Shape(seed=seed, crossed_answers=crossed, **{**BS, **BQ}[shape]), where)
+        events, labels = paths["events"], paths["labels"]
+    else:
+        cmd = [py, str(EXT_V2 / "generate.py"), "--seed", str(seed), "--hours", str(params["hours"])]
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        subprocess.run([*cmd, str(events), str(labels)], check=True, **quiet)
+    return events, labels
+
+
+def replay(root: Path, events: Path, alerts: Path, key: str) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSTALK_")}
+    env["CROSSTALK_DETECTION__FINGERPRINT_KEY"] = key
+    env["CROSSTALK_DATA_DIR"] = str(alerts.parent)
+    cmd = [sys.executable, "-m", "streams.cli", "replay", str(events), "--alerts-out", str(alerts)]
+    cmd += ["--rejects", str(alerts.with_suffix(".rejects.jsonl")), "--quiet", "--no-progress"]
+    t = time.monotonic()
+    alerts.unlink(missing_ok=True)
+    subprocess.run(cmd, cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.monotonic() - t
+
+
+def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Figures of our evaluator (the simulator's and blind-v1's labels share its format)."""
+    labels = orjson.loads(labels_path.read_bytes())
+    alerts = load_alerts(str(alerts_path))
+    ev = evaluate(labels, alerts)
+    g = ev.groups
+    f: dict[str, Any] = {
+        "clean_2xx": ev.clean_2xx,
+        "leaks": ev.contaminated,
+        "false_high": ev.false_alarms,
+        "false_warning": ev.warning_alarms,
+        "false_incidents": ev.false_incidents,
+        "exposure": ev.exposure_recall,
+        "content_only": g.get("scenario", {}).get("content_only", {}).get("exposure"),
+        "attribution": ev.attribution_accuracy,
+        "attribution_cjk_source": g.get("source_script", {}).get("cjk", {}).get("attribution"),
+        "attribution_cjk_receiver": g.get("receiver_script", {}).get("cjk", {}).get("attribution"),
+        "delay_s": ev.detection_delay_s,
+    }
+    rows = labels["responses"]
+    for c in classes:
+        sub = [r for r in rows if r["contaminated"] and r.get("leak_kind") == c]
+        if sub:
+            e = evaluate({"responses": sub}, alerts)
+            f[f"class:{c}"] = e.exposure_recall
+            f[f"n:{c}"] = len(sub)
+    return f
+
+
+def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
+    """Figures of ext-v2's own scorer, read from what it prints (its code stays in ../shared)."""
+    out = subprocess.run(
+        [sys.executable, str(EXT_V2 / "score.py"), str(labels), str(alerts), str(events)],
+        capture_output=True,
+        text=True,
+    ).stdout
+    f: dict[str, Any] = {}
+    fa = re.search(r"false alarms: high\+ (\d+)/(\d+) = \S+\s+warning\+ (\d+)/(\d+)", out)
+    if fa:
+        f |= {"false_high": int(fa[1]), "clean_2xx": int(fa[2]), "false_warning": int(fa[3])}
+    inc = re.search(r"incidents: \d+ with a leak, (\d+) false", out)
+    if inc:
+        f["false_incidents"] = int(inc[1])
+    # The scorer's last line: name=value pairs.
+    last = dict(re.findall(r"(\w+)=([0-9.]+|nan)\b", out.strip().splitlines()[-1] if out.strip() else ""))
+    names = {"exposure": "exposure", "attribution": "attribution", "content_only_exposure": "content_only",
+             "attribution_src_cjk": "attribution_cjk_source", "attribution_cjk": "attribution_cjk_receiver",
+             "detect_delay_s": "delay_s"}  # fmt: skip
+    for theirs, mine in names.items():
+        if theirs in last and last[theirs] != "nan":
+            f[mine] = float(last[theirs])
+    leaks = re.search(r"^overall\s+(\d+)", out, flags=re.M)
+    if leaks:
+        f["leaks"] = int(leaks[1])
+    f["_raw"] = out[-4000:]
+    return f
+
+
+def run(a: argparse.Namespace) -> dict[str, Any]:
+    sets = QUICK if a.quick else SETS
+    keys = KEYS[: a.keys]
+    runs: list[dict[str, Any]] = []
+    jobs = [
+        (p, shape, params, seed)
+        for p, shapes in sets.items()
+        if p in a.profiles
+        for shape, (params, seeds) in shapes.items()
+        for seed in seeds
+    ]
+    t0 = time.monotonic()
+    for i, (profile, shape, params, seed) in enumerate(jobs):
+        events, labels = generate(profile, shape, params, seed, a.work)
+        for key in keys:
+            alerts = a.work / profile / f"{shape}-s{seed}" / f"alerts-{a.tag}-{key}.jsonl"
+            secs = replay(a.root, events, alerts, key)
+            if profile == "ext-v2":
+                f = ext_v2(labels, alerts, events)
+            else:
+                f = ours(labels, alerts, BLIND_CLASSES if profile.startswith("blind-v1") else ())
+            runs.append({"profile": profile, "shape": shape, "seed": seed, "key": key, "replay_s": secs, "f": f})
+            print(
+                f"[{i + 1}/{len(jobs)}] {profile} {shape} s{seed} {key}: false high {f.get('false_high')}"
+                f"/{f.get('clean_2xx')}, false incidents {f.get('false_incidents')}, exposure {_p(f.get('exposure'))},"
+                f" content-only {_p(f.get('content_only'))}, attribution {_p(f.get('attribution'))}"
+                f" ({secs:.0f} s replay, {time.monotonic() - t0:.0f} s in)",
+                file=sys.stderr,
+                flush=True,
+            )
+    return {"runs": runs, "keys": list(keys), "quick": a.quick, "wall_s": round(time.monotonic() - t0)}
+
+
+# (figure, label, higher is worse, kind): kind "rate" = count / clean_2xx, "per10k", "share", "s"
+COLUMNS: list[tuple[str, str, bool, str]] = [
+    ("false_high", "false high+ (≤ 0.05 %)", True, "rate"),
+    ("false_warning", "false warning+ (≤ 0.3 %)", True, "rate"),
+    ("false_incidents", "false incidents /10k (≤ 1)", True, "per10k"),
+    ("exposure", "exposure (≥ 97 %)", False, "share"),
+    ("content_only", "content-only (≥ 95 %)", False, "share"),
+    ("class:whole_response", "whole response (≥ 95 %)", False, "share"),
+    ("attribution", "attribution (≥ 95 %)", False, "share"),
+    ("attribution_cjk_source", "CJK-source attribution", False, "share"),
+    ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
+    ("delay_s", "delay, first leak → first high", True, "s"),
+]
+
+
+def value(f: dict[str, Any], name: str, kind: str) -> float | None:
+    v = f.get(name)
+    if v is None:
+        return None
+    if kind == "rate":
+        return v / f["clean_2xx"] if f.get("clean_2xx") else None
+    if kind == "per10k":
+        return 1e4 * v / f["clean_2xx"] if f.get("clean_2xx") else None
+    return float(v)
+
+
+def worst(runs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Per profile, each figure's worst over its shapes, seeds and keys."""
+    out: dict[str, dict[str, float | None]] = {}
+    for profile in dict.fromkeys(r["profile"] for r in runs):
+        mine = [r["f"] for r in runs if r["profile"] == profile]
+        out[profile] = {}
+        for name, _, higher_worse, kind in COLUMNS:
+            vals = [v for v in (value(f, name, kind) for f in mine) if v is not None]
+            out[profile][name] = (max(vals) if higher_worse else min(vals)) if vals else None
+    return out
+
+
+def _p(v: float | None, digits: int = 1) -> str:
+    return "–" if v is None else f"{100 * v:.{digits}f} %"
+
+
+def cell(v: float | None, kind: str) -> str:
+    if v is None:
+        return "–"
+    return {"rate": _p(v, 3), "per10k": f"{v:.1f}", "share": _p(v), "s": f"{v:.0f} s"}[kind]
+
+
+def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
+    w, wb = report["worst"], (before or {}).get("worst", {})
+    lines = [
+        f"# The whole evaluation at {report['commit']} ({report['date']})",
+        "",
+        f"Worst over keys {', '.join(report['keys'])}, shapes and seeds, no operator corpus"
+        + (f"; before: {before['commit']}" if before else "")
+        + ". blind-v1 is a development set (its alerts were read one by one); ext-v2 was written by other hands.",
+        "",
+        "| figure | " + " | ".join(w) + " |",
+        "|---|" + "---|" * len(w),
+    ]
+    for name, label, _, kind in COLUMNS:
+        cells = []
+        for profile in w:
+            now = cell(w[profile].get(name), kind)
+            old = wb.get(profile, {}).get(name) if before else None
+            cells.append(f"{cell(old, kind)} → {now}" if before else now)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    head = "| profile | shape | seed | key | clean | false high | false inc. | exposure | content-only | attribution |"
+    lines += ["", "Per run:", "", head, "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in report["runs"]:
+        f = r["f"]
+        lines.append(
+            f"| {r['profile']} | {r['shape']} | {r['seed']} | {r['key']} | {f.get('clean_2xx')} | {f.get('false_high')}"
+            f" | {f.get('false_incidents')} | {_p(f.get('exposure'))} | {_p(f.get('content_only'))}"
+            f" | {_p(f.get('attribution'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one short shape and seed per profile")
+    profiles = ["sim", "blind-v1", "blind-v1b", "ext-v2"]
+    ap.add_argument("--profiles", nargs="+", default=profiles, choices=profiles)
+    ap.add_argument("--keys", type=int, default=3, choices=range(1, len(KEYS) + 1))
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose crosstalk is judged")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/crosstalk-eval-all"))
+    ap.add_argument("--before", type=Path, help="an earlier result JSON of this script: a before column")
+    ap.add_argument("--out", type=Path, help="output prefix (default bench/results/eval-all-<commit>)")
+    a = ap.parse_args()
+    if "ext-v2" in a.profiles and not (EXT_V2 / "generate.py").exists():
+        print(f"ext-v2 not found at {EXT_V2} (set CROSSTALK_EXT_V2)", file=sys.stderr)
+        return 2
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=a.root, capture_output=True, text=True)
+    a.tag = commit.stdout.strip() or "root"
+    report = {"commit": a.tag, "date": time.strftime("%Y-%m-%d"), **run(a)}
+    report["worst"] = worst(report["runs"])
+    before = orjson.loads(a.before.read_bytes()) if a.before else None
+    out = a.out or ROOT / "bench" / "results" / f"eval-all-{a.tag}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{out}.json").write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    md = markdown(report, before)
+    Path(f"{out}.md").write_text(md, encoding="utf-8")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
