@@ -200,3 +200,39 @@ def test_what_a_label_says_leaked_is_in_the_receivers_output_and_the_sources_req
         assert any(_norm(unit_slice(out, i, w)) in source for i in range(max(1, n - w + 1))), (kind, out[:200])
         checked += 1
     assert checked >= 20
+
+
+def _swapped_pairs(events: list[dict], labels: dict) -> list[tuple[str, str, bool]]:
+    """Pairs labelled as each other's whole response (a swap), with whether their two outputs are the same text."""
+    out = {e["request_id"]: e.get("output_text") for e in events if e["type"] == "response"}
+    rows = {r["request_id"]: r for r in labels["responses"]}
+    pairs = []
+    for rid, r in rows.items():
+        if r["contaminated"] and r["leak_kind"] == "whole_response":
+            src = r["source_request_ids"][0]
+            back = rows.get(src, {})
+            if back.get("leak_kind") == "whole_response" and back.get("source_request_ids") == [rid] and rid < src:
+                pairs.append((rid, src, out[rid] == out[src]))
+    return pairs
+
+
+def test_blind_v1_swaps_hand_both_receivers_one_text_and_v1b_crosses_them() -> None:
+    """Without any detector: a swap delivers two different answers, each the other's. blind-v1 handed both receivers
+    the same text (the receiver's own answer), so one label of each pair names a source whose answer its receiver never
+    got; blind-v1b (crossed_answers) fixes that and changes nothing else."""
+    from dataclasses import replace
+
+    events, labels = _run()
+    v1 = _swapped_pairs(events, labels)
+    assert v1 and all(same for _, _, same in v1)
+    fixed = Simulator(replace(SHAPE, crossed_answers=True))
+    events_b, labels_b = fixed.run()
+    v1b = _swapped_pairs(events_b, labels_b)
+    assert [(a, b) for a, b, _ in v1b] == [(a, b) for a, b, _ in v1]
+    assert not any(same for _, _, same in v1b)
+
+    # The same draws: the same leaks, labelled alike; only the delivered texts (and later re-sends of them) differ.
+    def leaks(lab: dict) -> list[tuple[str, str, str]]:
+        return [(r["request_id"], r["leak_kind"], r["source_tenant_id"]) for r in lab["responses"] if r["contaminated"]]
+
+    assert leaks(labels_b) == leaks(labels)

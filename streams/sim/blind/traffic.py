@@ -192,9 +192,10 @@ class Simulator:
                 src = srcs[0]
                 mine = ex.answer
                 lk.mark(me.label, kind, [(src, x) for x in src.answer if units(x.text)], whole=True)
+                theirs = list(src.answer)
                 if src.resp_ts > me.ts and rnd.random() < 0.5:  # both in flight: the two answers swap
                     self._swap_into(src, me, mine)
-                return list(src.answer)
+                return theirs if self.shape.crossed_answers else list(src.answer)
             kind = "spliced_page"
         if kind == "prefix_collision":
             tmpl = me.session.template

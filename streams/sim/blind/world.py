@@ -38,6 +38,10 @@ class Shape:
     overlong_rate: float = 0.02  # requests whose prompt exceeds the context window
     cache_stats: bool = True
     seed: int = 1
+    # blind-v1b: a swap hands each receiver the other's answer. blind-v1 (False, kept byte for byte) returned the
+    # receiver's own answer after the swap, so both got the same text and the receiver's label named a source whose
+    # answer it never got (shown from events and labels alone: tests/sim/test_blind_profile.py).
+    crossed_answers: bool = False
 
     def counts(self) -> dict[str, int]:
         zh = self.zh_tenants if self.zh_tenants is not None else max(1, self.tenants // 8)
