@@ -34,6 +34,31 @@ def corroborate(signals: list[Signal]) -> list[Signal]:
     return out
 
 
+def across_senders(signals: list[Signal], request_id: str, scoped: bool) -> list[Signal]:
+    """Trust across senders (docs/security.md): with request ids scoped by sender (`<sender>/<id>`), a response
+    whose content finding names source requests none of which came through the response's own sender rests on
+    that sender's word alone -- its output text and its figures -- and another sender's customer is named by it.
+    Such a finding is still raised, and attributed, but it and every signal beside it are at most high (marked
+    `cross_sender`): one sender cannot page the operator about another sender's tenant."""
+    if not scoped:
+        return signals
+    sender = request_id.partition("/")[0]
+
+    def foreign(s: Signal) -> bool:
+        sources = {str(r).partition("/")[0] for r in s.figures.get("source_request_ids") or ()}
+        return s.name == "cross_tenant_contamination" and sender not in sources
+
+    if not any(foreign(s) for s in signals):
+        return signals
+    top = SEVERITY_RANK["high"]
+    return [
+        s.model_copy(update={"severity": "high" if SEVERITY_RANK[s.severity] > top else s.severity,
+                             "figures": dict(s.figures, cross_sender=True)})
+        if foreign(s) or SEVERITY_RANK[s.severity] > top else s
+        for s in signals
+    ]  # fmt: skip
+
+
 def kind_of(signals: list[Signal]) -> AlertKind | None:
     """The kind the highest-precedence registered signal raises; None if no signal is registered."""
     raises = registry.raises_by_signal()

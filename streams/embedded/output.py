@@ -38,6 +38,9 @@ class EmbeddedOutput(Output):
     """Detect in-process: the embedded runner's core, fed as spans arrive (live traffic is in time order)."""
 
     def __init__(self, settings: Settings, alerts_out: ByteOut | None, rejects_out: ByteOut | None) -> None:
+        if settings.otlp.tokens:  # request ids are <sender>/<id>: the core judges content across senders as such
+            scoped = settings.detection.model_copy(update={"scoped_request_ids": True})
+            settings = settings.model_copy(update={"detection": scoped})
         self.runner = EmbeddedRunner(settings, [AlertWriter(alerts_out), *build_sinks(settings)], rejects_out)
         self.alerts = self.runner.result.alerts
         self.runner.evidence = text_free_evidence

@@ -293,3 +293,45 @@ def test_counters_name_senders_only_to_a_caller_with_a_token(jsonl: Any) -> None
     assert not [k for k in wrong if k.startswith("sender.")]
     assert httpx.get(f"{jsonl.url}/counters", headers=bearer(TOKEN_B)).json()["sender.gw-a.requests"] == 1
     assert jsonl.receiver.counters["rejects.unauthenticated"] == 0  # reading counters is not a refused request
+
+
+EVIL = {"sender": "evil", "token": "evil-token-00000000000000", "tenants": ["evil-*"]}
+
+
+def _forged(rid: str, tenant: str, t: float) -> dict[str, Any]:
+    """An answer carrying bank-a's prompt, with the mechanism figures of issue 42's forgery."""
+    prompt = [{"role": "user", "parts": [{"type": "text", "content": SECRET}]}]
+    span = with_attr(good_span(rid, tenant=tenant, t=t), "gen_ai.output.messages",
+                     {"stringValue": orjson.dumps(prompt).decode()})  # fmt: skip
+    span = with_attr(span, "crosstalk.prompt_tokens", {"intValue": "723241"})
+    span = with_attr(span, "gen_ai.usage.input_tokens", {"intValue": "1"})
+    return with_attr(span, "crosstalk.ttft_ms", {"doubleValue": 50.0})
+
+
+def test_a_sender_cannot_page_about_another_senders_tenant() -> None:
+    """Issue 42: a sender allowed evil-* answered evil-1 with bank-a's prompt (sent by gw-a) and forged figures,
+    and got a critical cross_tenant_contamination naming bank-a. The finding is still raised and attributed
+    (evil-1 may really have received that text) but at most high, marked cross_sender; the same content and
+    figures within one sender stay critical."""
+    settings = Settings(otlp={"tokens": [*TOKENS, EVIL]}, detection=DETECTION)
+    served = Served(EmbeddedOutput(settings, io.BytesIO(), io.BytesIO()), settings)
+    try:
+        a, _ = _leak_spans("unused")
+        assert served.post([a], TOKEN_A).json() == {}
+        assert served.post([_forged("e-1", "evil-1", T_NOW + 5)], EVIL["token"]).json() == {}
+        a2 = with_attr(good_span("a-2", tenant="bank-a", t=T_NOW + 10), "gen_ai.input.messages",
+                       a["attributes"][-1]["value"])  # fmt: skip
+        assert served.post([a2, _forged("b-9", "bank-b", T_NOW + 15)], TOKEN_B).json() == {}
+    finally:
+        served.receiver.stop_thread()
+        served.output.close()
+    found = [al for al in served.output.runner.result.alerts if al.kind == "cross_tenant_contamination"]
+    by_tenant = {al.tenant_id: al for al in found}
+    forged = by_tenant["evil-1"]
+    assert forged.source_tenant_id == "bank-a" and forged.severity == "high"
+    assert all(s.severity != "critical" for s in forged.evidence)
+    (content,) = [s for s in forged.evidence if s.name == "cross_tenant_contamination"]
+    assert content.figures["cross_sender"] is True and content.figures["source_request_ids"] == ["gw-a/a-1"]
+    within = by_tenant["bank-b"]  # gw-b carried both bank-a's prompt and bank-b's answer: its word is enough
+    assert within.source_tenant_id == "bank-a" and within.severity == "critical"
+    assert "cross_sender" not in str(within.evidence)
