@@ -102,6 +102,7 @@ class AlertReader(threading.Thread):
         )
         self.arrivals: dict[str, list[float]] = {}
         self.records = 0
+        self.pulse_domain: dict[str, str] = {}  # alert id -> pulse domain
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -119,6 +120,9 @@ class AlertReader(threading.Thread):
                         continue
                     self.records += 1
                     self.arrivals.setdefault(a["alert_id"], []).append(now)
+                    for rid in a.get("request_ids") or ():
+                        if "-pulse-" in rid:  # a pulse: which partition's steady alerts it is one of
+                            self.pulse_domain[a["alert_id"]] = rid.split("-pulse-")[0]
         self.consumer.close()
 
 

@@ -141,6 +141,8 @@ class KafkaPipeline(PipelineHealth):
             consumer_max_fetch_size=k.max_message_bytes,
             broker_commit_interval=k.commit_interval_s,
             fetch_max_wait_ms=k.fetch_max_wait_ms,
+            broker_session_timeout=k.session_timeout_s,
+            broker_rebalance_timeout=k.rebalance_timeout_s,
             table_cleanup_interval=3600.0,
         )
         n = self.names

@@ -141,6 +141,22 @@ class KafkaSettings(_Section):
         gt=0,
         description="wall clock between event-time marks sent while input is quiet (releases the last alerts)",
     )
+    session_timeout_s: float = Field(
+        default=60.0,
+        ge=6,
+        le=1800,
+        description="the consumer group's session timeout: a worker killed without leaving keeps its partitions, "
+        "unread, this long before the group hands them to the others (kafka.session_timeout_s=15 took a killed "
+        "worker's partitions over in ~20 s on a 3-node cluster, bench/bench_cluster.py); too short, and a worker "
+        "whose heartbeats stall (a loaded machine) is taken for dead and rebalanced",
+    )
+    rebalance_timeout_s: float = Field(
+        default=60.0,
+        ge=6,
+        le=1800,
+        description="how long a rebalance waits for every member to rejoin (a member that went away without leaving "
+        "holds the group this long, e.g. after a whole-cluster restart)",
+    )
     stall_s: float = Field(
         default=15.0,
         gt=0,
