@@ -21,7 +21,7 @@ from detectors.signals import registry
 from detectors.signals.base import Detector, Piece
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.overlap import OverlapDetector
-from detectors.verdict import alert_id, corroborate, kind_of, score_of, severity_of, source_of
+from detectors.verdict import across_senders, alert_id, corroborate, kind_of, score_of, severity_of, source_of
 from schemas.alert import SEVERITY_RANK, Alert, Signal
 from schemas.events import CacheStats
 from schemas.exchange import Exchange
@@ -317,7 +317,7 @@ class DomainMonitor:
     ) -> Alert | None:
         """The response's alert if its signals reach warning; `ts`: the event time it is raised at, if not the
         response's own (a held finding judged later)."""
-        severity = severity_of(signals)
+        severity = severity_of(signals := across_senders(signals, ex.request_id, self.s.scoped_request_ids))
         if SEVERITY_RANK[severity] < SEVERITY_RANK["warning"]:
             return None
         kind = kind_of(signals)
