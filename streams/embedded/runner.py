@@ -5,6 +5,7 @@ Same core as the Faust workers; no broker. Used by `crosstalk replay` and `cross
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -19,6 +20,8 @@ from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
 from streams.sinks.base import ByteOut, Sink, SinkSet
+
+log = logging.getLogger("crosstalk.embedded")
 
 
 @dataclass
@@ -73,10 +76,8 @@ class EmbeddedRunner:
         self._stop = StopFlag()
         self._wall_clock = time.time
         self._live_clock = EventClock(settings.detection.max_future_skew_s)
-        # What the rejects file keeps of a refused live event (no line came with it): the event re-encoded,
-        # unless the live source says less (the OTLP receiver: ids, a size and a hash; streams.embedded.output)
-        self.evidence: Callable[[Event], bytes] = lambda event: event.model_dump_json().encode()
         self._on_progress = on_progress
+        self._holds_logged: dict[str, int] = {}  # cache domain -> its holds logged so far (`tick`)
         self.sinks.set_state_size_source(self.monitor.state_size)
 
     def _emit(self, observed: Observed) -> None:
@@ -99,7 +100,7 @@ class EmbeddedRunner:
         `detection.max_future_skew_s` ahead of it is rejected (`future_ts`) and moves nothing."""
         detail = self._live_clock.admit(event.ts, self._wall_clock())
         if detail is not None:
-            self.reject(source, line, FUTURE_TS, detail, raw if raw is not None else self.evidence(event))
+            self.reject(source, line, FUTURE_TS, detail, raw if raw is not None else event.model_dump_json().encode())
             return []
         return self._observe(event, source, line, raw)
 
@@ -114,10 +115,12 @@ class EmbeddedRunner:
         try:
             observed = self.monitor.observe_evaluated(event)
         except EventError as exc:
-            self.reject(source, line, exc.reason, exc.detail, raw if raw is not None else self.evidence(event))
+            self.reject(
+                source, line, exc.reason, exc.detail, raw if raw is not None else event.model_dump_json().encode()
+            )
             return []
         except Exception as exc:  # a bug must not stop a replay of millions of lines: dead-letter, count, go on
-            raw = raw if raw is not None else self.evidence(event)
+            raw = raw if raw is not None else event.model_dump_json().encode()
             self.reject(source, line, "internal_error", f"{type(exc).__name__}: {exc}", raw)
             return []
         self.result.events[event.type] += 1
@@ -129,6 +132,33 @@ class EmbeddedRunner:
         if event.ts >= self.monitor.back.next_resolved:  # the core's own cadence (`Back.resolved_due`)
             self._tell_resolved(self.monitor.resolved_due(event.ts))
         return observed.alerts
+
+    def tick(self, now: float) -> list[Alert]:
+        """The live runner's clock (UNIX s; the OTLP receiver calls it about once a second): held findings due by
+        `now` come out with no further input (`Monitor.tick`, issue 40), and each new hold is logged once."""
+        alerts = self.monitor.tick(now)
+        if alerts:
+            self._emit(Observed(alerts))
+        self._log_holds()
+        return alerts
+
+    def _log_holds(self) -> None:
+        # O(domains), once a tick: a domain's cumulative count of holds says how many are new since the last tick.
+        hold_s = self.settings.detection.overlap_hold_s
+        for name, dm in self.monitor.domains.items():
+            total = dm.held_counts["held"]
+            new = total - self._holds_logged.get(name, 0)
+            if new > 0:
+                self._holds_logged[name] = total
+                log.info(
+                    "domain %s is cold: %d content-only finding(s) held, judged %.0f s after their response "
+                    "(%d waiting now, %d held in all)",
+                    name,
+                    new,
+                    hold_s,
+                    dm.holding,
+                    total,
+                )
 
     def _warn_dropped(self, event: Event, dropped: tuple[str, ...], source: str, line: int | None) -> None:
         # The request was taken without the markers that are not markers: said once per request, counted

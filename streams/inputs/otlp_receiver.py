@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -34,6 +35,7 @@ from streams.outputs import Letter, Output, Refused
 from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.otlp")
+TICK_S = 1.0  # the output's clock: how late past overlap_hold_s a held finding may come out
 
 
 def _span_reject(r: Refused) -> SpanReject:
@@ -69,6 +71,8 @@ class OtlpReceiver:
         self._join_counters: dict[str, int] = {}
         self.joined = JoinedInput(self)  # POST /v1/logs: content in log records, joined to their spans
         self._ticker: asyncio.Task[None] | None = None
+        self._clock: asyncio.Task[None] | None = None
+        self._state: dict[str, int] = {}  # the output's state (held findings, ...) as of its last tick
 
     def count(self, *keys: str, n: int = 1) -> None:
         with self._stats:
@@ -219,6 +223,8 @@ class OtlpReceiver:
             with self._stats:
                 data = {**self.counters, **{f"mapper.{k}": v for k, v in self._mapper_counters.items()}}
                 data.update(self._join_counters)
+                # The judging output's state (the embedded core): `held_findings` waiting now, held in all, ...
+                data.update({"held_findings": 0, **self._state})
             if not self._sees_senders(request):  # totals for anyone who can reach the port, names for senders
                 data = {k: v for k, v in data.items() if not k.startswith("sender.")}
             return web.Response(body=orjson.dumps(data), content_type="application/json")
@@ -256,6 +262,7 @@ class OtlpReceiver:
         watch = self._watch_heads(self._runner.server, o.header_timeout_s)
         self._watchdog = asyncio.get_running_loop().create_task(watch)
         self._ticker = asyncio.get_running_loop().create_task(self.joined.tick())
+        self._clock = asyncio.get_running_loop().create_task(self._tick_output())
         site = web.TCPSite(self._runner, bind, port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
@@ -280,7 +287,29 @@ class OtlpReceiver:
                     self.count("rejects.header_timeout")
                     h.force_close()
 
+    async def _tick_output(self) -> None:
+        """The output's clock, once every TICK_S on the mapping thread: a cold domain's held findings come out
+        `overlap_hold_s` after their response, within TICK_S, with no further input (issue 40). The core reads no
+        clock; this passes the wall clock in, and reads the output's state for /counters."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                await loop.run_in_executor(self._pool, self._tick)
+            except Exception:  # a failing tick must not stop the clock: logged, counted, tried again
+                log.exception("output tick failed")
+                self.count("output.tick_failed")
+
+    def _tick(self) -> None:
+        with self._lock:
+            self.output.tick(time.time())
+            state = self.output.state_size()
+        with self._stats:
+            self._state = state
+
     async def stop_async(self) -> None:
+        if self._clock is not None:
+            self._clock.cancel()
         if self._watchdog is not None:
             self._watchdog.cancel()
         if self._ticker is not None:

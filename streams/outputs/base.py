@@ -49,5 +49,14 @@ class Output:
     def flush(self) -> None:
         return None
 
+    def tick(self, now: float) -> None:
+        """A live producer's wall clock (UNIX s), about once a second: an output that judges (the embedded runner)
+        lets a cold domain's held findings come out by it, with no further input. The others have nothing to do."""
+        return None
+
+    def state_size(self) -> dict[str, int]:
+        """What a judging output holds now (`held_findings`, ...), for the producer's /counters; read on its tick."""
+        return {}
+
     def close(self) -> None:
         self.flush()
