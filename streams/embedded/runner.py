@@ -76,6 +76,9 @@ class EmbeddedRunner:
         self._stop = StopFlag()
         self._wall_clock = time.time
         self._live_clock = EventClock(settings.detection.max_future_skew_s)
+        # What the rejects file keeps of a refused live event (no line came with it): the event re-encoded,
+        # unless the live source says less (the OTLP receiver: ids, a size and a hash; streams.embedded.output)
+        self.evidence: Callable[[Event], bytes] = lambda event: event.model_dump_json().encode()
         self._on_progress = on_progress
         self._holds_logged: dict[str, int] = {}  # cache domain -> its holds logged so far (`tick`)
         self.sinks.set_state_size_source(self.monitor.state_size)
@@ -100,7 +103,7 @@ class EmbeddedRunner:
         `detection.max_future_skew_s` ahead of it is rejected (`future_ts`) and moves nothing."""
         detail = self._live_clock.admit(event.ts, self._wall_clock())
         if detail is not None:
-            self.reject(source, line, FUTURE_TS, detail, raw if raw is not None else event.model_dump_json().encode())
+            self.reject(source, line, FUTURE_TS, detail, raw if raw is not None else self.evidence(event))
             return []
         return self._observe(event, source, line, raw)
 
@@ -115,12 +118,10 @@ class EmbeddedRunner:
         try:
             observed = self.monitor.observe_evaluated(event)
         except EventError as exc:
-            self.reject(
-                source, line, exc.reason, exc.detail, raw if raw is not None else event.model_dump_json().encode()
-            )
+            self.reject(source, line, exc.reason, exc.detail, raw if raw is not None else self.evidence(event))
             return []
         except Exception as exc:  # a bug must not stop a replay of millions of lines: dead-letter, count, go on
-            raw = raw if raw is not None else event.model_dump_json().encode()
+            raw = raw if raw is not None else self.evidence(event)
             self.reject(source, line, "internal_error", f"{type(exc).__name__}: {exc}", raw)
             return []
         self.result.events[event.type] += 1
