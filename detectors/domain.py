@@ -252,18 +252,9 @@ class DomainMonitor:
         rest = [s for s in signals if s.name not in _CONTENT]
         held = self.overlap.held
         held.append(
-            Held(
-                ex.ts,
-                ex.request_id,
-                ex.tenant_id,
-                ex.session_id,
-                ex.traceparent,
-                rest + warm_signals,
-                runs,
-                needs,
-                ex.response_id,
-            )
+            Held(ex.ts, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, rest + warm_signals, runs, needs)
         )
+        held[-1].response_id = ex.response_id
         self.held_counts["held"] += 1
         # Bounded: past the limit the oldest is judged now, with what the domain knows so far (never dropped).
         if len(held) > self.s.overlap_held_max:
@@ -344,8 +335,7 @@ class DomainMonitor:
             group_key=gkey,
             incident_id=iid,
             traceparent=ex.traceparent,
-            # A held finding pickled before response_id existed restores without it.
-            response_id=getattr(ex, "response_id", None),
+            response_id=getattr(ex, "response_id", None),  # a Held pickled before it existed has none
         )
 
     def _domain_alert(self, sig: Signal, ts: float, traceparent: str | None) -> Alert:
