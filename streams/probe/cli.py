@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import re
 import sys
 import time
@@ -20,10 +21,12 @@ from streams.outputs import JsonlOutput, KafkaOutput, NullOutput, Output
 from streams.probe.identities import parse_identity
 from streams.probe.judge import ProbeResult
 from streams.probe.ladder import MAX_WINDOW
-from streams.probe.run import CycleReport, Prober
+from streams.probe.run import CycleReport, Prober, _one_line
 from streams.probe.summary import print_report, report_json
 from streams.settings import Settings, load_settings
 from streams.terminal import err
+
+log = logging.getLogger("crosstalk.probe")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|)\s*$")
 
@@ -186,6 +189,10 @@ def run(args: argparse.Namespace) -> int:
         reports = asyncio.run(run_schedule(prober, args.every, cycles, show))
     except KeyboardInterrupt:
         print("crosstalk probe: interrupted", file=sys.stderr)
+    except Exception as exc:  # the prober's own failure is "could not probe" (2), never "leak found" (1)
+        log.debug("crosstalk probe: internal error", exc_info=True)  # the traceback, for whoever asks for it
+        print(f"crosstalk probe: could not probe: internal error ({_one_line(exc, prober.book)})", file=sys.stderr)
+        return 2
     finally:
         progress.stop()
         prober.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from urllib.parse import urlparse
 
 import httpx
 import openai
+import orjson
 
 from detectors.fingerprint import Fingerprinter
 from streams.outputs import NullOutput, Output, ValidatedOutput
@@ -150,6 +152,7 @@ class Prober:
         self._seq = itertools.count(1)
         self.run_id = ""
         self.on_result = on_result  # progress: each finished probe, with the number planned so far
+        self.fingerprints_left_out = 0  # request events sent without their prompt fingerprint (too large)
 
     # --- the cycle ---------------------------------------------------------------------------------
     async def run_cycle(self) -> CycleReport:
@@ -390,10 +393,34 @@ class Prober:
             "canaries": [self.book.current(ident.tenant)],
         }
         if self.send_fingerprints:
-            event["prompt_fingerprint"] = self.fingerprinter.fingerprint(text).model_dump(mode="json")
+            fingerprint = self._prompt_fingerprint(text, sent)
+            if fingerprint is not None:
+                event["prompt_fingerprint"] = fingerprint
         if report.window is not None:
             event["context_window"] = report.window
         self.output.send([event])
+
+    def _prompt_fingerprint(self, text: str, tokens: int) -> dict[str, Any] | None:
+        """The prompt's fingerprint, or None when it cannot travel: more hashes than the contract takes (a window
+        of millions of tokens), or an event over `ingest.max_event_bytes`. The request still goes out without it
+        (issue 42: such requests were not sent at all, so a replay of the events saw only orphaned answers and
+        not the overlong acceptance the probe itself judged). The prober's prompts are filler and markers: their
+        fingerprints matter little, their sizes and the markers (in `canaries`) are the judgement."""
+        try:
+            fingerprint = self.fingerprinter.fingerprint(text).model_dump(mode="json")
+        except ValueError:  # pydantic's ValidationError: past the contract's bound on hashes
+            fingerprint = None
+        room = self.settings.ingest.max_event_bytes - 4096  # the rest of the request event is well under this
+        if fingerprint is not None and len(orjson.dumps(fingerprint)) <= room:
+            return fingerprint
+        self.fingerprints_left_out += 1
+        if self.fingerprints_left_out == 1:
+            print(
+                f"crosstalk probe: prompts of {tokens:,} tokens and more go out without their fingerprint "
+                "(larger than ingest.max_event_bytes allows); their sizes and markers are sent",
+                file=sys.stderr,
+            )
+        return None
 
     def _emit_pool(self, report: CycleReport) -> None:
         """What the probe knows of the pool (--metrics-url, --pool-tokens) as the domain's cache_stats, so that
