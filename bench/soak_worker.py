@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=60.0, help="events per second")
     p.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     p.add_argument("--figure", type=Path, default=FIGURE)
+    p.add_argument("--store", default=None, help="kafka.store of the worker (default: the settings', rocksdb)")
+    p.add_argument("--name", default="soak_worker", help="the result file's name")
     args = p.parse_args(argv)
     os.environ.setdefault("CROSSTALK_DETECTION__FINGERPRINT_KEY", "crosstalk-soak-key")
     from streams.sim.simulate import SimConfig, iter_simulation
@@ -112,10 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     span = float(base[-1]["ts"]) - float(base[0]["ts"]) + 60.0
     tmp = Path(tempfile.mkdtemp(prefix="soak-"))
     samples: list[dict[str, Any]] = []
+    store = {"CROSSTALK_KAFKA__STORE": args.store} if args.store else {}
     stop = threading.Event()
     with KafkaNames.unique(args.bootstrap, "soak", topology="direct") as names:
         w = WorkerProcess(
-            {**names.env(), "CROSSTALK_KAFKA__TOPOLOGY": "direct"}, tmp / "data", tmp / "worker.log", "warning"
+            {**names.env(), "CROSSTALK_KAFKA__TOPOLOGY": "direct", **store},
+            tmp / "data",
+            tmp / "worker.log",
+            "warning",
         )
         try:
             while not w.ready():
@@ -154,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     plot(samples, args.rate, args.figure)
     duration = samples[-1]["t_s"] if samples else 0.0
     path = c.write(
-        "soak_worker",
+        args.name,
         args,
         params={"rate_events_per_s": args.rate, "minutes_asked": args.minutes, "seconds_run": duration,
-                "bootstrap": args.bootstrap, "sample_every_s": args.every},
+                "bootstrap": args.bootstrap, "sample_every_s": args.every, "store": args.store or "settings"},
         figures={"rss_median_thirds_mb": [round(m / c.MB, 1) for m in med],
                  "rss_max_mb": round(max(s["rss_bytes"] for s in samples) / c.MB, 1),
                  "rss_growth_last_vs_middle_third": round(growth, 4),
