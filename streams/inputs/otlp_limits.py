@@ -88,17 +88,27 @@ def check_proto(data: bytes | bytearray, limits: DecodeLimits) -> None:
                 return
             kind, end = stack.pop()
             continue
-        key, i = _varint(data, i, end)
+        key = data[i]
+        if key < 0x80:  # one-byte keys and values, nearly all of them: no call (the walk is per field)
+            i += 1
+        else:
+            key, i = _varint(data, i, end)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            _, i = _varint(data, i, end)
+            if i < end and data[i] < 0x80:
+                i += 1
+            else:
+                _, i = _varint(data, i, end)
         elif wire == 1:
             i += 8
         elif wire == 5:
             i += 4
         elif wire in (2, 3):
             if wire == 2:
-                n, i = _varint(data, i, end)
+                if i < end and data[i] < 0x80:
+                    n, i = data[i], i + 1
+                else:
+                    n, i = _varint(data, i, end)
                 sub = _SCHEMA.get(kind, {}).get(field)
                 if sub is None:
                     i += n
