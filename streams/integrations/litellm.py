@@ -70,7 +70,11 @@ class CrosstalkLogger(CustomLogger):
         super().__init__(**kwargs)
         self.settings = settings or load_settings()
         self.s = self.settings.litellm
-        if not self.s.send_text and not self.settings.detection.fingerprint_key.configured:
+        if self.s.output == "otlp":
+            pass  # the text goes to the receiver, which fingerprints it with its own key
+        elif self.s.output == "jsonl" and not self.s.events_path:
+            raise ValueError("crosstalk LiteLLM callback: litellm.output = 'jsonl' needs litellm.events_path")
+        elif not self.s.send_text and not self.settings.detection.fingerprint_key.configured:
             # A random key's fingerprints would be rejected by every worker (fingerprint_params).
             raise ValueError(
                 "crosstalk LiteLLM callback: no fingerprint key configured; set detection.fingerprint_key "
@@ -89,10 +93,9 @@ class CrosstalkLogger(CustomLogger):
         event loop must never wait for the monitor."""
         if self._thread is not None:
             return
-        from streams.outputs import KafkaOutput
 
         def loop() -> None:
-            output = KafkaOutput(self.settings, producer=self._producer, send_text=self.s.send_text)
+            output = self._output()
             try:
                 while True:
                     item = self._queue.get()
@@ -102,17 +105,31 @@ class CrosstalkLogger(CustomLogger):
                         output.flush()
                         item.set()
                         continue
-                    try:
-                        output.send([item])
-                        self.counters[f"published.{item['type']}"] += 1
+                    try:  # one call's request and response together (the OTLP output makes them one span)
+                        refused = output.send(item)
+                        self.counters.update(f"published.{ev['type']}" for ev in item)
+                        self.counters.update(f"refused.{r.reason}" for r in refused)
                     except Exception as exc:  # a monitoring failure must never fail the user's call
                         self.counters["publish_error"] += 1
-                        log.warning("crosstalk: %s event not published: %s", item.get("type"), exc)
+                        log.warning("crosstalk: call %s not published: %s", item[0].get("request_id"), exc)
             finally:
                 output.close()
 
         self._thread = threading.Thread(target=loop, name="crosstalk-publisher", daemon=True)
         self._thread.start()
+
+    def _output(self) -> Any:
+        """The events' way out (`litellm.output`): the Kafka input topic, `crosstalk otlp`, or a JSONL file."""
+        from streams.outputs import KafkaOutput
+
+        if self.s.output == "otlp":
+            from streams.outputs.otlp import OtlpOutput
+
+            token = self.s.otlp_token.get_secret_value() if self.s.otlp_token is not None else None
+            return OtlpOutput(str(self.s.otlp_url), token, service_name="litellm")
+        if self.s.output == "jsonl":
+            return _FingerprintedJsonl(self.settings, str(self.s.events_path))
+        return KafkaOutput(self.settings, producer=self._producer, send_text=self.s.send_text)
 
     def _mapped_domain(self, model: str | None) -> str | None:
         """cache_domains[model], also without a provider prefix ("openai/glm-5.3" -> "glm-5.3"), else
@@ -324,6 +341,9 @@ class CrosstalkLogger(CustomLogger):
         usage = getattr(response_obj, "usage", None)
         if usage is not None:
             resp["usage"] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+        response_id = getattr(response_obj, "id", None)
+        if isinstance(response_id, str) and response_id:
+            resp["response_id"] = response_id[:256]  # the provider's id (chatcmpl-...): the engine's logs
         choices = getattr(response_obj, "choices", None) or []
         if choices:
             resp["finish_reason"] = choices[0].finish_reason
@@ -337,9 +357,8 @@ class CrosstalkLogger(CustomLogger):
     def _publish(self, events: list[dict]) -> None:
         if events:
             self._start_publisher()
-        for ev in events:
-            self.counters["queued"] += 1
-            self._queue.put(ev)
+            self.counters["queued"] += len(events)
+            self._queue.put(events)
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._publish(self._events(kwargs, response_obj, start_time, end_time, 200))
@@ -364,6 +383,39 @@ class CrosstalkLogger(CustomLogger):
             self._thread = None
         if self.limits is not None:
             self.limits.close()
+
+
+class _FingerprintedJsonl:
+    """`litellm.output = "jsonl"`: the events as JSON Lines, text fingerprinted here with the configured key (as
+    KafkaOutput does), for `crosstalk replay` with the same key."""
+
+    def __init__(self, settings: Settings, path: str) -> None:
+        from detectors.monitor import make_fingerprinter
+        from streams.outputs import JsonlOutput
+
+        self.out = JsonlOutput(path)
+        self.fp = make_fingerprinter(settings.detection)
+
+    def send(self, events: list[dict[str, Any]]) -> list[Any]:
+        from schemas.events import Request, parse_event_obj
+
+        models = []
+        for ev in events:
+            model = parse_event_obj(ev)
+            text_field, print_field = ("prompt_text", "prompt_fingerprint")
+            if not isinstance(model, Request):
+                text_field, print_field = ("output_text", "output_fingerprint")
+            text = getattr(model, text_field, None)
+            if text is not None:
+                model = model.model_copy(update={print_field: self.fp.fingerprint(text), text_field: None})
+            models.append(model)
+        return self.out.send(models)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def close(self) -> None:
+        self.out.close()
 
 
 def _proxy_instance() -> CrosstalkLogger | None:

@@ -57,6 +57,14 @@ class LiteLLMSettings(_Section):
         default="tenant_id", description="tenant_from 'metadata': this entry of the request metadata"
     )
     send_text: bool = Field(default=False, description="False: fingerprint at the edge, no text leaves LiteLLM")
+    output: Literal["kafka", "otlp", "jsonl"] = Field(
+        default="kafka",
+        description="where the callback's events go: the input topic (the workers detect); `crosstalk otlp`'s "
+        "receiver at otlp_url, no broker (the text goes to it, which fingerprints it); or a JSONL file (events_path)",
+    )
+    otlp_url: Url = Field(default="http://127.0.0.1:14318/v1/traces", description="output otlp: the receiver")
+    otlp_token: SecretStr | None = Field(default=None, description="output otlp: this sender's token (otlp.tokens)")
+    events_path: str | None = Field(default=None, description="output jsonl: the events file, for crosstalk replay")
     cache_domains: dict[str, str] = Field(default_factory=dict, description="model -> cache domain")
     default_cache_domain: str | None = Field(default=None, description="else the model name")
     guard: bool = True

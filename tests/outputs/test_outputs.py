@@ -15,7 +15,9 @@ import pytest
 from factories import request, response
 
 from streams.embedded.output import EmbeddedOutput
+from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.outputs import FunctionOutput, JsonlOutput, Letter, NullOutput, Output, Refused, ValidatedOutput
+from streams.outputs.otlp import OtlpOutput
 from streams.settings import Settings
 
 SETTINGS = Settings(detection={"fingerprint_key": "outputs-tests"})
@@ -33,12 +35,25 @@ def _embedded() -> EmbeddedOutput:
     return EmbeddedOutput(SETTINGS, io.BytesIO(), io.BytesIO())
 
 
+class _ServedOtlp(OtlpOutput):
+    """An OtlpOutput with a `crosstalk otlp` receiver of its own on loopback, stopped on close."""
+
+    def __init__(self) -> None:
+        self.receiver = OtlpReceiver(SETTINGS, FunctionOutput(lambda ev: None))
+        super().__init__(f"http://127.0.0.1:{self.receiver.start_in_thread()}/v1/traces")
+
+    def close(self) -> None:
+        super().close()
+        self.receiver.stop_thread()
+
+
 MAKERS: dict[str, Callable[[], Output]] = {
     "jsonl": _jsonl,
     "function": lambda: FunctionOutput(lambda ev: None),
     "null": NullOutput,
     "validated": lambda: ValidatedOutput(_jsonl(), SETTINGS),
     "embedded": _embedded,
+    "otlp": _ServedOtlp,
 }
 
 
