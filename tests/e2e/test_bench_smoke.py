@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,18 @@ def test_bench_kafka_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
     # The batched run read the same events (a tiny run is too short for its rates to mean much).
     assert doc["runs"]["one_worker_batched_input"]["messages"] == doc["runs"]["one_worker"]["messages"]
     assert "==" in proc.stdout
+
+
+@pytest.mark.parametrize("json_body", [False, True])
+def test_otlp_hostile_amplify_runs(json_body: bool) -> None:
+    """bench/otlp_hostile.py amplify (issue 42's row of docs/security.md) at a small size: one JSON line,
+    the receiver refuses the body whole and stays up."""
+    extra = ["--json"] if json_body else []
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "otlp_hostile.py"), "amplify", "--spans", "40000", *extra],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "CROSSTALK_OTLP__MAX_DECODED_OBJECTS": "20000"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert row["scenario"] == "amplify" and row["status"] == 413 and row["receiver_alive"]
