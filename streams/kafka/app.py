@@ -32,6 +32,7 @@ from schemas.events import NDJSON_CONTENT_TYPE
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka import consumer as consumer_mod
+from streams.kafka.clock import HELD_TICK_S, HeldClock
 from streams.kafka.direct import DirectResult, DirectStage, DirectState
 from streams.kafka.health import PipelineHealth
 from streams.kafka.ingest import IngestStage, InputMessage
@@ -84,7 +85,7 @@ def _slices(ms: list[Any], limit: int) -> list[list[Any]]:
     return runs
 
 
-class KafkaPipeline(PipelineHealth):
+class KafkaPipeline(PipelineHealth, HeldClock):
     """The Faust app of one worker for one Settings, with the counters its web endpoints show."""
 
     def __init__(self, settings: Settings) -> None:
@@ -175,6 +176,7 @@ class KafkaPipeline(PipelineHealth):
             app.agent(self.domain_topic, name="domain", concurrency=1)(self._domain)
 
         app.timer(interval=k.stall_check_s)(self._watch_stalls)
+        app.timer(interval=HELD_TICK_S)(self._tick_held)  # held findings out on time in quiet input (clock.py)
 
         # Faust binds a page function as a View method: plain closures, not bound methods.
         async def health(web: Any, request: Any) -> Any:

@@ -158,6 +158,16 @@ class DirectStage:
         publish(res.alerts, res.resolved, res.published, res.dead, counters, Source(INPUT, partition))
         return res
 
+    def tick(self, st: DirectState, partition: int, wall: float) -> DirectResult:
+        """The worker's clock (issue 40): the partition's held findings due by `wall` (UNIX s) are judged
+        (`Monitor.tick`), so a quiet partition's cold-domain finding comes out with no further input. The worker
+        ticks only a partition it has read to the end: in a backlog, event time (any event) judges them instead."""
+        res = DirectResult()
+        res.alerts = st.monitor.tick(wall)
+        if res.alerts:
+            publish(res.alerts, res.resolved, res.published, res.dead, self.counters, Source(INPUT, partition))
+        return res
+
     def _away(
         self,
         event: Event,

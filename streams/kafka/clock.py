@@ -1,0 +1,46 @@
+"""The workers' clock for held findings (issue 40): a mixin of `KafkaPipeline` (streams/kafka/app.py).
+
+A cold domain holds a content-only finding for `overlap_hold_s` of event time, and any later event judges it
+(`DomainMonitor.advance`). A worker whose input has gone quiet sees no later event, so once a second
+(`HELD_TICK_S`) it passes its wall clock to each partition's core (`DirectStage.tick`, `DomainStage.tick`: the core
+reads no clock): the finding comes out `overlap_hold_s` after its response, within the tick, with no further input.
+Not while input waits to be read: in a backlog the events are older than the clock, and event time judges them, as
+in a replay. A finding judged by the clock and not yet in a checkpoint is judged again after a restart: the same
+alert id, which the alerts topic's readers already take as a re-delivery.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from streams.kafka.direct import DirectStage, DirectState
+from streams.kafka.stages import DomainResult, DomainStage, DomainState
+
+HELD_TICK_S = 1.0  # how late past overlap_hold_s a quiet worker's held finding may come out
+
+
+class HeldClock:
+    """`_tick_held`, run on a Faust timer (set by KafkaPipeline.__init__, whose stages and states it uses)."""
+
+    app: Any
+    direct: DirectStage
+    domain: DomainStage
+    direct_states: dict[int, DirectState]
+    domain_states: dict[int, DomainState]
+
+    def consumer_lag(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    async def _emit(self, res: DomainResult) -> None:
+        raise NotImplementedError
+
+    async def _tick_held(self) -> None:
+        if self.app.rebalancing or any(self.consumer_lag().values()):
+            return
+        wall = time.time()
+        ticks: list[DomainResult] = [self.direct.tick(st, p, wall) for p, st in list(self.direct_states.items())]
+        ticks += [self.domain.tick(st, p, wall) for p, st in list(self.domain_states.items())]
+        for res in ticks:
+            if res.published:
+                await self._emit(res)
