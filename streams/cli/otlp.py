@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         port = await receiver.start_async(args.bind, args.port)
-        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces -> %s", bind, port, args.to)
+        log.info("OTLP/HTTP receiver on http://%s:%d/v1/traces and /v1/logs -> %s", bind, port, args.to)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,4 +1,5 @@
-"""The OTLP/HTTP trace receiver of `crosstalk otlp`: POST /v1/traces, GET /health and /counters.
+"""The OTLP/HTTP receiver of `crosstalk otlp`: POST /v1/traces, POST /v1/logs (GenAI content in log records,
+joined to their spans: streams.inputs.otlp_join), GET /health and /counters.
 
 Hostile peers are bad input, and the receiver's own resources are bounded (docs/security.md, its limits
 under attack):
