@@ -167,6 +167,7 @@ class JoinedInput:
         self.r = receiver
         mapper = receiver.mapper
         self.max_records = o.logs_max_records
+        self.max_objects = o.max_decoded_objects
         self.joiner = LogJoiner(o.logs_wait_s, o.logs_join_max, lambda sp: mapper.is_inference(sp))
         mapper.before_map = lambda spans, sender: self.joiner.on_spans(spans, sender, time.monotonic())
 
@@ -177,7 +178,7 @@ class JoinedInput:
         encoding = "otlp_json" if "json" in content_type else "otlp_proto"
         with self.r._lock:
             try:
-                records = decode_logs(body, encoding, self.max_records)
+                records = decode_logs(body, encoding, self.max_records, self.max_objects)
             except OtlpDecodeError as exc:
                 whole = SpanReject(exc.reason, exc.detail)
                 return self.r.deliver(Mapped(rejects=[whole], payload_error=whole), sender, "logs")
@@ -214,7 +215,7 @@ def logs_response(out: Mapped, ctype: str) -> Any:
 
     if out.payload_error is not None:
         whole = out.payload_error
-        status = 413 if whole.reason == "too_many_records" else 400
+        status = 413 if whole.reason in ("too_many_records", "too_many_objects") else 400
         return web.Response(status=status, text=f"{whole.reason}: {whole.detail}")
     message = "; ".join(sorted({f"{r.reason}: {r.detail}" for r in out.rejects + out.refused}))[:1000]
     body, content_type = answer(out.rejected_spans, message, "json" in ctype)

@@ -35,7 +35,14 @@ _SCHEMA: dict[str, dict[int, str]] = {
     "any_value": {5: "array_value", 6: "key_value_list"},
     "array_value": {1: "any_value"},
     "key_value_list": {1: "key_value"},
+    # logs/v1 (POST /v1/logs): the same walk, from its own root
+    "logs_request": {1: "resource_logs"},
+    "resource_logs": {1: "resource", 2: "scope_logs"},
+    "scope_logs": {1: "scope", 2: "log_record"},
+    "log_record": {5: "any_value", 6: "key_value"},
 }
+# what the unit limit (max_spans) counts, and the reason past it
+_UNITS = {"span": ("too_many_spans", "spans"), "log_record": ("too_many_records", "log records")}
 MAX_DEPTH = 100  # protobuf's own parser refuses deeper messages
 
 
@@ -73,13 +80,13 @@ def _varint(data: bytes | bytearray | memoryview, i: int, end: int) -> tuple[int
         shift += 7
 
 
-def check_proto(data: bytes | bytearray, limits: DecodeLimits) -> None:
-    """Count the messages and spans of a protobuf ExportTraceServiceRequest without decoding it; TooMuch
-    past a limit, BadWire if the wire format is broken. Stops at the first limit passed, so a bomb costs
-    at most max_objects steps."""
+def check_proto(data: bytes | bytearray, limits: DecodeLimits, root: str = "request") -> None:
+    """Count the messages and spans of a protobuf ExportTraceServiceRequest (root `logs_request`: the log
+    records of an ExportLogsServiceRequest) without decoding it; TooMuch past a limit, BadWire if the wire
+    format is broken. Stops at the first limit passed, so a bomb costs at most max_objects steps."""
     objects = spans = 0
     stack: list[tuple[str, int]] = []  # (message type, end offset) of the messages being walked
-    kind, i, end = "request", 0, len(data)
+    kind, i, end = root, 0, len(data)
     while True:
         if i >= end:
             if i > end or kind.startswith("group"):
@@ -118,10 +125,11 @@ def check_proto(data: bytes | bytearray, limits: DecodeLimits) -> None:
             objects += 1
             if objects > limits.max_objects:
                 raise TooMuch("too_many_objects", f"the payload decodes to more than {limits.max_objects} messages")
-            if sub == "span":
+            if sub in _UNITS:
                 spans += 1
                 if spans > limits.max_spans:
-                    raise TooMuch("too_many_spans", f"more than {limits.max_spans} spans in one request")
+                    reason, what = _UNITS[sub]
+                    raise TooMuch(reason, f"more than {limits.max_spans} {what} in one request")
             if len(stack) >= MAX_DEPTH:
                 raise BadWire("messages nested deeper than 100 levels")
             stack.append((kind, end))

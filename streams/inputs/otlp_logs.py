@@ -29,6 +29,7 @@ from streams.inputs.otlp_decode import (
     _nanos,
     _pb_attrs,
 )
+from streams.inputs.otlp_limits import BadWire, DecodeLimits, TooMuch, check_json_size, check_proto
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
@@ -133,8 +134,23 @@ def logs_from_proto(data: bytes | bytearray) -> Iterator[LogRecord | SpanReject]
                 )
 
 
-def decode_logs(data: bytes | bytearray, encoding: str, max_records: int) -> list[LogRecord | SpanReject]:
-    """encoding: otlp_proto | otlp_json. More than `max_records` records: the payload is refused whole."""
+def decode_logs(
+    data: bytes | bytearray, encoding: str, max_records: int, max_objects: int | None = None
+) -> list[LogRecord | SpanReject]:
+    """encoding: otlp_proto | otlp_json. More than `max_records` records, or with `max_objects` a payload that
+    would decode to more messages or JSON values (otlp.max_decoded_objects), is refused whole, the latter
+    before anything is built (streams.inputs.otlp_limits)."""
+    if max_objects is not None:
+        limits = DecodeLimits(max_records, max_objects)
+        try:
+            if encoding == "otlp_json":
+                check_json_size(data, limits)
+            elif len(data) > 2 * min(max_records, max_objects):  # every message costs at least 2 bytes
+                check_proto(data, limits, root="logs_request")
+        except TooMuch as exc:
+            raise OtlpDecodeError(exc.reason, exc.detail) from None
+        except BadWire:
+            raise OtlpDecodeError("not_otlp", "protobuf: DecodeError") from None
     if encoding == "otlp_json":
         try:
             obj = orjson.loads(data)

@@ -83,3 +83,17 @@ def test_the_span_limit_counts_json_spans_and_a_batch_at_the_limit_passes(served
     assert r.status_code == 413 and r.text.startswith("too_many_spans:")
     assert served.post(orjson.dumps(export_request(spans[:3])), JSON_GZIP).status_code == 200
     assert served.receiver.counters["spans.mapped"] == 3
+
+
+@pytest.mark.parametrize("served", [{"max_decoded_objects": 4096}], indirect=True)
+def test_log_bodies_are_bounded_by_what_they_decode_to(served: Served) -> None:
+    """/v1/logs counted its records only once protobuf had built them all: one record of 5,000 empty
+    attributes (field 6), or 5,000 `{}` records in JSON, are refused before anything is built."""
+    record = pb_field(0x12, b"\x32\x00" * 5_000)  # a scope_logs whose one log record holds 5,000 attributes
+    r = httpx.post(f"{served.url}/v1/logs", content=gzip.compress(pb_field(0x0A, pb_field(0x12, record))),
+                   headers=PROTO_GZIP, timeout=60)  # fmt: skip
+    assert r.status_code == 413 and r.text.startswith("too_many_objects:")
+    records = b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[' + b",".join([b"{}"] * 5_000) + b"]}]}]}"
+    r = httpx.post(f"{served.url}/v1/logs", content=gzip.compress(records), headers=JSON_GZIP, timeout=60)
+    assert r.status_code == 413 and r.text.startswith("too_many_objects:")
+    assert served.receiver.counters["rejects.too_many_objects"] == 2
