@@ -8,6 +8,9 @@ to crosstalk's receiver on loopback. Before this mapping every one was skipped a
 
 from __future__ import annotations
 
+import io
+
+import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -97,3 +100,48 @@ def test_envoy_openinference_spans_through_the_real_exporter_raise_a_leak_alert(
     runner.finish(0.0)
     leaks = [a for a in runner.result.alerts if a.kind == "cross_tenant_contamination"]
     assert leaks and leaks[0].tenant_id == "globex" and leaks[0].source_tenant_id == "acme"
+
+
+def test_the_openinference_openai_instrumentation_through_the_real_exporter_raises_the_leak() -> None:
+    """Arize's own producer: the OpenAI SDK instrumented by openinference-instrumentation-openai, the tenant set
+    with its `using_user` context (user.id on the span), the spans sent by the SDK's OTLP exporter."""
+    pytest.importorskip("openinference.instrumentation.openai")
+    import openai
+    from openinference.instrumentation import using_user
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    from streams.embedded.output import EmbeddedOutput
+    from streams.testing.chatserver import ChatServer
+
+    chat = ChatServer()
+    chat.start()
+    warm = Settings(detection={"overlap_warmup_docs": 0, "overlap_warmup_s": 0.0})
+    alerts = io.BytesIO()
+    output = EmbeddedOutput(warm, alerts, io.BytesIO())
+    receiver = OtlpReceiver(warm, output)
+    port = receiver.start_in_thread()
+    provider = TracerProvider(resource=Resource.create({"crosstalk.cache_domain": "glm53-pd-1"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{chat.port}/v1", api_key="test", max_retries=0)
+
+    def ask(who: str, text: str) -> str:
+        with using_user(who):
+            r = client.chat.completions.create(model="glm-5.3", messages=[{"role": "user", "content": text}])
+        return r.choices[0].message.content or ""
+
+    try:
+        ask("acme", SECRET)
+        chat.leak_next = True  # the next answer is the previous caller's prompt: acme's, to globex
+        assert ask("globex", "anything for me?") == SECRET
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+        receiver.stop_thread()
+        output.close()
+        chat.stop()
+    assert receiver.mapper.counters["openinference"] == 2 and receiver.counters["spans.mapped"] == 2
+    found = [orjson.loads(line) for line in alerts.getvalue().splitlines()]
+    leak = [a for a in found if a["kind"] == "cross_tenant_contamination"]
+    assert leak and (leak[0]["tenant_id"], leak[0]["source_tenant_id"]) == ("globex", "acme"), found
