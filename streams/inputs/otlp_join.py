@@ -189,14 +189,19 @@ class JoinedInput:
             self.flush_locked()
         return out
 
-    def flush_locked(self) -> None:
-        """Map the halves that waited long enough (the caller holds the mapping lock)."""
-        for ready in self.joiner.expired(time.monotonic()):
+    def flush_locked(self, now: float | None = None) -> None:
+        """Map the halves that waited long enough, all of them with `now` = inf (the caller holds the lock)."""
+        for ready in self.joiner.expired(time.monotonic() if now is None else now):
             self.r.deliver(self.r.mapper.map_spans([ready.span], ready.sender), ready.sender, "joined")
 
     def flush(self) -> None:
         with self.r._lock:
             self.flush_locked()
+
+    def flush_all(self) -> None:
+        """At shutdown: every half still waiting for its other is mapped alone now; none is dropped."""
+        with self.r._lock:
+            self.flush_locked(float("inf"))
 
     async def tick(self) -> None:
         """Every fraction of the wait: halves whose wait ran out are mapped even if no request comes."""

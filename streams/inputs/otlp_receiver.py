@@ -318,6 +318,7 @@ class OtlpReceiver:
         if self._runner is not None:
             await self._runner.cleanup()
         self._pool.shutdown(wait=True)
+        self.joined.flush_all()  # no request is in flight now: what waits for its other half goes on alone
 
     def start_in_thread(self, port: int = 0) -> int:
         """For tests and embedding: serve on a background thread; port 0 picks a free one."""

@@ -198,3 +198,17 @@ def test_the_join_is_bounded_and_takes_each_half_once() -> None:
     late = j.expired(10.0)
     assert {r.span.span_id for r in late} == {f"{2:016x}", "77" * 8}
     assert j.pending == 0
+
+
+def test_halves_still_waiting_at_shutdown_are_mapped_not_dropped() -> None:
+    events: list[Any] = []
+    receiver = OtlpReceiver(Settings(otlp={"logs_wait_s": 600}), FunctionOutput(events.append))
+    port = receiver.start_in_thread()
+    r = httpx.post(
+        f"http://127.0.0.1:{port}/v1/logs",
+        content=details_json("acme", "ab" * 16, "cd" * 8, SECRET),
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 200 and events == []
+    receiver.stop_thread()
+    assert [e.type for e in events] == ["request", "response"] and events[0].tenant_id == "acme"
