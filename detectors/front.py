@@ -12,7 +12,7 @@ from collections import Counter
 from detectors.canaries import CanaryPolicy
 from detectors.dedup import Deduper
 from detectors.join import Joiner
-from schemas.events import Event, EventError
+from schemas.events import Event, EventError, dropped_canaries
 from schemas.exchange import Exchange
 
 EVENT_KEYS = {t: f"events.{t}" for t in ("request", "response", "cache_stats", "canary")}
@@ -35,6 +35,17 @@ def admit(event: Event, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | N
         policy.check(event)
     if dedup.seen(event.event_id, event.ts):
         raise EventError("duplicate", f"event_id {event.event_id!r} was seen before")
+
+
+def weak_canaries(event: Event, counters: Counter[str]) -> str | None:
+    """The warning of a request kept without the markers that are not markers (dropped at validation), counted
+    per marker (`canaries.dropped_weak`), or None: one wording and one count for every runner's intake (a prober
+    with a weak marker format hears of it without losing its prompts)."""
+    dropped = dropped_canaries(event)
+    if not dropped:
+        return None
+    counters["canaries.dropped_weak"] += len(dropped)
+    return "; ".join(dropped) + "; the request was kept without them"
 
 
 class Front:

@@ -215,6 +215,26 @@ class Joiner:
         assert isinstance(half.event, Request)
         return half.event, half.text_print
 
+    def waiting(self) -> tuple[OrderedDict[str, _Half], OrderedDict[str, _Half]]:
+        """The halves waiting for their other half, (requests, responses): the live dicts, which a checkpoint copies
+        whole or as their changes (streams/kafka/pieces.py). Read them; never change them."""
+        return self._requests, self._responses
+
+    def plant(self, token_key: int, marker_id: str, tenant_id: str, session_id: str | None, ts: float) -> bool:
+        """A marker known by its keyed hashes (the staged ingest's plant), as `CanaryRegistry.register_keyed`."""
+        return self.canaries.register_keyed(token_key, marker_id, tenant_id, session_id, ts)
+
+    def marker_hits(
+        self, keys: list[int], prompt_keys: list[int] | None, until: float, prompt_until: float
+    ) -> list[CanaryHit]:
+        """This Joiner's canary step on token keys taken where the text was (the staged ingest keeps no text): the
+        output's markers, less those its own prompt re-sent (`unexplained`), each scanned as of its text's event
+        time (a scan that waited for the watermark may know markers planted after the text)."""
+        hits = self.canaries.scan_keys(keys, until)
+        if hits and prompt_keys:
+            hits = unexplained(hits, self.canaries.scan_keys(prompt_keys, prompt_until))
+        return hits
+
     def state_size(self) -> int:
         return len(self._requests) + len(self._responses)
 

@@ -24,8 +24,8 @@ from detectors.join import Joiner
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
-from schemas.events import Event
-from schemas.exchange import Exchange
+from schemas.events import Event, Request
+from schemas.exchange import Exchange, TextFingerprint
 
 _ADVANCE_STEP_S = 1.0
 
@@ -52,6 +52,8 @@ class Observed:
 
     alerts: list[Alert] = field(default_factory=list)
     evaluated: Evaluated = field(default_factory=list)
+    # Incidents resolved by the event's time, at the core's own cadence (`Back.resolved_due`), for `on_resolved`.
+    resolved: list[IncidentResolved] = field(default_factory=list)
 
 
 class Monitor:
@@ -106,9 +108,12 @@ class Monitor:
         return self.table.get(cache_domain, ts)
 
     def observe_evaluated(self, event: Event) -> Observed:
-        """`observe`, plus the exchanges the event completed or expired, for the shell's sinks."""
+        """`observe`, plus the exchanges the event completed or expired and the incidents resolved by its time
+        (checked once per second of event time: the cadence lives here, not in each runner), for the shell."""
         evaluated: Evaluated = []
-        return Observed(self._observe(event, evaluated), evaluated)
+        alerts = self._observe(event, evaluated)
+        ts, back = event.ts, self.back
+        return Observed(alerts, evaluated, back.resolved_due(ts) if ts >= back.next_resolved else [])
 
     def _observe(self, event: Event, evaluated: Evaluated | None = None) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
@@ -179,6 +184,11 @@ class Monitor:
     def resolved_due(self, ts: float) -> list[IncidentResolved]:
         """`drain_resolved`, at most once per second of event time: what a runner calls per event."""
         return self.back.resolved_due(ts)
+
+    def take_request(self, request_id: str) -> tuple[Request, TextFingerprint | None] | None:
+        """The waiting request half of `request_id`, taken out (`Joiner.take_request`): the direct topology sends it
+        on with its response when both came to another domain's partition."""
+        return self.joiner.take_request(request_id)
 
     def incidents(self) -> list[Incident]:
         out = [inc for dm in self.domains.values() for inc in dm.incidents.all()]

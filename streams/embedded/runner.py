@@ -11,11 +11,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from detectors.front import weak_canaries
 from detectors.incidents import Incident
 from detectors.monitor import Monitor, Observed
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.alert import Alert, IncidentResolved
-from schemas.events import Event, EventError, dropped_canaries
+from schemas.events import Event, EventError
 from streams.inputs.corpus import load_public
 from streams.inputs.files import LineReader, Parsed, Rejects, StopFlag, in_event_time_order
 from streams.settings import Settings
@@ -125,13 +126,13 @@ class EmbeddedRunner:
             self.reject(source, line, "internal_error", f"{type(exc).__name__}: {exc}", raw)
             return []
         self.result.events[event.type] += 1
-        dropped = dropped_canaries(event)
-        if dropped:
-            self._warn_dropped(event, dropped, source, line)
+        weak = weak_canaries(event, self.result.counters)
+        if weak is not None:
+            self.rejects.warn(source, line, "weak_canary", weak, event.event_id)
         self.sinks.on_event(event.type)
         self._emit(observed)
-        if event.ts >= self.monitor.back.next_resolved:  # the core's own cadence (`Back.resolved_due`)
-            self._tell_resolved(self.monitor.resolved_due(event.ts))
+        if observed.resolved:
+            self._tell_resolved(observed.resolved)
         return observed.alerts
 
     def tick(self, now: float) -> list[Alert]:
@@ -160,13 +161,6 @@ class EmbeddedRunner:
                     dm.holding,
                     total,
                 )
-
-    def _warn_dropped(self, event: Event, dropped: tuple[str, ...], source: str, line: int | None) -> None:
-        # The request was taken without the markers that are not markers: said once per request, counted
-        # per marker, so that a prober with a weak marker format hears of it without losing its prompts.
-        self.result.counters["canaries.dropped_weak"] += len(dropped)
-        detail = "; ".join(dropped) + "; the request was kept without them"
-        self.rejects.warn(source, line, "weak_canary", detail, event.event_id)
 
     def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
         self._refused = (reason, detail)

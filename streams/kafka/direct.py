@@ -111,7 +111,7 @@ class DirectStage:
         unowned: list[Exchange] = []
         monitor.unowned = unowned
         moved = st.moved
-        observe, back = monitor.observe_evaluated, monitor.back
+        observe = monitor.observe_evaluated
         for msg in messages:
             counters["direct.messages"] += 1
             self.positions[partition] = msg.offset
@@ -151,8 +151,8 @@ class DirectStage:
                 ts = event.ts
                 if ts > res.newest:
                     res.newest = ts
-                if ts >= back.next_resolved:  # the back's own cadence (`Back.resolved_due`), tested here per event
-                    res.resolved += back.resolved_due(ts)
+                if observed.resolved:
+                    res.resolved += observed.resolved
         if res.newest > self.input_max.get(partition, NEG_INF):
             self.input_max[partition] = res.newest
         publish(res.alerts, res.resolved, res.published, res.dead, counters, Source(INPUT, partition))
@@ -212,7 +212,7 @@ class DirectStage:
         q = input_partition_of(key, home.partitions)
         if event.type == "response":
             rid = event.request_id
-            waiting = monitor.joiner.take_request(rid)
+            waiting = monitor.take_request(rid)
             if waiting is not None:  # its request came here first: both go, the request first
                 res.reroute.append((key, _request_line(monitor, *waiting), q))
                 counters["direct.rerouted.request"] += 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from detectors.canaries import CanaryPolicy, CanaryRegistry
+from detectors.front import weak_canaries
 from detectors.monitor import make_fingerprinter
 from detectors.ordering import FUTURE_TS, EventClock
 from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
@@ -64,12 +65,10 @@ def dropped_warning(
 ) -> DeadLetter | None:
     """The dead-letter warning of an event kept without the canary markers that are not markers, or None.
     Its payload identifies the event (not its text: the event itself went on, fingerprinted)."""
-    dropped = dropped_canaries(event)
-    if not dropped:
+    detail = weak_canaries(event, counters)
+    if detail is None:
         return None
-    counters["canaries.dropped_weak"] += len(dropped)
-    detail = "; ".join(dropped) + "; the request was kept without them"
-    ids = {"event_id": event.event_id, "type": event.type, "dropped": len(dropped)}
+    ids = {"event_id": event.event_id, "type": event.type, "dropped": len(dropped_canaries(event))}
     return DeadLetter(orjson.dumps(ids), "weak_canary", detail, source, offset, line, key, severity="warning")
 
 

@@ -82,7 +82,7 @@ def _waiting_of(state: Any) -> tuple[OrderedDict[str, Any], OrderedDict[str, Any
         joiner = state.monitor.joiner
     else:
         return None
-    return joiner._requests, joiner._responses
+    return joiner.waiting()
 
 
 # The waiting halves as of each one's last copy, by the live dict's id (a dict cannot be a weak key): what

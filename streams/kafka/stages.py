@@ -24,7 +24,7 @@ from detectors.back import Back, DomainTable, count_alerts, route_exchange
 from detectors.canaries import CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.front import Front
-from detectors.join import Joiner, unexplained
+from detectors.join import Joiner
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, OrderKey, order_key
@@ -277,7 +277,7 @@ class JoinStage:
 
     @staticmethod
     def _register(st: JoinState, p: records.Plant) -> None:
-        st.joiner.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
+        st.joiner.plant(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
 
     def _route(self, st: JoinState, exchanges: list[Exchange], out: _ToDomain) -> None:
         """Exchanges to their domain's partition. One whose response holds hex words waits for the watermark
@@ -301,18 +301,16 @@ class JoinStage:
             self._send(st, ex, out)
 
     def _send(self, st: JoinState, ex: Exchange, out: _ToDomain) -> None:
-        resp = ex.response
+        resp, req = ex.response, ex.request
         keys = st.keys.pop(ex.request_id, None) if resp is not None and st.keys else None
+        prompt = st.prompt_keys.pop(ex.request_id, None) if st.prompt_keys and req is not None else None
         if keys is not None and resp is not None:
-            # The response's canary hits, from the keyed ids of its words (no text reaches this stage).
-            hits: list[CanaryHit] | None = st.joiner.canaries.scan_keys(keys, until=resp.ts)
+            # The Joiner's own canary step, on the keyed ids of both texts' words (no text reaches this stage).
+            prompt_ts = req.ts if req is not None else resp.ts
+            hits: list[CanaryHit] | None = st.joiner.marker_hits(keys, prompt, resp.ts, prompt_ts)
         else:
             hits = st.hits.pop(ex.request_id, None) if st.hits else None
-        prompt = st.prompt_keys.pop(ex.request_id, None) if st.prompt_keys and ex.request is not None else None
-        if hits and ex.response is not None:
-            if prompt:  # the same step as the Joiner's: the markers its own prompt re-sent are not a leak
-                assert ex.request is not None
-                hits = unexplained(hits, st.joiner.canaries.scan_keys(prompt, until=ex.request.ts))
+        if hits and resp is not None:
             ex = replace(ex, canary_hits=hits)
         domain = route_exchange(ex, self.counters)
         if domain is not None:
