@@ -127,6 +127,12 @@ def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) ->
         "attribution_cjk_source": g.get("source_script", {}).get("cjk", {}).get("attribution"),
         "attribution_cjk_receiver": g.get("receiver_script", {}).get("cjk", {}).get("attribution"),
         "delay_s": ev.detection_delay_s,
+        # Denominators of the shares, so that seeds pool (`pooled`).
+        "n:exposure": ev.contaminated,
+        "n:attribution": ev.contaminated,
+        "n:content_only": g.get("scenario", {}).get("content_only", {}).get("contaminated"),
+        "n:attribution_cjk_source": g.get("source_script", {}).get("cjk", {}).get("contaminated"),
+        "n:attribution_cjk_receiver": g.get("receiver_script", {}).get("cjk", {}).get("contaminated"),
     }
     rows = labels["responses"]
     for c in classes:
@@ -160,9 +166,13 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     for theirs, mine in names.items():
         if theirs in last and last[theirs] != "nan":
             f[mine] = float(last[theirs])
-    leaks = re.search(r"^overall\s+(\d+)", out, flags=re.M)
-    if leaks:
-        f["leaks"] = int(leaks[1])
+    groups = dict(re.findall(r"^(\S+)\s+(\d+)\s+[0-9.]+", out, flags=re.M))
+    for group, mine in (("overall", "exposure"), ("overall", "attribution"), ("content_only", "content_only"),
+                        ("src_cjk", "attribution_cjk_source"), ("recv_cjk", "attribution_cjk_receiver")):  # fmt: skip
+        if group in groups:
+            f[f"n:{mine}"] = int(groups[group])
+    if "overall" in groups:
+        f["leaks"] = int(groups["overall"])
     f["_raw"] = out[-4000:]
     return f
 
@@ -173,9 +183,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     jobs = [
         (p, shape, params, seed)
-        for p, shapes in sets.items()
-        if p in a.profiles
-        for shape, (params, seeds) in shapes.items()
+        for p in a.profiles  # in the order asked
+        for shape, (params, seeds) in sets[p].items()
         for seed in seeds
     ]
     t0 = time.monotonic()
@@ -226,16 +235,52 @@ def value(f: dict[str, Any], name: str, kind: str) -> float | None:
     return float(v)
 
 
+def pooled(fs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One shape and key over its seeds: counts add, shares are weighted by their denominators, delays take the max."""
+    out: dict[str, Any] = {"clean_2xx": sum(f.get("clean_2xx") or 0 for f in fs)}
+    for name, _, _, kind in COLUMNS:
+        if kind in ("rate", "per10k"):
+            vals = [f[name] for f in fs if f.get(name) is not None]
+            out[name] = sum(vals) if vals else None
+        elif kind == "s":
+            vals = [f[name] for f in fs if f.get(name) is not None]
+            out[name] = max(vals) if vals else None
+        else:
+            n_key = f"n:{name.removeprefix('class:')}" if name.startswith("class:") else f"n:{name}"
+            pairs = [(f[name], f.get(n_key) or 0) for f in fs if f.get(name) is not None]
+            n = sum(w for _, w in pairs)
+            out[name] = sum(v * w for v, w in pairs) / n if n else None
+    return out
+
+
 def worst(runs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """Per profile, each figure's worst over its shapes, seeds and keys."""
+    """Per profile: each shape and key pooled over its seeds, then each figure's worst over shapes and keys."""
     out: dict[str, dict[str, float | None]] = {}
     for profile in dict.fromkeys(r["profile"] for r in runs):
-        mine = [r["f"] for r in runs if r["profile"] == profile]
+        cells = {(r["shape"], r["key"]) for r in runs if r["profile"] == profile}
+        mine = [
+            pooled([r["f"] for r in runs if r["profile"] == profile and (r["shape"], r["key"]) == c]) for c in cells
+        ]
         out[profile] = {}
         for name, _, higher_worse, kind in COLUMNS:
             vals = [v for v in (value(f, name, kind) for f in mine) if v is not None]
             out[profile][name] = (max(vals) if higher_worse else min(vals)) if vals else None
     return out
+
+
+def rescore(path: Path, work: Path) -> dict[str, Any]:
+    """A result file scored again from the alerts it left in `work` (the scoring changed, not crosstalk)."""
+    report = orjson.loads(path.read_bytes())
+    for r in report["runs"]:
+        where = work / r["profile"] / f"{r['shape']}-s{r['seed']}"
+        alerts = where / f"alerts-{report['commit']}-{r['key']}.jsonl"
+        labels, events = where / "labels.json", where / "events.jsonl"
+        if r["profile"] == "ext-v2":
+            r["f"] = ext_v2(labels, alerts, events)
+        else:
+            r["f"] = ours(labels, alerts, BLIND_CLASSES if r["profile"].startswith("blind-v1") else ())
+    report["worst"] = worst(report["runs"])
+    return report
 
 
 def _p(v: float | None, digits: int = 1) -> str:
@@ -289,7 +334,14 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/crosstalk-eval-all"))
     ap.add_argument("--before", type=Path, help="an earlier result JSON of this script: a before column")
     ap.add_argument("--out", type=Path, help="output prefix (default bench/results/eval-all-<commit>)")
+    ap.add_argument("--rescore", type=Path, help="score an earlier result file again from its alerts in --work")
     a = ap.parse_args()
+    if a.rescore:
+        report = rescore(a.rescore, a.work)
+        a.rescore.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        before = orjson.loads(a.before.read_bytes()) if a.before else None
+        a.rescore.with_suffix(".md").write_text(markdown(report, before), encoding="utf-8")
+        return 0
     if "ext-v2" in a.profiles and not (EXT_V2 / "generate.py").exists():
         print(f"ext-v2 not found at {EXT_V2} (set CROSSTALK_EXT_V2)", file=sys.stderr)
         return 2

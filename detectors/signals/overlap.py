@@ -257,7 +257,7 @@ class OverlapDetector(HeldJudge):
     @staticmethod
     def _conclude(candidates: list[Signal]) -> list[Signal]:
         """The conclusion first (the most severe candidate; among equally severe ones the first, i.e. the source of most
-        leaked tokens), then every other candidate high or critical on its own figures. A mixed output holds pages of
+        leaked tokens), then every other candidate (each source with a long passage). A mixed output holds pages of
         several tenants: each one whose own pages prove a leak by the same rule is a victim of its own, named in a
         signal of its own (the verdict raises one alert per named source: docs/adr/0004, "several sources").
         Estimated token counts cannot order near-equal pages, so naming only the first would hide a victim whenever
@@ -266,8 +266,8 @@ class OverlapDetector(HeldJudge):
         for candidate in candidates[1:]:
             if SEVERITY_RANK[candidate.severity] > SEVERITY_RANK[signal.severity]:
                 signal = candidate
-        also = [c for c in candidates if c is not signal and SEVERITY_RANK[c.severity] >= SEVERITY_RANK["high"]]
-        return [signal, *also]
+        # The others too: below high they are evidence, next to the mechanism each is critical, a victim of its own.
+        return [signal, *(c for c in candidates if c is not signal)]
 
     def _cold_finding(
         self, ov: Overlap, hashes: list[int], tenants: list[str], base: dict[str, Any]
