@@ -11,6 +11,9 @@ and span ids, which are the key here, scoped by the sender (a sender cannot comp
 * A span or record whose other half does not come within `otlp.logs_wait_s` is mapped alone: a span without
   content (as before logs existed), a record as a span of no duration (it carries the model, usage and
   content; the tenant only if it is on the record or its resource).
+* The older per-message records (`gen_ai.user.message`, `gen_ai.choice`…, content in the body) become the
+  events of their span, where the mapping reads them; several per span, they wait together, and a
+  `gen_ai.choice` completes a waiting span. Without their span in time they are dead-lettered (`no_span`).
 * Each half is taken once: a record for a span already mapped (and the reverse) is counted and dropped.
 * Bounded: at most `otlp.logs_join_max` halves wait on each side once a request is handled; past it the
   oldest are mapped alone at once.
@@ -28,21 +31,28 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from streams.inputs.otlp_decode import OtlpDecodeError, Span, SpanReject
-from streams.inputs.otlp_logs import DETAILS_EVENT, LogRecord, answer, decode_logs
+from streams.inputs.otlp_logs import DETAILS_EVENT, LEGACY_EVENTS, LogRecord, answer, decode_logs
 
 if TYPE_CHECKING:
     from streams.inputs.otlp import Mapped, Sender
 
 Key = tuple[str, str, str]  # (sender, trace id, span id)
 _CONTENT = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+_MAX_MESSAGES = 10_000  # per-message records kept for one span: a history longer than this is cut, counted
 
 
 @dataclass(slots=True)
 class Ready:
     """A span to map now, with the sender whose tenants it may assert."""
 
-    span: Span
+    span: Span | SpanReject
     sender: Sender | None
+
+
+def with_events(span: Span, records: list[LogRecord]) -> Span:
+    """The span with the older per-message records as its events, where the mapping reads them (their body)."""
+    added = [(r.event_name, r.body if isinstance(r.body, dict) else {"content": r.body}) for r in records]
+    return replace(span, events=[*span.events, *added])
 
 
 def merged(span: Span, rec: LogRecord) -> Span:
@@ -63,6 +73,7 @@ class LogJoiner:
         self.is_inference = is_inference
         self.spans: OrderedDict[Key, tuple[Span, Sender | None, float]] = OrderedDict()
         self.logs: OrderedDict[Key, tuple[LogRecord, Sender | None, float]] = OrderedDict()
+        self.events: OrderedDict[Key, tuple[list[LogRecord], Sender | None, float]] = OrderedDict()  # per message
         # Keys mapped lately, and which half did it (span | log | both): a log record for a span mapped without
         # it adds nothing the events have not got, nor a span for a record mapped alone; a span sent again
         # goes on to the core, which refuses it as a duplicate (its sender hears so).
@@ -72,7 +83,7 @@ class LogJoiner:
 
     @property
     def pending(self) -> int:
-        return len(self.spans) + len(self.logs)
+        return len(self.spans) + len(self.logs) + len(self.events)
 
     def _key(self, sender: Sender | None, trace_id: str, span_id: str) -> Key:
         return (sender.name if sender is not None else "", trace_id, span_id)
@@ -92,10 +103,17 @@ class LogJoiner:
                 out.append(span)
                 continue
             key = self._key(sender, span.trace_id, span.span_id)
+            waiting = self.events.pop(key, None)
+            if waiting is not None:
+                span = with_events(span, waiting[0])
+                self.counters["joined_events"] += 1
             if key in self.logs:
                 rec, _, _ = self.logs.pop(key)
                 out.append(merged(span, rec))
                 self.counters["joined"] += 1
+                self._finish(key, "both")
+            elif waiting is not None:
+                out.append(span)
                 self._finish(key, "both")
             elif self.done.get(key) == "log":
                 self.counters["dropped.span_after_log"] += 1
@@ -113,6 +131,9 @@ class LogJoiner:
         the others wait for their span."""
         out: list[Span] = []
         for rec in records:
+            if rec.event_name in LEGACY_EVENTS:
+                out += self._per_message(rec, sender, now)
+                continue
             if rec.event_name != DETAILS_EVENT:
                 self.counters["skipped.not_inference_details"] += 1
                 continue
@@ -133,11 +154,41 @@ class LogJoiner:
                 self.counters["logs_waited"] += 1
         return out
 
-    def _sides(self) -> list[tuple[OrderedDict[Key, tuple[Any, Sender | None, float]], str]]:
-        return [(self.spans, "span"), (self.logs, "log")]
+    def _per_message(self, rec: LogRecord, sender: Sender | None, now: float) -> list[Span]:
+        """An older per-message record: onto its waiting span (a `gen_ai.choice`, the answer, completes it), or it
+        waits with the others of its span."""
+        self.logs_seen = True
+        if not rec.trace_id or not rec.span_id:
+            self.counters["skipped.message_event_without_span"] += 1  # nothing to join it to
+            return []
+        key = self._key(sender, rec.trace_id, rec.span_id)
+        if key in self.spans:
+            span, who, since = self.spans.pop(key)
+            span = with_events(span, [rec])
+            self.counters["joined_events"] += 1
+            if rec.event_name == "gen_ai.choice":
+                self._finish(key, "both")
+                return [span]
+            self.spans[key] = (span, who, since)
+        elif key in self.done:
+            self.counters["dropped.log_after_span"] += 1
+        else:
+            waiting = self.events.setdefault(key, ([], sender, now))[0]
+            if len(waiting) < _MAX_MESSAGES:
+                waiting.append(rec)
+            else:
+                self.counters["dropped.message_events_over_cap"] += 1
+        return []
 
-    def _alone(self, key: Key, half: Span | LogRecord, sender: Sender | None, why: str) -> Ready:
+    def _sides(self) -> list[tuple[OrderedDict[Key, tuple[Any, Sender | None, float]], str]]:
+        return [(self.spans, "span"), (self.logs, "log"), (self.events, "events")]
+
+    def _alone(self, key: Key, half: Span | LogRecord | list[LogRecord], sender: Sender | None, why: str) -> Ready:
         self.counters[f"alone.{why}"] += 1
+        if isinstance(half, list):  # per-message records alone name no tenant, model or counts: a reject, said why
+            self._finish(key, "log")
+            detail = f"{len(half)} per-message log events whose span did not come within {self.wait_s:g} s"
+            return Ready(SpanReject("no_span", detail, key[1], key[2]), sender)
         self._finish(key, "log" if isinstance(half, LogRecord) else "span")
         return Ready(half if isinstance(half, Span) else half.as_span(), sender)
 

@@ -24,14 +24,21 @@ from streams.inputs.otlp_decode import (
     Span,
     SpanDecodeError,
     SpanReject,
+    _json_any,
     _json_attrs,
     _json_id,
     _nanos,
+    _pb_any,
     _pb_attrs,
 )
 from streams.inputs.otlp_limits import BadWire, DecodeLimits, TooMuch, check_json_size, check_proto
 
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# The older per-message events (semconv 1.30 and before; openai-v2's default mode with
+# OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true): one record per message, the content in its body.
+LEGACY_EVENTS = frozenset(
+    {"gen_ai.system.message", "gen_ai.user.message", "gen_ai.assistant.message", "gen_ai.tool.message", "gen_ai.choice"}
+)
 
 
 @dataclass(slots=True)
@@ -44,6 +51,7 @@ class LogRecord:
     time_ns: int
     attributes: dict[str, Any]
     resource: dict[str, Any]
+    body: Any = None  # the older per-message events carry their content here
 
     def as_span(self) -> Span:
         """The record alone, as a span of no duration at its time (no span arrived to join it)."""
@@ -69,6 +77,7 @@ def _json_record(rec: Any, resource: dict[str, Any]) -> LogRecord:
         when,
         attrs,
         resource,
+        _json_any(rec.get("body")),
     )
 
 
@@ -131,6 +140,7 @@ def logs_from_proto(data: bytes | bytearray) -> Iterator[LogRecord | SpanReject]
                     rec.time_unix_nano or rec.observed_time_unix_nano,
                     attrs,
                     resource,
+                    _pb_any(rec.body) if rec.HasField("body") else None,
                 )
 
 

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from streams.embedded.output import EmbeddedOutput
-from streams.inputs.otlp_decode import Span
+from streams.inputs.otlp_decode import Span, SpanReject
 from streams.inputs.otlp_join import LogJoiner
 from streams.inputs.otlp_logs import DETAILS_EVENT, LogRecord
 from streams.inputs.otlp_receiver import OtlpReceiver
@@ -212,3 +212,80 @@ def test_halves_still_waiting_at_shutdown_are_mapped_not_dropped() -> None:
     assert r.status_code == 200 and events == []
     receiver.stop_thread()
     assert [e.type for e in events] == ["request", "response"] and events[0].tenant_id == "acme"
+
+
+def test_per_message_events_through_v1_logs_are_joined_to_their_span() -> None:
+    """The older per-message events (semconv 1.30: gen_ai.user.message, gen_ai.choice; content in the body), as
+    instrumentations on those conventions emit them inside the call's span. The pinned openai-v2 2.4b0 with
+    util-genai 1.1b0 no longer emits them (its default mode is the latest one), so the SDK's own logger emits
+    them here, through its OTLP log exporter, beside the span's exporter."""
+    from opentelemetry._logs import LogRecord as ApiLogRecord
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    alerts = io.BytesIO()
+    output = EmbeddedOutput(Settings(detection=WARM), alerts, io.BytesIO())
+    receiver = OtlpReceiver(Settings(detection=WARM), output)
+    port = receiver.start_in_thread()
+    resource = Resource.create({"service.name": "gateway", "crosstalk.cache_domain": "glm53-pd-1"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces"))
+    )
+    logger_provider = LoggerProvider(resource=resource)
+    logger_provider.add_log_record_processor(
+        SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"http://127.0.0.1:{port}/v1/logs"))
+    )
+    tracer = tracer_provider.get_tracer("legacy-genai")
+    logger = logger_provider.get_logger("legacy-genai")
+
+    def call(who: str, prompt: str, answer: str) -> None:
+        with tracer.start_as_current_span("chat glm-5.3") as span:
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.system": "openai",
+                    "gen_ai.request.model": "glm-5.3",
+                    "gen_ai.usage.input_tokens": 40,
+                    "gen_ai.usage.output_tokens": 40,
+                    "crosstalk.tenant_id": who,
+                }
+            )
+            logger.emit(ApiLogRecord(event_name="gen_ai.user.message", body={"content": prompt}))
+            choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}
+            logger.emit(ApiLogRecord(event_name="gen_ai.choice", body=choice))
+
+    try:
+        call("acme", SECRET, "Noted.")
+        call("globex", "anything for me?", SECRET)
+    finally:
+        tracer_provider.shutdown()
+        logger_provider.shutdown()
+        receiver.stop_thread()
+        output.close()
+    joins = receiver.joined.joiner.counters
+    assert receiver.counters["spans.mapped"] == 2 and joins["joined_events"] == 2, (dict(receiver.counters), joins)
+    found = [orjson.loads(line) for line in alerts.getvalue().splitlines()]
+    leak = [a for a in found if a["kind"] == "cross_tenant_contamination"]
+    assert leak and (leak[0]["tenant_id"], leak[0]["source_tenant_id"]) == ("globex", "acme"), found
+
+
+def test_per_message_events_whose_span_never_comes_are_dead_lettered() -> None:
+    j = LogJoiner(wait_s=5.0, max_pending=10, is_inference=lambda s: True)
+    rec = LogRecord("ab" * 16, "cd" * 8, "gen_ai.user.message", 5, {}, {}, {"content": "hi"})
+    assert j.on_logs([rec, rec], None, 0.0) == []
+    [ready] = j.expired(6.0)
+    assert (
+        isinstance(ready.span, SpanReject) and ready.span.reason == "no_span" and "2 per-message" in ready.span.detail
+    )
+    # A span waiting gets them as events; the answer (gen_ai.choice) completes it.
+    assert j.on_spans([_span("ee" * 8)], None, 7.0) == []
+    j.on_logs([LogRecord("ab" * 16, "ee" * 8, "gen_ai.user.message", 5, {}, {}, {"content": "hi"})], None, 7.0)
+    choice = LogRecord("ab" * 16, "ee" * 8, "gen_ai.choice", 6, {}, {}, {"message": {"content": "yo"}})
+    [span] = j.on_logs([choice], None, 7.0)
+    assert [name for name, _ in span.events] == ["gen_ai.user.message", "gen_ai.choice"]
