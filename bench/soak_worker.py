@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     growth = (med[2] - med[1]) / med[1] if med[1] else 0.0
     plot(samples, args.rate, args.figure)
     duration = samples[-1]["t_s"] if samples else 0.0
+    figure_name = str(args.figure.relative_to(c.ROOT) if args.figure.is_relative_to(c.ROOT) else args.figure)
     path = c.write(
         args.name,
         args,
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline={"rss_first_sample_mb": round(samples[0]["rss_bytes"] / c.MB, 1) if samples else None},
         ratio={"last_third_over_middle_third": round(1 + growth, 4)},
         targets={"memory_flat": c.target(abs(growth), 0.10, at_least=False)},
-        extra={"samples": samples, "figure": str(args.figure.relative_to(c.ROOT))},
+        extra={"samples": samples, "figure": figure_name},
     )  # fmt: skip
     c.report(
         "soak: one worker's memory at a fixed rate",
