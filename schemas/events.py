@@ -230,10 +230,6 @@ class Response(_EventBase):
     status_code: int = Field(ge=100, le=599)
     session_id: Id | None = None
     finish_reason: str | None = Field(default=None, max_length=64)
-    response_id: Id | None = Field(
-        default=None, description="the provider's id of the completion (gen_ai.response.id, chatcmpl-...): engine logs"
-    )
-    error_type: str | None = Field(default=None, max_length=128, description="error.type of a failed call")
     usage: Usage | None = None
     ttft_ms: Duration | None = None
     duration_ms: Duration | None = None
@@ -241,6 +237,11 @@ class Response(_EventBase):
         default=None, description="a serialized chat messages array is read as its messages' text, as prompt_text"
     )
     output_fingerprint: Fingerprint | None = None
+    # Added later (optional, last: streams/kafka/records._ADDED reads records written before them).
+    response_id: Id | None = Field(
+        default=None, description="the provider's id of the completion (gen_ai.response.id, chatcmpl-...): engine logs"
+    )
+    error_type: str | None = Field(default=None, max_length=128, description="error.type of a failed call")
 
 
 class CacheStats(_EventBase):

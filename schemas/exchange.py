@@ -106,7 +106,8 @@ class Exchange(_Plain):
 
     @property
     def response_id(self) -> str | None:
-        return self.response.response_id if self.response is not None else None
+        # getattr: a response restored from a snapshot taken before the field existed has no such attribute.
+        return getattr(self.response, "response_id", None) if self.response is not None else None
 
     @property
     def traceparent(self) -> str | None:

@@ -78,6 +78,7 @@ _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response
 # from before (on a topic, or in a snapshot, during an upgrade) lacks them and decodes with None, as the wire does.
 _ADDED: dict[type[BaseModel], tuple[str, ...]] = {
     Fingerprint: ("positions", "sentences", "sentence_ends"),
+    Response: ("response_id", "error_type"),
     CacheStats: (
         "prefix_cache_hits_total",
         "prefix_cache_queries_total",

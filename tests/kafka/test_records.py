@@ -198,3 +198,22 @@ def test_an_exchange_record_keeps_the_output_positions_and_older_ones_decode() -
     older[4] = [out.words, out.hashes, [0]]
     with pytest.raises(records.RecordError, match="1 positions for"):
         records.exchange_from_record(orjson.dumps(older))
+
+
+def test_response_records_written_before_the_response_id_still_decode() -> None:
+    """A response record as a worker before `response_id` and `error_type` left it on the join topic or in a
+    snapshot, in both layouts: it decodes, without them; a new record keeps them."""
+    event = parse_event(orjson.dumps({**RESP, "response_id": "chatcmpl-9", "error_type": "429"}))
+    assert isinstance(event, Response)
+    back, _ = records.event_from_record(records.event_record(event))
+    assert back == event and isinstance(back, Response) and back.response_id == "chatcmpl-9"
+    old = parse_event(orjson.dumps(RESP))
+    kind, values, keys = orjson.loads(records.event_record(old))
+    for added in ("response_id", "error_type"):
+        del values[added]
+    as_object = orjson.dumps([kind, values, keys])
+    values["usage"] = [values["usage"][f] for f in ("input_tokens", "output_tokens")]  # the array layout's nesting
+    as_array = orjson.dumps([kind, [values[f] for f in Response.model_fields if f in values], keys])
+    for raw in (as_object, as_array):
+        back, _ = records.event_from_record(raw)
+        assert back == old and isinstance(back, Response) and back.response_id is None and back.error_type is None
