@@ -44,6 +44,19 @@ def count_alerts(counters: Counter[str], alerts: list[Alert]) -> list[Alert]:
     return alerts
 
 
+def new_holds(domains: dict[str, DomainMonitor], seen: dict[str, int]) -> list[tuple[str, int, int, int]]:
+    """(domain, findings held since `seen`, waiting now, held in all) per domain that held any since; `seen` (domain
+    -> holds counted so far) is updated. For a runner that reports each hold once (its log); O(domains)."""
+    out = []
+    for name, dm in domains.items():
+        total = dm.held_counts["held"]
+        new = total - seen.get(name, 0)
+        if new > 0:
+            seen[name] = total
+            out.append((name, new, dm.holding, total))
+    return out
+
+
 class DomainTable:
     """The DomainMonitors of one process (or partition), bounded: a domain idle for `domain_idle_s` of
     event time expires, and beyond `max_domains` the least recently active one is evicted. Either way

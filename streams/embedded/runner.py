@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from detectors.back import new_holds
 from detectors.front import weak_canaries
 from detectors.incidents import Incident
 from detectors.monitor import Monitor, Observed
@@ -23,6 +24,9 @@ from streams.settings import Settings
 from streams.sinks.base import ByteOut, Sink, SinkSet
 
 log = logging.getLogger("crosstalk.embedded")
+HOLD_LOG = (
+    "domain %s is cold: %d content-only finding(s) held, judged %.0f s after their response (%d waiting, %d in all)"
+)
 
 
 @dataclass
@@ -145,22 +149,9 @@ class EmbeddedRunner:
         return alerts
 
     def _log_holds(self) -> None:
-        # O(domains), once a tick: a domain's cumulative count of holds says how many are new since the last tick.
         hold_s = self.settings.detection.overlap_hold_s
-        for name, dm in self.monitor.domains.items():
-            total = dm.held_counts["held"]
-            new = total - self._holds_logged.get(name, 0)
-            if new > 0:
-                self._holds_logged[name] = total
-                log.info(
-                    "domain %s is cold: %d content-only finding(s) held, judged %.0f s after their response "
-                    "(%d waiting now, %d held in all)",
-                    name,
-                    new,
-                    hold_s,
-                    dm.holding,
-                    total,
-                )
+        for name, new, waiting, total in new_holds(self.monitor.domains, self._holds_logged):
+            log.info(HOLD_LOG, name, new, hold_s, waiting, total)
 
     def reject(self, source: str, line: int | None, reason: str, detail: str, raw: bytes) -> None:
         self._refused = (reason, detail)

@@ -93,6 +93,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         self.kafka = settings.kafka
         self.names: TopicNames = topic_names(settings.kafka)
         self.counters: Counter[str] = Counter()
+        self._holds_logged: dict[tuple[str, int], dict[str, int]] = {}  # streams/kafka/clock.py
         self.started = time.time()
         self.public = load_public(settings)
         started_mono = time.monotonic()

@@ -5,11 +5,13 @@ direct stage and the domain stage each take the wall clock as an argument (`tick
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from typing import Any
 
 import orjson
+import pytest
 from factories import TEXTS, request, response
 
 from streams.kafka.clock import HeldClock
@@ -70,8 +72,9 @@ def test_the_domain_stage_judges_a_held_finding_by_the_clock() -> None:
 
 class _Worker(HeldClock):
     def __init__(self, lag: dict[str, int]) -> None:
-        s = Settings(detection=COLD)
+        s = self.settings = Settings(detection=COLD)
         counters: Counter[str] = Counter()
+        self._holds_logged = {}
         self.app = type("App", (), {"rebalancing": False})()
         self.direct = DirectStage(s, counters)
         self.direct.partitions = 1
@@ -89,9 +92,13 @@ class _Worker(HeldClock):
         self.emitted += [orjson.loads(v)["kind"] for _, v in res.published]
 
 
-def test_the_worker_ticks_only_once_its_input_is_read_to_the_end() -> None:
+def test_the_worker_ticks_only_once_its_input_is_read_to_the_end(caplog: pytest.LogCaptureFixture) -> None:
     behind = _Worker({"0": 5})  # a backlog: its events are older than the clock, and event time judges them
-    asyncio.run(behind._tick_held())
+    with caplog.at_level(logging.INFO, logger="crosstalk.clock"):
+        asyncio.run(behind._tick_held())
+        asyncio.run(behind._tick_held())
+    (record,) = caplog.records  # the hold, logged once over two ticks
+    assert record.getMessage().startswith("direct partition 0: domain d1 is cold: 1 content-only finding(s) held")
     assert behind.emitted == [] and behind.direct_states[0].monitor.state_size()["held_findings"] == 1
     quiet = _Worker({"0": 0})
     asyncio.run(quiet._tick_held())
