@@ -156,13 +156,31 @@ class Back:
             return []
         return self.table.get(domain, ev.ts).observe_stats(ev)
 
-    def advance(self, ts: float) -> list[Alert]:
-        """Event time moved to `ts`: domains release their buffered input; idle domains expire."""
+    def advance(
+        self,
+        ts: float,
+        resolved: list[IncidentResolved] | None = None,
+        failed: list[tuple[str, Exception]] | None = None,
+    ) -> list[Alert]:
+        """Event time moved to `ts`: domains release their buffered input and judge the held findings due; idle
+        domains expire. The one way a domain's time moves, in every runner (the staged domain stage on its watermark).
+
+        `resolved`: gets the incidents resolved by `ts`, drained before expiry (a domain that went silent still
+        resolves its incidents). `failed`: a domain whose advance raises is recorded here and the others go on (a
+        Kafka partition must not stop on one domain's bug); None: it raises."""
         alerts: list[Alert] = []
-        for dm in self.table.domains.values():
+        for name, dm in list(self.table.domains.items()):
             # Only buffered input and held findings wait for time; walking idle domains costs O(domains).
             if dm.buffered or dm.holding:
-                alerts += dm.advance(ts)
+                if failed is None:
+                    alerts += dm.advance(ts)
+                    continue
+                try:
+                    alerts += dm.advance(ts)
+                except Exception as exc:  # its held items are lost to this domain, not to the others
+                    failed.append((name, exc))
+        if resolved is not None:
+            resolved += self.table.drain_resolved(ts)
         self.table.expire(ts)
         return alerts
 

@@ -446,18 +446,13 @@ class DomainStage:
             except Exception as exc:
                 res.dead.append(_failed("domain", it, exc))
         st.released = upto
-        table = st.table
-        for name in sorted(table.domains):
-            try:
-                res.alerts += table.domains[name].advance(upto)
-            except Exception as exc:  # its held items are lost to this domain, but not the partition
-                log.exception("domain: advancing %s failed", name)
-                detail = f"advancing domain {name!r}: {type(exc).__name__}: {exc}"
-                res.dead.append(DeadLetter(name.encode(), "internal_error", detail, Source(JOIN, -1), -1))
-        # Before expiry: a domain that went silent still resolves its incidents.
-        res.resolved += table.drain_resolved(upto)
-        table.expire(upto)
-        res.alerts += table.take_flushed()
+        failed: list[tuple[str, Exception]] = []
+        res.alerts += back.advance(upto, res.resolved, failed)  # the core's one step of time, as every runner's
+        for name, error in failed:
+            log.error("domain: advancing %s failed", name, exc_info=error)
+            detail = f"advancing domain {name!r}: {type(error).__name__}: {error}"
+            res.dead.append(DeadLetter(name.encode(), "internal_error", detail, Source(JOIN, -1), -1))
+        res.alerts += st.table.take_flushed()
 
     @staticmethod
     def _feed(back: Back, it: Item, res: DomainResult) -> None:
