@@ -39,9 +39,16 @@ from schemas.exchange import Exchange, TextFingerprint
 
 Innocent = Callable[[np.ndarray], np.ndarray]  # uint64 fingerprints -> mask of the common or public ones
 _EMPTY = np.empty(0, dtype=np.uint64)
-# Of the two prompts, the one the shared answer quotes must hold at least this many of its fingerprints, the other
-# at most a quarter as many: the answer is that prompt's.
+# Of the two prompts, the one the shared answer quotes must hold at least this many of its fingerprints and the other
+# at most a quarter as many, or _WEAK of them while the other holds none: the answer is that prompt's.
 _OWNER_MIN = 3
+# The least evidence one direction of a swap, or a copy's owner, can give when the other side is strong or empty.
+_WEAK = 2
+
+
+def _owns(mine: int, theirs: int) -> bool:
+    """Whether a prompt that holds `mine` of a shared answer's fingerprints owns it against one that holds `theirs`."""
+    return (mine >= _OWNER_MIN and 4 * theirs <= mine) or (mine >= _WEAK and theirs == 0)
 
 
 @dataclass(slots=True)
@@ -134,13 +141,16 @@ class MixupLedger:
     def _pair(self, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
         s = self.s
         shared = _common(cur.out, other.out)
-        if shared.size:
+        if shared.size >= s.mixup_copy_share * min(cur.out.size, other.out.size):
+            # One answer delivered twice (stock text and public quotes inside it count for the sameness, not as its
+            # evidence: at least mixup_min_matches uncommon fingerprints must be shared).
             shared = shared[~innocent(shared)]
-        if shared.size >= max(s.mixup_min_matches, s.mixup_copy_share * min(cur.out.size, other.out.size)):
+            if shared.size < s.mixup_min_matches:
+                return None
             mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
-            if mine >= _OWNER_MIN and 4 * theirs <= mine:
+            if _owns(mine, theirs):
                 return Finding("copy", other, cur, int(shared.size))
-            if theirs >= _OWNER_MIN and 4 * mine <= theirs:
+            if _owns(theirs, mine):
                 return Finding("copy", cur, other, int(shared.size))
             return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
         # A swap: each output holds the other prompt's text that its own prompt does not, and answers the other prompt
@@ -148,11 +158,12 @@ class MixupLedger:
         # with another tenant's prompt relates to its own prompt first).
         there = _common(_without(other.out, other.prompt), cur.prompt)
         back = _common(_without(cur.out, cur.prompt), other.prompt)
-        if there.size < s.mixup_min_matches or back.size < s.mixup_min_matches:
+        if min(there.size, back.size) < _WEAK or there.size + back.size < 2 * s.mixup_min_matches:
             return None
         there, back = there[~innocent(there)], back[~innocent(back)]
-        n = min(there.size, back.size)
-        if n < s.mixup_min_matches:
+        n, most = sorted((there.size, back.size))
+        # Both directions at mixup_min_matches, or one far stronger (twice that) and the other at least _WEAK.
+        if n < _WEAK or (n < s.mixup_min_matches and most < 2 * s.mixup_min_matches):
             return None
         own_other, own_cur = _common(other.out, other.prompt), _common(cur.out, cur.prompt)
         own_other, own_cur = own_other[~innocent(own_other)], own_cur[~innocent(own_cur)]
