@@ -78,6 +78,9 @@ def test_the_proxy_recipe_guards_publishes_and_catches_a_leak(
     env |= kafka_names.env() | {
         "CROSSTALK_CONFIG": str(toml),
         "CROSSTALK_LITELLM__LIMITS_URL": f"http://127.0.0.1:{limits.port}/limits",
+        # A loaded CI machine can take more than the default 2 s for one read in a busy proxy; the refusal below
+        # needs the limits to have been read once (the deadline itself is tested in test_litellm_limits_deadline.py).
+        "CROSSTALK_LITELLM__LIMITS_TIMEOUT_S": "15",
         "LITELLM_MASTER_KEY": MASTER,  # the document's is a placeholder
         "ENGINE_BASE_URL": f"http://127.0.0.1:{chat.port}/v1",
         "PYTHONPATH": str(ROOT),
