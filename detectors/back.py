@@ -184,10 +184,16 @@ class Back:
         self.table.expire(ts)
         return alerts
 
-    def mature(self, now: float) -> list[Alert]:
+    def mature(self, now: float, newest: float) -> list[Alert]:
         """Held findings that waited `overlap_hold_s` by `now`, judged: a live runner's clock, passed in (the
-        OTLP receiver, a Kafka worker), so that a finding comes out when no event follows it. Moves no event time."""
+        OTLP receiver, a Kafka worker), so that a finding comes out when no event follows it. Moves no event time.
+
+        `newest`: the newest event time seen. Only live input is judged by the clock: input whose newest event is
+        more than twice `overlap_hold_s` behind it (a replay of an old log through a live runner) is judged by event
+        time, as in a replay, not all at once before the domain has learned what follows."""
         alerts: list[Alert] = []
+        if now - newest > 2 * self.table.settings.overlap_hold_s:
+            return alerts
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)

@@ -153,9 +153,9 @@ class Monitor:
 
     def tick(self, now: float) -> list[Alert]:
         """A live runner's clock, passed in (the core reads none): held findings that waited `overlap_hold_s` by
-        `now` are judged, so a cold domain's finding comes out when no event follows it (issue 40). Event time does
-        not move: an event older than `now` arriving later is judged as before."""
-        alerts = self.back.mature(now)
+        `now` are judged, so a cold domain's finding comes out when no event follows it (issue 40), if the input is
+        live (`Back.mature`). Event time does not move: an event older than `now` arriving later is judged as before."""
+        alerts = self.back.mature(now, self.watermark)
         return count_alerts(self.counters, alerts) if alerts else alerts
 
     def flush(self) -> list[Alert]:

@@ -393,7 +393,7 @@ class DomainStage:
         """The worker's clock (issue 40): the partition's held findings due by `wall` (UNIX s) are judged
         (`Back.mature`), so a cold domain's finding comes out when the input has gone quiet; the core reads no clock."""
         res = DomainResult()
-        res.alerts = count_alerts(self.counters, Back(st.table).mature(wall))
+        res.alerts = count_alerts(self.counters, Back(st.table).mature(wall, st.released))
         if res.alerts:
             self._publish(res, partition)
         return res

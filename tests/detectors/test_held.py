@@ -155,3 +155,12 @@ def test_a_held_finding_comes_out_by_the_clock_with_no_further_input() -> None:
     (a,) = m.tick(61 + HOLD)
     assert (a.tenant_id, a.request_ids, a.ts) == ("dst", ["d0"], 61 + HOLD)
     assert m.counters["alerts.cross_tenant_contamination.critical"] == 1 and m.tick(10 * HOLD) == []
+
+
+def test_the_clock_judges_only_live_input() -> None:
+    """A log far older than the clock (replayed through a live runner) is judged by event time, as in a replay: the
+    clock would judge every held finding at once, before the domain learned what follows."""
+    m = Monitor(_settings())
+    assert _run(m, _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
+    assert m.tick(61 + 2 * HOLD + 60) == []  # the newest event is more than twice the hold behind the clock
+    assert len(m.flush()) == 1  # still held, and judged at the end

@@ -79,7 +79,9 @@ class _Worker(HeldClock):
         self.direct = DirectStage(s, counters)
         self.direct.partitions = 1
         st = DirectState.fresh_direct(s.detection, counters)
-        msgs = [InputMessage(0, off, b"d1", line, False, placed=True) for off, line in enumerate(_leak(1000.0))]
+        # Live input: the leak's response came 700 s ago (its finding waited the 600 s hold), nothing since.
+        leak = _leak(time.time() - 711.0)
+        msgs = [InputMessage(0, off, b"d1", line, False, placed=True) for off, line in enumerate(leak)]
         self.direct.read(st, 0, msgs, time.time())
         self.direct_states, self.domain_states = {0: st}, {}
         self.lag = lag
