@@ -37,7 +37,9 @@ def make_producer(k: KafkaSettings, **overrides: Any) -> KafkaProducer:
         "acks": "all",
         "linger_ms": 20,
         "max_request_size": min(k.max_message_bytes, 8 * 1024 * 1024),
-        "retries": 10,
+        # No retry count: kafka-python retries until delivery_timeout_ms (120 s). Ten retries were spent in about a
+        # second while a killed broker's partitions waited ~10 s for a new leader (NotLeaderForPartition), and
+        # those events were lost (issue 42, bench/bench_cluster.py: 44 sends in one run).
         # One in-flight request per connection keeps per-partition order across retries.
         "max_in_flight_requests_per_connection": 1,
     }
@@ -161,6 +163,9 @@ class ProduceResult:
     bad_lines: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
     input_error: str | None = None  # the input ended early (truncated gzip, ...): what was read was sent
+    # Messages the cluster did not take in the end (error name -> count), e.g. no leader until the delivery timeout:
+    # counted, never silently dropped.
+    failed: Counter[str] = field(default_factory=Counter)
 
 
 # Per batched message. Kafka's and librdkafka's (kcat, confluent-kafka) defaults cap a message at
@@ -232,7 +237,8 @@ def produce_file(
     if domains is None:  # given: the file is a part of a longer log, whose responses may come in a later part
         domains = response_domains(path, max_bytes) if direct else {}
     parts = len(prod.partitions_for(k.input_topic) or ()) or k.input_partitions if direct else 0
-    batches = _Batches(prod, k.input_topic, batch, batch_bytes)
+    sender = _Counted(prod, res.failed)
+    batches = _Batches(sender, k.input_topic, batch, batch_bytes)
     try:
         lines = Lines(path, max_bytes)
         for line in lines:
@@ -249,11 +255,11 @@ def produce_file(
             elif targets is not None:
                 placed = [*headers, (PLACED, b"1")]  # a direct worker copies an unmarked canary itself
                 for q in targets:
-                    prod.send(k.input_topic, key=key, partition=q, value=line, headers=placed)
+                    sender.send(k.input_topic, key=key, partition=q, value=line, headers=placed)
             elif batch > 1:
                 batches.add(line, None)
             else:
-                prod.send(k.input_topic, key=key, value=line, headers=headers)
+                sender.send(k.input_topic, key=key, value=line, headers=headers)
             n += 1
             if progress is not None:
                 progress(len(line))
@@ -270,6 +276,19 @@ def produce_file(
             prod.close()
     res.seconds = time.monotonic() - start
     return res
+
+
+class _Counted:
+    """A producer whose sends each count their failure (the error's name) once the client gives up on them."""
+
+    def __init__(self, prod: KafkaProducer, failed: Counter[str]) -> None:
+        self.prod, self.failed = prod, failed
+
+    def send(self, topic: str, **kw: Any) -> Any:
+        fut = self.prod.send(topic, **kw)
+        if fut is not None:  # a stand-in producer may return none
+            fut.add_errback(lambda exc: self.failed.update([type(exc).__name__]))
+        return fut
 
 
 _Routed = tuple[bytes | None, list[tuple[str, bytes]], list[int] | None]
@@ -308,7 +327,7 @@ class _Batches:
     alone): one stream of unkeyed messages (`partition` None: the workers route each event), or one per partition
     (direct: sent to that partition, marked placed)."""
 
-    def __init__(self, prod: KafkaProducer, topic: str, batch: int, batch_bytes: int) -> None:
+    def __init__(self, prod: KafkaProducer | _Counted, topic: str, batch: int, batch_bytes: int) -> None:
         self.prod, self.topic, self.batch, self.batch_bytes = prod, topic, batch, batch_bytes
         self.groups: dict[int | None, list[bytes]] = {}
         self.sizes: dict[int | None, int] = {}  # bytes of each group's message so far (lines and newlines)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from streams.cli.main import EXIT_INPUT, EXIT_PARTIAL, CliError
+from streams.cli.main import EXIT_INPUT, EXIT_OUTPUT, EXIT_PARTIAL, CliError
 from streams.inputs.files import InputError, check_inputs, input_size
 from streams.producer import BATCH_BYTES, produce_file
 from streams.settings import load_settings
@@ -67,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         verb = "skipped" if args.skip_bad else "published for dead-lettering"
         err.print(f"{bad} bad lines {verb}: {dict(res.bad_lines)}", style="yellow")
+    if res.failed:  # the cluster never took them (no leader until the delivery timeout, ...): not published
+        n = sum(res.failed.values())
+        err.print(f"crosstalk: error: {n} messages not published: {dict(res.failed)}", style="red", markup=False)
+        return EXIT_OUTPUT
     if res.input_error:
         err.print(f"crosstalk: error: {res.input_error}", style="red", markup=False)
         return EXIT_PARTIAL
