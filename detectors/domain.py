@@ -45,7 +45,7 @@ class DomainMonitor:
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
         self.exchanges = 0
-        self.mixup = MixupLedger(settings)  # recent deliveries: whole responses handed to another tenant
+        self.mixup = MixupLedger()  # recent deliveries: whole responses handed to another tenant
 
     # The settings, with the lateness read per item copied to a plain attribute (a settings model's attribute
     # read is slow). Setting them refreshes the copy; a snapshot holds `s` only, as before the copy existed.
@@ -184,7 +184,7 @@ class DomainMonitor:
             for learn in learners:
                 learn(ex, True)
             if delivery is not None:
-                self.mixup.add(delivery)
+                self.mixup.add(self.s, delivery)
             if matured or late:
                 return [*([gap_alert] if gap_alert is not None else []), *(matured or []), *late]
             return [gap_alert] if gap_alert is not None else []
@@ -208,7 +208,7 @@ class DomainMonitor:
             alerts += self._victim_alerts(ex, alert, main, others)
         if delivery is not None:
             delivery.named.update(a.source_tenant_id for a in alerts if a.source_tenant_id and a.severity in _HIGH_UP)
-            self.mixup.add(delivery)
+            self.mixup.add(self.s, delivery)
         alerts += late
         if cold is not None:
             overlap.cold = None
@@ -216,9 +216,8 @@ class DomainMonitor:
         return alerts
 
     def _mixups(self, d: Delivery, signals: list[Signal], ts: float) -> tuple[list[Signal], list[Alert]]:
-        """The response's signals after the delivery mix-ups it completes (detectors/mixup.py), and the late alerts
-        for the earlier responses that got its answer (their own id: an earlier warning on them keeps its own)."""
-        found = self.mixup.check(d, innocent_of(self.overlap)) if self.mixup.recent else []
+        """The signals after the mix-ups `d` completes (detectors/mixup.py); late alerts (own ids) for the others."""
+        found = self.mixup.check(self.s, d, innocent_of(self.overlap)) if self.mixup.recent else []
         if not found:
             return signals, []
         signals, late = apply(signals, d, found)
@@ -376,7 +375,7 @@ class DomainMonitor:
                 detectors[reg.name] = state.pop(reg.name, None) or reg.make(state["s"])
         state.pop("_plan", None)
         state.setdefault("held_counts", Counter())  # from before held findings were counted
-        state.setdefault("mixup", MixupLedger(state["s"]))  # from before mix-ups were told (an empty ledger)
+        state.setdefault("mixup", MixupLedger())  # from before mix-ups were told (an empty ledger)
         for key, value in state.items():  # in the snapshot's order; `s` through its setter (the copy)
             if key == "s":
                 self.s = value
@@ -402,7 +401,7 @@ class DomainMonitor:
                 if key in out:
                     raise ValueError(f"detector {name!r} declares piece {key!r} a second time")
                 out[key] = piece
-        return out
+        return out | {"mx": self.mixup}  # the recent deliveries, copied as what they gained and lost
 
     def attach(self, public: PublicSet | None, settings: DetectionSettings | None = None) -> None:
         """Give a monitor loaded from a snapshot what the process holds and snapshots never do: the operator's

@@ -106,10 +106,29 @@ def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class MixupLedger:
-    def __init__(self, settings: DetectionSettings) -> None:
-        self.s = settings
+    def __init__(self) -> None:
+        # No settings held: a piece is plain data (a checkpoint copies it apart, and the key must not be in it).
         self.recent: deque[Delivery] = deque()
         self.found = 0  # mix-ups found (cumulative)
+        # Since the last `mark` (a checkpoint copied the ledger): deliveries added and dropped; None: never marked.
+        self._since: tuple[int, int] | None = None
+
+    # A piece (detectors/signals/base.py): a checkpoint copies the ledger as the deliveries it gained and lost.
+    def changes(self) -> tuple[int, list[Delivery]] | None:
+        """(dropped from the front, added at the back) since the mark; None when only a whole copy will do."""
+        if self._since is None or self._since[0] > len(self.recent):
+            return None
+        added, dropped = self._since
+        return dropped, list(self.recent)[len(self.recent) - added :] if added else []
+
+    def mark(self) -> None:
+        self._since = (0, 0)
+
+    def replay(self, changes: tuple[int, list[Delivery]]) -> None:
+        dropped, added = changes
+        for _ in range(min(dropped, len(self.recent))):
+            self.recent.popleft()
+        self.recent.extend(added)
 
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no output, not 2xx)."""
@@ -122,9 +141,9 @@ class MixupLedger:
         out, prompt = _keys(ex.output_print), _keys(ex.prompt_print)
         return Delivery(ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set())
 
-    def check(self, current: Delivery, innocent: Innocent) -> list[Finding]:
+    def check(self, s: DetectionSettings, current: Delivery, innocent: Innocent) -> list[Finding]:
         """Mix-ups between `current` (just completed) and the deliveries made while its request was in flight."""
-        s, found = self.s, []
+        found = []
         if current.out.size < s.mixup_min_matches:
             return []
         for other in reversed(self.recent):
@@ -132,56 +151,59 @@ class MixupLedger:
                 break  # delivered before this request was sent: it cannot carry its answer, nor be answered by it
             if other.tenant_id == current.tenant_id:
                 continue
-            f = self._pair(current, other, innocent)
+            f = _pair(s, current, other, innocent)
             if f is not None:
                 found.append(f)
         self.found += len(found)
         return found
 
-    def _pair(self, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
-        s = self.s
-        shared = _common(cur.out, other.out)
-        if shared.size >= s.mixup_copy_share * min(cur.out.size, other.out.size):
-            # One answer delivered twice (stock text and public quotes inside it count for the sameness, not as its
-            # evidence: at least mixup_min_matches uncommon fingerprints must be shared).
-            shared = shared[~innocent(shared)]
-            if shared.size < s.mixup_min_matches:
-                return None
-            mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
-            if _owns(mine, theirs):
-                return Finding("copy", other, cur, int(shared.size))
-            if _owns(theirs, mine):
-                return Finding("copy", cur, other, int(shared.size))
-            return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
-        # A swap: each output holds the other prompt's text that its own prompt does not, and answers the other prompt
-        # more than its own (an answer quotes and restates the prompt it answers; a normal answer that shares stock text
-        # with another tenant's prompt relates to its own prompt first).
-        there = _common(_without(other.out, other.prompt), cur.prompt)
-        back = _common(_without(cur.out, cur.prompt), other.prompt)
-        if min(there.size, back.size) < _WEAK or there.size + back.size < 2 * s.mixup_min_matches:
-            return None
-        there, back = there[~innocent(there)], back[~innocent(back)]
-        n, most = sorted((there.size, back.size))
-        # Both directions at mixup_min_matches, or one far stronger (twice that) and the other at least _WEAK.
-        if n < _WEAK or (n < s.mixup_min_matches and most < 2 * s.mixup_min_matches):
-            return None
-        own_other, own_cur = _common(other.out, other.prompt), _common(cur.out, cur.prompt)
-        own_other, own_cur = own_other[~innocent(own_other)], own_cur[~innocent(own_cur)]
-        if there.size <= own_other.size or back.size <= own_cur.size:
-            return None
-        # Both directions are leaks: `current` holds `other`'s answer and `other` holds current's. The caller raises
-        # both; the finding names the one delivered first as leaked, the current one is escalated in place.
-        return Finding("swap", other, cur, int(n))
-
-    def add(self, d: Delivery) -> None:
+    def add(self, s: DetectionSettings, d: Delivery) -> None:
         recent = self.recent
         recent.append(d)
-        horizon = d.ts - self.s.mixup_window_s
-        while recent and (recent[0].ts < horizon or len(recent) > self.s.mixup_max_deliveries):
+        horizon, dropped = d.ts - s.mixup_window_s, 0
+        while recent and (recent[0].ts < horizon or len(recent) > s.mixup_max_deliveries):
             recent.popleft()
+            dropped += 1
+        if self._since is not None:
+            self._since = (self._since[0] + 1, self._since[1] + dropped)
 
     def state_size(self) -> int:
         return len(self.recent)
+
+
+def _pair(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
+    shared = _common(cur.out, other.out)
+    if shared.size >= s.mixup_copy_share * min(cur.out.size, other.out.size):
+        # One answer delivered twice (stock text and public quotes inside it count for the sameness, not as its
+        # evidence: at least mixup_min_matches uncommon fingerprints must be shared).
+        shared = shared[~innocent(shared)]
+        if shared.size < s.mixup_min_matches:
+            return None
+        mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
+        if _owns(mine, theirs):
+            return Finding("copy", other, cur, int(shared.size))
+        if _owns(theirs, mine):
+            return Finding("copy", cur, other, int(shared.size))
+        return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
+    # A swap: each output holds the other prompt's text that its own prompt does not, and answers the other prompt
+    # more than its own (an answer quotes and restates the prompt it answers; a normal answer that shares stock text
+    # with another tenant's prompt relates to its own prompt first).
+    there = _common(_without(other.out, other.prompt), cur.prompt)
+    back = _common(_without(cur.out, cur.prompt), other.prompt)
+    if min(there.size, back.size) < _WEAK or there.size + back.size < 2 * s.mixup_min_matches:
+        return None
+    there, back = there[~innocent(there)], back[~innocent(back)]
+    n, most = sorted((there.size, back.size))
+    # Both directions at mixup_min_matches, or one far stronger (twice that) and the other at least _WEAK.
+    if n < _WEAK or (n < s.mixup_min_matches and most < 2 * s.mixup_min_matches):
+        return None
+    own_other, own_cur = _common(other.out, other.prompt), _common(cur.out, cur.prompt)
+    own_other, own_cur = own_other[~innocent(own_other)], own_cur[~innocent(own_cur)]
+    if there.size <= own_other.size or back.size <= own_cur.size:
+        return None
+    # Both directions are leaks: `current` holds `other`'s answer and `other` holds current's. The caller raises
+    # both; the finding names the one delivered first as leaked, the current one is escalated in place.
+    return Finding("swap", other, cur, int(n))
 
 
 def mixup_signal(f: Finding, source: Delivery) -> Signal:

@@ -45,6 +45,7 @@ from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter
 from detectors.index import ContentIndex, Doc
+from detectors.mixup import MixupLedger
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
@@ -284,7 +285,7 @@ def changes(name: Name, obj: Any) -> bytes | None:
         if waited is None:
             return None
         return _pickle(waited, lambda o: None) if waited[0] or waited[1] else b""
-    if isinstance(obj, Deduper):
+    if isinstance(obj, (Deduper, MixupLedger)):
         ids = obj.changes()
         if ids is None:
             return None
@@ -344,7 +345,7 @@ def assemble(
                 obj.replay(_unpack_docs(load(blob)))
             elif isinstance(obj, TenantSpread):
                 obj.replay(_unpack_spread(load(blob)))
-            elif isinstance(obj, Deduper):
+            elif isinstance(obj, (Deduper, MixupLedger)):
                 obj.replay(load(blob))
             else:
                 raise TypeError(f"piece {name}: {type(obj).__name__} has changes but no way here to replay them")

@@ -4,6 +4,7 @@ sentences of that user's text, which content alone calls an echo; the pair of cr
 
 from __future__ import annotations
 
+import pickle
 import random
 
 import numpy as np
@@ -120,19 +121,39 @@ def _delivery(i: float, tenant: str = "t") -> Delivery:
 
 
 def test_the_ledger_is_bounded_by_count_and_by_event_time() -> None:
-    ledger = MixupLedger(_settings(mixup_max_deliveries=5, mixup_window_s=50))
+    s = _settings(mixup_max_deliveries=5, mixup_window_s=50)
+    ledger = MixupLedger()
     for i in range(20):
-        ledger.add(_delivery(float(i)))
+        ledger.add(s, _delivery(float(i)))
     assert ledger.state_size() == 5
-    ledger.add(_delivery(1000.0))
+    ledger.add(s, _delivery(1000.0))
     assert ledger.state_size() == 1  # the others are older than the window
 
 
 def test_one_answer_to_two_tenants_that_neither_prompt_explains_concludes_nothing() -> None:
     # The same public text translated for two tenants: identical outputs, neither prompt holds them.
-    ledger = MixupLedger(_settings())
+    s, ledger = _settings(), MixupLedger()
     out = np.arange(40, dtype=np.uint64)
     a = Delivery(10, 5, "a", "A", None, None, out, np.arange(1000, 1040, dtype=np.uint64), set())
     b = Delivery(12, 6, "b", "B", None, None, out, np.arange(2000, 2040, dtype=np.uint64), set())
-    ledger.add(a)
-    assert ledger.check(b, lambda keys: np.zeros(keys.size, dtype=bool)) == []
+    ledger.add(s, a)
+    assert ledger.check(s, b, lambda keys: np.zeros(keys.size, dtype=bool)) == []
+
+
+def test_the_ledger_copied_as_its_changes_is_the_live_ledger() -> None:
+    s = _settings(mixup_max_deliveries=6, mixup_window_s=1e4)
+    live = MixupLedger()
+    for i in range(4):
+        live.add(s, _delivery(float(i)))
+    assert live.changes() is None  # never copied: only a whole copy will do
+    live.mark()
+    copy = pickle.loads(pickle.dumps(live))
+    for i in range(4, 9):  # three of the old ones fall out
+        live.add(s, _delivery(float(i)))
+    changes = live.changes()
+    assert changes is not None
+    copy.replay(changes)
+    assert [d.request_id for d in copy.recent] == [d.request_id for d in live.recent]
+    for i in range(9, 20):  # more added than it holds: a whole copy again
+        live.add(s, _delivery(float(i)))
+    assert live.changes() is None
