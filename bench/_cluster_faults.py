@@ -103,6 +103,7 @@ class AlertReader(threading.Thread):
         self.arrivals: dict[str, list[float]] = {}
         self.records = 0
         self.pulse_domain: dict[str, str] = {}  # alert id -> pulse domain
+        self.shown: dict[str, str] = {}  # alert id -> kind/severity and request ids
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -119,10 +120,12 @@ class AlertReader(threading.Thread):
                     if a.get("record") == "incident_resolved":
                         continue
                     self.records += 1
+                    if a["alert_id"] not in self.arrivals:  # what a report shows of an unexpected alert (no text)
+                        self.shown[a["alert_id"]] = f"{a.get('kind')}/{a.get('severity')} {a.get('request_ids')}"
                     self.arrivals.setdefault(a["alert_id"], []).append(now)
                     for rid in a.get("request_ids") or ():
                         if "-pulse-" in rid:  # a pulse: which partition's steady alerts it is one of
-                            self.pulse_domain[a["alert_id"]] = rid.split("-pulse-")[0]
+                            self.pulse_domain[a["alert_id"]] = rid.rsplit("-pulse-", 1)[0]
         self.consumer.close()
 
 

@@ -175,6 +175,7 @@ def run(args: Any, topology: str, inp: dict[str, Any], workdir: Path) -> dict[st
         "lost_ids": lost[:50],
         "lost_kinds": _kinds(lost, inp["alerts"]),
         "foreign": len(seen - expected),
+        "foreign_alerts": [reader.shown[i] for i in sorted(seen - expected)][:20],
         "duplicated_ids": sum(1 for ts in arrivals.values() if len(ts) > 1),
         "duplicate_records": sum(len(ts) - 1 for ts in arrivals.values()),
         "records": reader.records,
