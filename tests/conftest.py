@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
+from parity import three_runners_agree  # noqa: F401  (autouse: tests/detectors scenarios in every runner)
 
 from streams.testing.kafkanames import KafkaNames
 from streams.testing.workerproc import WorkerProcess

@@ -9,6 +9,15 @@
 A stream never ends in Kafka, so `with_ticks` appends what tests/kafka/test_stages.py appends: idle cache stats
 an hour of event time past the last event on every partition, which move every watermark past the stream. The
 same lines (ticks included) go to all three runners.
+
+`three_runners_agree`, an autouse fixture (tests/conftest.py imports it), runs every scenario of tests/detectors
+through the three runners too ("parity by construction"): a scenario test there feeds events to a `Monitor` and
+asserts on its alerts; the fixture records, per Monitor a test builds, the events it was fed (accepted or refused)
+and its settings, and after the test the same events go through the three runners, which must raise the same alert
+ids. A new scenario test is compared without anyone writing a comparison. Left out, as `_why_not` says: a Monitor
+given a public corpus or an `owns` (the runners load their own), or fed more than `MAX_EVENTS` (the staged pipeline
+costs about a millisecond per event). A fixture here, not in a tests/detectors/conftest.py: a second module named
+`conftest` would shadow tests/conftest.py for the tests that import from it.
 """
 
 from __future__ import annotations
@@ -16,14 +25,18 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import orjson
+import pytest
 
+from detectors.monitor import Monitor
 from detectors.public import PublicSet
-from schemas.events import parse_event
+from schemas.events import Event, parse_event
 from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.corpus import load_public
 from streams.kafka.direct import DirectStage, DirectState
@@ -126,3 +139,53 @@ def run_three(settings: Settings, lines: list[bytes]) -> Parity:
         out.add("direct", direct(settings, lines))
         out.add("staged", staged(settings, lines))
     return out
+
+
+MAX_EVENTS = 400
+SCENARIOS = Path(__file__).resolve().parent / "detectors"
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.fed: dict[int, tuple[Monitor, list[Event]]] = {}
+
+    def wrap(self, original: Any) -> Any:
+        recorder = self
+
+        def observe(monitor: Monitor, event: Event, *args: Any, **kwargs: Any) -> Any:
+            entry = recorder.fed.setdefault(id(monitor), (monitor, []))
+            entry[1].append(event)
+            return original(monitor, event, *args, **kwargs)
+
+        return observe
+
+
+def _why_not(monitor: Monitor, events: list[Event]) -> str | None:
+    if monitor.table.public is not None:
+        return "a public corpus"
+    if monitor.owns is not None:
+        return "owns a share of the domains"
+    if len(events) > MAX_EVENTS:
+        return f"{len(events)} events"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def three_runners_agree(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if SCENARIOS not in Path(str(request.path)).parents:
+        yield
+        return
+    recorder = _Recorder()
+    # `observe` is an alias of `_observe` (one call level less per event): both are wrapped; observe_evaluated
+    # calls `_observe`, so each event is recorded once.
+    monkeypatch.setattr(Monitor, "_observe", recorder.wrap(Monitor._observe))
+    monkeypatch.setattr(Monitor, "observe", recorder.wrap(Monitor.observe))
+    yield
+    monkeypatch.undo()
+    for monitor, events in recorder.fed.values():
+        if _why_not(monitor, events) is not None:
+            continue
+        settings = Settings(detection=monitor.settings)
+        lines = [e.model_dump_json(exclude_none=True).encode() for e in events]
+        got = run_three(settings, lines)
+        assert not got.differences(), f"the runners disagree on this test's {len(events)} events: {got.differences()}"
