@@ -1,6 +1,6 @@
 """The three runners give the same alert ids on the same events (issue 41): the embedded runner, the direct
 topology and the staged topology, in process (tests/parity.py). The scenarios of tests/detectors run through
-the same comparison by construction (tests/detectors/conftest.py); these are the ones a runner once got wrong."""
+the same comparison by construction (three_runners_agree); these are the ones a runner once got wrong."""
 
 from __future__ import annotations
 
