@@ -219,6 +219,10 @@ class Request(_EventBase):
 class Usage(_Model):
     input_tokens: NonNegInt | None = None
     output_tokens: NonNegInt | None = None
+    # Added later (optional, last: streams/kafka/records._ADDED reads records written before it).
+    cached_input_tokens: NonNegInt | None = Field(
+        default=None, description="input tokens the engine served from its prefix cache (evidence only)"
+    )
 
 
 class Response(_EventBase):
@@ -270,7 +274,6 @@ class CacheStats(_EventBase):
     role_source: Literal["configured", "derived", "assumed"] | None = Field(
         default=None, description="where `role` came from: the settings, the engine's own metrics, or the default"
     )
-
 
 
 class Canary(_EventBase):

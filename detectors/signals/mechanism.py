@@ -138,6 +138,12 @@ class AccountingDetector(_Mechanism):
         figures: dict[str, Any] = {"gateway_prompt_tokens": gateway, "engine_input_tokens": engine}
         figures |= {"ratio": round(ratio, 6), "normal_ratio": None if normal is None else round(normal, 4)}
         figures["basis"] = "floor" if ratio < self._floor else "learned"
+        # Evidence only: what the engine says it served from its prefix cache. Semconv counts it inside the input
+        # tokens; a provider that counts it apart (input + cached near the gateway's count) explains the shortfall.
+        # getattr: a usage restored from a snapshot taken before the field existed has no such attribute.
+        cached = getattr(usage, "cached_input_tokens", None)
+        if cached is not None:
+            figures["engine_cached_input_tokens"] = cached
         return [
             Signal(
                 name="token_accounting_mismatch",

@@ -11,6 +11,7 @@ docs/adr/0005-telemetry-inputs.md):
 
 * ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.request.max_tokens``,
   ``gen_ai.usage.input_tokens``/``output_tokens`` (older ``gen_ai.usage.prompt_tokens``/``completion_tokens``),
+  ``gen_ai.usage.cache_read.input_tokens`` (semantic-conventions-genai: evidence only),
   ``gen_ai.response.finish_reasons``, ``gen_ai.conversation.id``, ``gen_ai.response.time_to_first_chunk`` (s);
 * content: ``gen_ai.system_instructions``, ``gen_ai.input.messages``, ``gen_ai.output.messages`` (JSON
   strings of ``{"role", "parts": [{"type": "text", "content"}]}``, emitted by openai-v2 with
@@ -378,6 +379,20 @@ class SpanMapper:
             request["prompt_fingerprint"] = self._fingerprint(prompt_text, "prompt")
         return request
 
+    def _cached(self, v: Any) -> int | None:
+        """The cached input tokens, a figure of evidence only (docs/detection.md): one that is no count the schema
+        takes is left out and counted, never the cause of the span's reject."""
+        try:
+            n = _int(v, "cached input tokens")
+        except EventError:
+            n = -1
+        if n is None and v is None:
+            return None
+        if n is None or not 0 <= n <= 2**53:
+            self.counters["cache_read_dropped"] += 1
+            return None
+        return n
+
     def _response(
         self,
         span: Span,
@@ -417,6 +432,9 @@ class SpanMapper:
             response["error_type"] = error_type
         if usage_in is not None or usage_out is not None:
             response["usage"] = {"input_tokens": usage_in, "output_tokens": usage_out}
+            cached = self._cached(a.get("gen_ai.usage.cache_read.input_tokens"))
+            if cached is not None:
+                response["usage"]["cached_input_tokens"] = cached
         ttft_s = _float(_lookup(span, s.ttft_s_attributes), "the time to first token")
         ttft_ms = _float(_lookup(span, s.ttft_ms_attributes), "the time to first token")
         if ttft_ms is None and ttft_s is not None:

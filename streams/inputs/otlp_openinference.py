@@ -12,6 +12,7 @@ openinference-semantic-conventions 0.1.32; Envoy AI Gateway v1.1 internal/tracin
 * ``llm.model_name`` (``llm.request.model_name``/``llm.response.model_name`` where they differ),
   ``llm.provider``/``llm.system`` -> ``gen_ai.provider.name``, ``llm.finish_reason``;
 * ``llm.token_count.prompt``/``completion`` -> ``gen_ai.usage.input_tokens``/``output_tokens``;
+* ``llm.token_count.prompt_details.cache_read`` -> ``gen_ai.usage.cache_read.input_tokens``;
 * ``llm.invocation_parameters`` (JSON) ``max_tokens``/``max_completion_tokens``;
 * content: ``llm.input_messages.N.message.content`` (or ``message.contents.M.message_content.text``),
   ``llm.output_messages.N...``, ``llm.prompts.N.prompt.text``, ``llm.choices.N.completion.text``; without
@@ -128,6 +129,7 @@ def _max_tokens(params: Any) -> Any:
 _RENAMES = (
     ("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
     ("llm.token_count.completion", "gen_ai.usage.output_tokens"),
+    ("llm.token_count.prompt_details.cache_read", "gen_ai.usage.cache_read.input_tokens"),
 )
 
 

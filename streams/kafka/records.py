@@ -79,6 +79,7 @@ _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response
 _ADDED: dict[type[BaseModel], tuple[str, ...]] = {
     Fingerprint: ("positions", "sentences", "sentence_ends"),
     Response: ("response_id", "error_type"),
+    Usage: ("cached_input_tokens",),
     CacheStats: (
         "prefix_cache_hits_total",
         "prefix_cache_queries_total",
