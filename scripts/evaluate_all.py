@@ -298,7 +298,8 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
     lines = [
         f"# The whole evaluation at {report['commit']} ({report['date']})",
         "",
-        f"Worst over keys {', '.join(report['keys'])}, shapes and seeds, no operator corpus"
+        f"Each shape pooled over its seeds, then the worst over shapes and keys {', '.join(report['keys'])};"
+        " no operator corpus"
         + (f"; before: {before['commit']}" if before else "")
         + ". blind-v1 is a development set (its alerts were read one by one); ext-v2 was written by other hands.",
         "",
@@ -324,6 +325,34 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The targets (issue 39): (figure, bound, higher is worse).
+TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0, "exposure": 0.97,
+           "content_only": 0.95, "class:whole_response": 0.95, "attribution": 0.95, "delay_s": 60.0}  # fmt: skip
+
+
+def readme_table(report: dict[str, Any]) -> str:
+    """The README's table: each target per profile (worst of keys and shapes), and whether every profile meets it."""
+    w = report["worst"]
+    profiles = [p for p in ("sim", "ext-v2", "blind-v1b", "blind-v1") if p in w]
+    names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}
+    head = "| target | " + " | ".join(names[p] for p in profiles) + " | met |"
+    lines = [head, "|---|" + "---|" * (len(profiles) + 1)]
+    for name, label, higher_worse, kind in COLUMNS:
+        if name not in TARGETS and not name.startswith("attribution_cjk"):
+            continue
+        vals = [w[p].get(name) for p in profiles]
+        bound = TARGETS.get(name)
+        if bound is None:
+            met = "–"
+        else:
+            ok = [v is None or (v <= bound if higher_worse else v >= bound) for v in vals]
+            short = {"sim": "ours", "ext-v2": "ext-v2", "blind-v1b": "v1b", "blind-v1": "v1"}
+            missed = [short[p] for p, good in zip(profiles, ok, strict=True) if not good]
+            met = "yes" if not missed else "**no**: " + ", ".join(missed)
+        lines.append(f"| {label} | " + " | ".join(cell(v, kind) for v in vals) + f" | {met} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one short shape and seed per profile")
@@ -335,7 +364,11 @@ def main() -> int:
     ap.add_argument("--before", type=Path, help="an earlier result JSON of this script: a before column")
     ap.add_argument("--out", type=Path, help="output prefix (default bench/results/eval-all-<commit>)")
     ap.add_argument("--rescore", type=Path, help="score an earlier result file again from its alerts in --work")
+    ap.add_argument("--readme", type=Path, help="print the README's table of this result file")
     a = ap.parse_args()
+    if a.readme:
+        print(readme_table(orjson.loads(a.readme.read_bytes())), end="")
+        return 0
     if a.rescore:
         report = rescore(a.rescore, a.work)
         a.rescore.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
