@@ -1,0 +1,81 @@
+"""The whole evaluation (scripts/evaluate_all.py): seeds pool by their denominators, the worst is taken over shapes
+and keys, ext-v2's scorer is read from what it prints, and a quick run goes end to end on every profile."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import evaluate_all  # noqa: E402
+
+
+def _run(shape: str, key: str, seed: int, **f: float) -> dict:
+    return {"profile": "p", "shape": shape, "key": key, "seed": seed, "f": f}
+
+
+def test_seeds_pool_by_their_denominators_and_the_worst_is_over_shapes_and_keys() -> None:
+    runs = [
+        # shape a, key 1: 1 of 10 leaks missed on one seed, none of 90 on the other: 99 % pooled, not 95 %
+        _run("a", "k1", 1, exposure=0.9, **{"n:exposure": 10}, false_high=1, clean_2xx=1000),
+        _run("a", "k1", 2, exposure=1.0, **{"n:exposure": 90}, false_high=0, clean_2xx=1000),
+        # shape b, key 1: worse exposure, fewer false highs
+        _run("b", "k1", 1, exposure=0.96, **{"n:exposure": 50}, false_high=0, clean_2xx=500),
+    ]
+    w = evaluate_all.worst(runs)["p"]
+    assert w["exposure"] == pytest.approx(0.96)
+    assert w["false_high"] == pytest.approx(1 / 2000)  # shape a pooled: 1 of 2,000
+    a = evaluate_all.pooled([r["f"] for r in runs[:2]])
+    assert a["exposure"] == pytest.approx(0.99)
+
+
+SCORER_OUTPUT = """alerts=3 kinds={} severities={}
+group                        n  exposure exp_warn+    attrib  attr_any  delay_s
+overall                     40     0.950     0.975     0.925     0.950      2.0
+content_only                20     0.900     0.950     0.900     0.900      0.0
+src_cjk                     10     1.000     1.000     0.900     1.000      0.0
+recv_cjk                    12     1.000     1.000     0.917     1.000      0.0
+false alarms: high+ 3/6000 = 0.0005   warning+ 9/6000 = 0.0015   (cjk receivers high+ 1/10, warning+ 1/10)
+incidents: 4 with a leak, 2 false (high+, no leaked response) = 3.33 per 10,000 clean responses
+exposure=0.950 attribution=0.925 false_alarm_rate=0.0005 (3/6000) content_only_exposure=0.900 attribution_cjk=0.917 \
+attribution_src_cjk=0.900 detect_delay_s=2.0 FAIL
+"""
+
+
+def test_ext_v2_figures_are_read_from_its_scorers_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scorer = tmp_path / "score.py"
+    scorer.write_text(f"print({SCORER_OUTPUT.replace(chr(92) + chr(10), '')!r}, end='')\n")
+    monkeypatch.setattr(evaluate_all, "EXT_V2", tmp_path)
+    f = evaluate_all.ext_v2(tmp_path / "l", tmp_path / "a", tmp_path / "e")
+    assert (f["false_high"], f["clean_2xx"], f["false_warning"], f["false_incidents"]) == (3, 6000, 9, 2)
+    assert (f["exposure"], f["content_only"], f["attribution"]) == (0.95, 0.9, 0.925)
+    assert (f["attribution_cjk_source"], f["attribution_cjk_receiver"], f["delay_s"]) == (0.9, 0.917, 2.0)
+    assert (f["n:exposure"], f["n:content_only"], f["n:attribution_cjk_source"]) == (40, 20, 10)
+
+
+@pytest.mark.slow
+def test_a_quick_run_scores_every_profile_and_prints_the_readme_table(tmp_path: Path) -> None:
+    # ext-v2 lives beside the checkout (../shared/eval/ext-v2), not in it: a clone elsewhere runs the others.
+    profiles = [p for p in evaluate_all.QUICK if p != "ext-v2" or (evaluate_all.EXT_V2 / "generate.py").exists()]
+    out = tmp_path / "quick"
+    cmd = [sys.executable, "scripts/evaluate_all.py", "--quick", "--keys", "1", "--work", str(tmp_path / "w")]
+    cmd += ["--profiles", *profiles, "--out", str(out)]
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, timeout=900)
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert {r["profile"] for r in report["runs"]} == set(profiles)
+    for r in report["runs"]:
+        assert r["f"]["clean_2xx"] > 0 and r["f"].get("exposure") is not None, r
+    table = subprocess.run(
+        [sys.executable, "scripts/evaluate_all.py", "--readme", str(out.with_suffix(".json"))],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert table.startswith("| target | ours (2 shapes) |") and "| blind-v1b (dev) | blind-v1 (dev) | met |" in table
