@@ -39,7 +39,7 @@ def _obj(event: Produced) -> dict[str, Any]:
     return dict(event)
 
 
-def _kv(key: str, value: Any) -> dict[str, Any]:
+def otlp_attribute(key: str, value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         v: dict[str, Any] = {"boolValue": value}
     elif isinstance(value, int):
@@ -94,7 +94,7 @@ def call_span(req: Mapping[str, Any], resp: Mapping[str, Any]) -> dict[str, Any]
         "kind": 3,  # CLIENT
         "startTimeUnixNano": str(start),
         "endTimeUnixNano": str(end),
-        "attributes": [_kv(k, v) for k, v in attrs.items()],
+        "attributes": [otlp_attribute(k, v) for k, v in attrs.items()],
         "status": {"code": 2 if int(resp["status_code"]) >= 500 else 0},
     }
 
@@ -115,7 +115,7 @@ class OtlpOutput(Output):
             headers["authorization"] = f"Bearer {token}"
         self.url = url
         self.retries = retries
-        self.resource = {"attributes": [_kv("service.name", service_name)]}
+        self.resource = {"attributes": [otlp_attribute("service.name", service_name)]}
         self._client = httpx.Client(timeout=timeout_s, headers=headers)
 
     def send(self, events: Sequence[Produced]) -> list[Refused]:

@@ -15,19 +15,12 @@ from typing import Any
 
 import orjson
 
+from streams.outputs.otlp import otlp_attribute
+
 
 def _attr(key: str, value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        v: dict[str, Any] = {"boolValue": value}
-    elif isinstance(value, int):
-        v = {"intValue": str(value)}
-    elif isinstance(value, float):
-        v = {"doubleValue": value}
-    elif isinstance(value, list):
-        v = {"arrayValue": {"values": [{"stringValue": str(x)} for x in value]}}
-    else:
-        v = {"stringValue": str(value)}
-    return {"key": key, "value": v}
+    # One OTLP/JSON attribute, as the LiteLLM callback's OTLP output writes it (the same encoding on both sides).
+    return otlp_attribute(key, value)
 
 
 def _ids(request_id: str) -> tuple[str, str]:
