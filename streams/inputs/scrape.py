@@ -200,7 +200,9 @@ class Scraper:
         url = t.url.rstrip("/") + t.metrics_path
         try:
             async with asyncio.timeout_at(deadline):
-                reading = READERS[t.engine](await fetch_exposition(client, url, t.engine, self.s.max_body_bytes))
+                text = await fetch_exposition(client, url, t.engine, self.s.max_body_bytes)
+                # Off the event loop: a large body within the cap takes seconds to parse, and /limits must answer.
+                reading = await asyncio.to_thread(READERS[t.engine], text)
         except TimeoutError:
             self.fail(t, "deadline", f"GET {url}: no complete answer within {self.s.deadline_s:g} s", now)
             return None

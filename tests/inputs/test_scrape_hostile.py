@@ -324,3 +324,43 @@ def test_a_failed_targets_status_names_its_url_without_credentials() -> None:
     status = scraper.targets()["down"]
     assert status["status"] == "unreachable" and str(port) in status["detail"]  # served on /limits
     assert "hunter2" not in status["detail"] and "s3cret" not in status["detail"]
+
+
+def test_limits_answer_while_a_large_reading_is_parsed(engines: Engines, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A /metrics body within the cap takes seconds to parse (16 MiB: 4.8 s); the parse must not hold the event loop
+    that serves /limits. The reader here blocks until /limits has answered: parsed on the loop, it never would."""
+    import threading
+
+    from streams.inputs import scrape as scrape_mod
+
+    url = engines.add("good", GOOD_SG, 32_768)
+    parsing, answered, parsed = threading.Event(), threading.Event(), threading.Event()
+    real = scrape_mod.READERS["sglang"]
+
+    def slow_reader(text: str) -> Any:
+        parsing.set()
+        answered.wait(5)  # on the loop, this holds /limits for the whole wait: it answers only after `parsed`
+        parsed.set()
+        return real(text)
+
+    monkeypatch.setitem(scrape_mod.READERS, "sglang", slow_reader)
+    scraper = Scraper(_settings([(url, "sglang", "good")], interval_s=0.1))
+    got: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(serve(scraper, lambda ev, lim: None, stop=stop, on_port=ready.set_result))
+        port = await ready
+        await asyncio.wait_for(asyncio.to_thread(parsing.wait, 30), 35)
+        got["limits"] = await asyncio.wait_for(_limits_json(port), 10)
+        got["during_parse"] = not parsed.is_set()  # the loop was free while the parse ran
+        answered.set()
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        answered.set()
+    assert "domains" in got["limits"] and got["during_parse"]
