@@ -220,6 +220,7 @@ class JoinedInput:
         self.max_records = o.logs_max_records
         self.max_objects = o.max_decoded_objects
         self.joiner = LogJoiner(o.logs_wait_s, o.logs_join_max, lambda sp: mapper.is_inference(sp))
+        self.joiner.logs_seen = o.logs_expected  # records are on their way: a content-less span waits from the start
         mapper.before_map = lambda spans, sender: self.joiner.on_spans(spans, sender, time.monotonic())
 
     def handle_logs(self, body: bytes | bytearray, content_type: str, sender: Sender | None) -> Mapped:

@@ -342,6 +342,11 @@ class OtlpSettings(_Section):
         "each other before each is mapped alone (the SDK's span batches leave every 5 s)",
     )
     logs_join_max: int = Field(default=10_000, ge=1, description="/v1/logs: halves waiting on each side, at most")
+    logs_expected: bool = Field(
+        default=False,
+        description="/v1/logs: a span without content waits for its record from the start, not only once a record "
+        "came (through a Collector, its logs pipeline may deliver a call's record after its span)",
+    )
     logs_max_records: int = Field(
         default=32_768, ge=1, description="/v1/logs: a request with more log records is refused whole (413)"
     )
