@@ -245,7 +245,9 @@ def test_gateway_spans_through_the_collector_reach_crosstalk_directly_and_via_ka
     wait_for(mapped, 60, what="the spans at crosstalk otlp\n" + collector.tail())
     import httpx
 
-    counters = httpx.get(f"http://127.0.0.1:{direct_port}/counters").json()
+    # The senders' names are shown only to a caller with a token (9f6eb08): the Collector's own.
+    auth = {"Authorization": f"Bearer {token}"}
+    counters = httpx.get(f"http://127.0.0.1:{direct_port}/counters", headers=auth).json()
     assert counters["sender.collector.requests"] >= 1 and "rejects.unauthenticated" not in counters
     assert procs[0].stop() == 0, procs[0].tail()
     direct = [json.loads(line) for line in alerts_file.read_text().splitlines()]
