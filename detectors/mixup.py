@@ -15,9 +15,10 @@ it is delivered while that request is in flight, and the request's own exchange 
   not hold, and each was delivered while the other request was in flight. An echo would need two independent echoes
   mirroring each other within one request's lifetime.
 
-Text the domain counts as common or public (`OverlapDetector.innocent`) is no witness. The ledger keeps the recent
-deliveries of a domain (output and prompt fingerprints as sorted uint64 arrays, ids and times), bounded by event time
-(`mixup_window_s`) and count (`mixup_max_deliveries`); no text. Both witnesses are events the domain already
+Text the domain counts as common or public (`innocent_of`: the overlap detector's long-horizon record and the
+corpus) is no witness. The ledger keeps the recent deliveries of a domain (output and prompt fingerprints as sorted
+uint64 arrays, ids and times), bounded by event time (`mixup_window_s`), count (`mixup_max_deliveries`) and
+fingerprints held (`mixup_max_prints`: 16 MB at the default); no text. Both witnesses are events the domain already
 sees, so a finding comes out when the second exchange of the pair completes, without waiting for warm-up.
 Pure: no I/O, no clock (ADR 0008, decision 9).
 """
@@ -110,6 +111,7 @@ class MixupLedger:
         # No settings held: a piece is plain data (a checkpoint copies it apart, and the key must not be in it).
         self.recent: deque[Delivery] = deque()
         self.found = 0  # mix-ups found (cumulative)
+        self.prints = 0  # fingerprints held (8 bytes each): bounded by mixup_max_prints
         # Since the last `mark` (a checkpoint copied the ledger): deliveries added and dropped; None: never marked.
         self._since: tuple[int, int] | None = None
 
@@ -129,6 +131,7 @@ class MixupLedger:
         for _ in range(min(dropped, len(self.recent))):
             self.recent.popleft()
         self.recent.extend(added)
+        self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
 
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no output, not 2xx)."""
@@ -160,9 +163,13 @@ class MixupLedger:
     def add(self, s: DetectionSettings, d: Delivery) -> None:
         recent = self.recent
         recent.append(d)
+        self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
         horizon, dropped = d.ts - s.mixup_window_s, 0
-        while recent and (recent[0].ts < horizon or len(recent) > s.mixup_max_deliveries):
-            recent.popleft()
+        while recent and (
+            recent[0].ts < horizon or len(recent) > s.mixup_max_deliveries or self.prints > s.mixup_max_prints
+        ):
+            gone = recent.popleft()
+            self.prints -= gone.out.size + gone.prompt.size
             dropped += 1
         if self._since is not None:
             self._since = (self._since[0] + 1, self._since[1] + dropped)

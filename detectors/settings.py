@@ -266,6 +266,9 @@ class DetectionSettings(BaseModel):
         default=600.0, gt=0, le=86_400, description="event time a delivery stays a witness (the longest request)"
     )
     mixup_max_deliveries: int = Field(default=2048, ge=1, le=1_000_000, description="deliveries a domain keeps")
+    mixup_max_prints: int = Field(
+        default=2_000_000, ge=1, description="output and prompt fingerprints a domain's deliveries hold (8 bytes each)"
+    )
     mixup_min_matches: int = Field(
         default=4,
         ge=2,

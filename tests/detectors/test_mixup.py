@@ -128,6 +128,10 @@ def test_the_ledger_is_bounded_by_count_and_by_event_time() -> None:
     assert ledger.state_size() == 5
     ledger.add(s, _delivery(1000.0))
     assert ledger.state_size() == 1  # the others are older than the window
+    small = _settings(mixup_max_prints=45)  # each delivery holds 20 fingerprints (10 out, 10 prompt)
+    for i in range(5):
+        ledger.add(small, _delivery(2000.0 + i))
+    assert ledger.state_size() == 2 and ledger.prints == 40
 
 
 def test_one_answer_to_two_tenants_that_neither_prompt_explains_concludes_nothing() -> None:
