@@ -162,7 +162,7 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     last = dict(re.findall(r"(\w+)=([0-9.]+|nan)\b", out.strip().splitlines()[-1] if out.strip() else ""))
     names = {"exposure": "exposure", "attribution": "attribution", "content_only_exposure": "content_only",
              "attribution_src_cjk": "attribution_cjk_source", "attribution_cjk": "attribution_cjk_receiver",
-             "detect_delay_s": "delay_s"}  # fmt: skip
+             "detect_delay_s": "delay_s", "mechanism_exposure": "mechanism"}  # fmt: skip
     for theirs, mine in names.items():
         if theirs in last and last[theirs] != "nan":
             f[mine] = float(last[theirs])
