@@ -285,16 +285,22 @@ def _pb_attrs(kvs: Iterable[Any]) -> dict[str, Any]:
     return {kv.key: _pb_any(kv.value) for kv in kvs}
 
 
-def spans_from_proto(data: bytes | bytearray) -> Iterator[Span | SpanReject]:
-    """Spans of a protobuf-encoded ExportTraceServiceRequest (OTLP/HTTP protobuf, Kafka otlp_proto)."""
+def parse_proto(req: Any, data: bytes | bytearray) -> None:
+    """Fill the protobuf message `req` from `data`; an undecodable body is one OtlpDecodeError (not_otlp)."""
     from google.protobuf.message import DecodeError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    req = ExportTraceServiceRequest()
     try:
         req.ParseFromString(data)
     except (DecodeError, RecursionError) as exc:
         raise OtlpDecodeError("not_otlp", f"protobuf: {type(exc).__name__}") from None
+
+
+def spans_from_proto(data: bytes | bytearray) -> Iterator[Span | SpanReject]:
+    """Spans of a protobuf-encoded ExportTraceServiceRequest (OTLP/HTTP protobuf, Kafka otlp_proto)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    req = ExportTraceServiceRequest()
+    parse_proto(req, data)
     for rs in req.resource_spans:
         resource = _pb_attrs(rs.resource.attributes)
         for ss in rs.scope_spans:

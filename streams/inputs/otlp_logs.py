@@ -30,6 +30,7 @@ from streams.inputs.otlp_decode import (
     _nanos,
     _pb_any,
     _pb_attrs,
+    parse_proto,
 )
 from streams.inputs.otlp_limits import BadWire, DecodeLimits, TooMuch, check_json_size, check_proto
 
@@ -120,14 +121,10 @@ def logs_from_json(obj: Any) -> Iterator[LogRecord | SpanReject]:
 
 def logs_from_proto(data: bytes | bytearray) -> Iterator[LogRecord | SpanReject]:
     """Records of a protobuf-encoded ExportLogsServiceRequest."""
-    from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
     req = ExportLogsServiceRequest()
-    try:
-        req.ParseFromString(data)
-    except (DecodeError, RecursionError) as exc:
-        raise OtlpDecodeError("not_otlp", f"protobuf: {type(exc).__name__}") from None
+    parse_proto(req, data)
     for rl in req.resource_logs:
         resource = _pb_attrs(rl.resource.attributes)
         for sl in rl.scope_logs:

@@ -79,3 +79,18 @@ class ChatServer:
             return
         asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+class LeakyServer(ChatServer):
+    """Answers globex with acme's last prompt once `leak` is set (the stale-KV failure as a client sees it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[str, str] = {}
+        self.leak = False
+
+    def answer(self, body: dict[str, Any], prompt: str, headers: Any) -> str:
+        who = body.get("user", "?")
+        content = self.last["acme"] if self.leak and who == "globex" else "Noted."
+        self.last[who] = prompt
+        return content

@@ -26,7 +26,7 @@ import pytest
 from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.settings import Settings
-from streams.testing.chatserver import ChatServer
+from streams.testing.chatserver import LeakyServer
 from streams.testing.recipes import commands, exports, leading_env, recipe
 from streams.testing.workerproc import free_port
 
@@ -38,21 +38,6 @@ BINARY = Path(os.environ.get("CROSSTALK_OTELCOL", ROOT / ".tools" / "bin" / "ote
 CONFIG = ROOT / "deploy" / "otel-collector.yaml"
 WARM = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0.0}
 SECRET = "the acme payroll export for march lists every salary above two hundred thousand with home addresses"
-
-
-class LeakyServer(ChatServer):
-    """Answers globex with acme's last prompt once `leak` is set (the stale-KV failure as a client sees it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last: dict[str, str] = {}
-        self.leak = False
-
-    def answer(self, body: dict[str, Any], prompt: str, headers: Any) -> str:
-        who = body.get("user", "?")
-        content = self.last["acme"] if self.leak and who == "globex" else "Noted."
-        self.last[who] = prompt
-        return content
 
 
 def _need_collector() -> None:

@@ -24,7 +24,7 @@ from streams.inputs.otlp_logs import DETAILS_EVENT, LogRecord
 from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.outputs import FunctionOutput
 from streams.settings import Settings
-from streams.testing.chatserver import ChatServer as BaseChatServer
+from streams.testing.chatserver import LeakyServer
 from streams.testing.recipes import exports, recipe
 
 openai = pytest.importorskip("openai")
@@ -32,21 +32,6 @@ pytest.importorskip("opentelemetry.instrumentation.openai_v2")
 
 WARM = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0.0}
 SECRET = "the acme payroll export for march lists every salary above two hundred thousand with home addresses"
-
-
-class LeakyServer(BaseChatServer):
-    """Answers globex with acme's last prompt once `leak` is set (the stale-KV failure as a client sees it)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.last: dict[str, str] = {}
-        self.leak = False
-
-    def answer(self, body: dict[str, Any], prompt: str, headers: Any) -> str:
-        who = body.get("user", "?")
-        content = self.last["acme"] if self.leak and who == "globex" else "Noted."
-        self.last[who] = prompt
-        return content
 
 
 def test_openai_v2_event_only_content_through_v1_logs_raises_the_leak(monkeypatch: pytest.MonkeyPatch) -> None:
