@@ -282,11 +282,21 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         # window matters: each ingest batch is a message to every join partition, so taking the input as
         # fetched (no wait) multiplied the internal messages at moderate rates (ADR 0003, 2026-12-01).
         async for events in stream.take_events(self.kafka.batch_max, within=self.kafka.batch_wait_s):
+            # Fenced as the direct topology's batches are: take_events yields what its buffer held through a
+            # rebalance, and a message of an earlier generation is read again by the partition's owner now (here
+            # or elsewhere, from the last commit). Sent anyway, it made a second writer of the partition's items
+            # at the join stage, whose replay check takes one writer's positions for all.
+            gen = self.app.consumer_generation_id
+            fresh = [e for e in events if e.message.generation_id == gen]
+            if len(fresh) < len(events):
+                self.counters["ingest.stale_skipped"] += len(events) - len(fresh)
+            if not fresh:
+                continue
             msgs = [
                 InputMessage(
                     e.message.partition, e.message.offset, e.message.key, e.message.value, _is_ndjson(e.message.headers)
                 )
-                for e in events
+                for e in fresh
             ]
             res = self.ingest.read(msgs, time.monotonic(), time.time())
             for dl in res.dead:
@@ -295,6 +305,9 @@ class KafkaPipeline(PipelineHealth, HeldClock):
                 for event_type in res.event_types:
                     self.sinks.on_event(event_type)
             async with self.send_lock:
+                if self.app.consumer_generation_id != gen:  # a rebalance while this batch was read
+                    self.counters["ingest.stale_skipped"] += len(fresh)
+                    continue
                 self.ingest.publish(res.newest)
                 for send in self.ingest.sends(res.to_join, time.monotonic(), force=False):
                     await self._send(self.join_topic, send, "ingest.batches")
@@ -320,6 +333,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
             stalled = await consumer.reread_stalled(self.stalls, {n.input, *internal}, internal)
         except Exception as exc:  # a broker that does not answer now: the next check asks again
             self.counters["stall_checks_failed"] += 1
+            self.ingest.caught_up = set()  # unknown now: waited for, not taken for idle
             consumer_mod.log.warning("stall check failed: %r", exc)
             return
         self.counters["stall_checks"] += 1
@@ -328,7 +342,13 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         for tp, _ in stalled:
             stage = "input" if tp.topic == n.input else "join" if tp.topic == n.join else "domain"
             self.counters[f"stalls_reread.{stage}"] += 1
-        self.ingest.behind = {tp.partition for tp in self.stalls.behind() if tp.topic == n.input}
+        # Read to its end by the consumer, and every message delivered read by the ingest: idle once silent.
+        delivered = consumer.delivered()
+        self.ingest.caught_up = {
+            tp.partition
+            for tp in self.stalls.caught_up()
+            if tp.topic == n.input and self.ingest.positions.get(tp.partition, -1) >= delivered.get(tp, -1)
+        }
 
     # -- the direct topology's one stage --
     async def _direct_intake(self, messages: list[Any]) -> None:

@@ -142,6 +142,10 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 self._delivered.pop(tp, None)
         await self.seek_wait(partitions)
 
+    def delivered(self) -> dict[TP, int]:
+        """The last offset delivered of each partition since it was last sought (none: nothing delivered since)."""
+        return dict(self._delivered or {})
+
     def forget_rewinds(self, tps: Any) -> None:
         """Revoked partitions: their seeks back are void (the next assignment seeks to the committed offsets)."""
         if self._sought:

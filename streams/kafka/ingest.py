@@ -104,8 +104,10 @@ class IngestStage:
         self.input_heard: dict[int, float] = {}  # input partition -> wall clock of its last message
         self.positions: dict[int, int] = {}  # input partition -> last offset read (consumer lag)
         self.sent_marks: dict[int, dict[int, float]] = {}  # join partition -> marks last sent to it
-        # Input partitions the broker holds messages for past what was read (streams/kafka/stall.py): silent, not idle.
-        self.behind: set[int] = set()
+        # Input partitions read to their end at the last check (streams/kafka/stall.py, `StallWatch.caught_up`): the
+        # only ones a silence makes idle. A partition not known read to its end (a backlog, paused while its stage
+        # restores, just taken over) is waited for: its reader is late, and its plants may still be unread.
+        self.caught_up: set[int] = set()
 
     def read(self, messages: list[InputMessage], now: float, wall: float) -> IngestResult:
         """`now`: monotonic seconds (idleness); `wall`: the wall clock (UNIX s), the bound of event time."""
@@ -205,11 +207,11 @@ class IngestStage:
 
     def marks(self, now: float) -> tuple[dict[int, float], list[int]]:
         """Event time per input partition read here, and the partitions silent for watermark_idle_s (the
-        join partitions stop waiting for those). One silent with messages still to read is behind, not idle: the
-        join waits for it (a stalled one is read again, streams/kafka/stall.py)."""
-        idle_s, heard, behind = self.kafka.watermark_idle_s, self.input_heard, self.behind
+        join partitions stop waiting for those). Silent and read to its end (`caught_up`): one silent with messages
+        still to read is late, not idle, and the join waits for it (a stalled one is read again, stall.py)."""
+        idle_s, heard, caught_up = self.kafka.watermark_idle_s, self.input_heard, self.caught_up
         return dict(self.input_max), sorted(
-            i for i in self.input_max if now - heard.get(i, now) > idle_s and i not in behind
+            i for i in self.input_max if now - heard.get(i, now) > idle_s and i in caught_up
         )
 
     def sends(self, to_join: dict[int, list[Item]], now: float, force: bool) -> list[Send]:
@@ -233,6 +235,7 @@ class IngestStage:
         end) would never get a mark from here, and the join partitions would wait for it as for a hung reader;
         known from now with no event time, it is reported idle once watermark_idle_s passes without a message."""
         for i in partitions:
+            self.caught_up.discard(i)  # known read to its end only once a check after this assignment says so
             if i not in self.input_max:
                 self.input_max[i] = NEG_INF
                 self.input_heard[i] = now
@@ -240,3 +243,5 @@ class IngestStage:
     def forget(self, partition: int) -> None:
         self.input_max.pop(partition, None)
         self.input_heard.pop(partition, None)
+        self.positions.pop(partition, None)
+        self.caught_up.discard(partition)

@@ -43,23 +43,28 @@ class StallWatch(Generic[P]):
         # no message (a transaction's commit marker ends a transactional producer's partition one past its record),
         # and the re-read itself (from the committed offset, back up to here) is no new stall.
         self._fired: dict[P, int] = {}
+        # Read to their end at the last check: the only partitions a silence may call idle (`caught_up`).
+        self._caught_up: set[P] = set()
 
     def check(self, now: float, rounds: int, positions: Mapping[P, tuple[int, int]]) -> list[tuple[P, int]]:
         """`positions`: for each partition fetchable now, (next offset to read, end offset on the broker). Returns the
         (partition, offset) pairs to read again: stalled for `stall_s` and `min_rounds` fetch rounds, once until the
         partition moves past that offset (a second seek there would find what the first found). A partition not passed
         (revoked, paused, buffered, rebalancing) starts over; one read to its end is caught up."""
-        seen, fired = self._seen, self._fired
+        seen, fired, caught_up = self._seen, self._fired, self._caught_up
         for p in [p for p in seen if p not in positions]:
             del seen[p]
+        caught_up.clear()
         out: list[tuple[P, int]] = []
         for p, (offset, end) in positions.items():
             if end <= offset:
                 seen.pop(p, None)  # read to its end: not behind
                 fired.pop(p, None)
+                caught_up.add(p)
                 continue
             if offset <= fired.get(p, -1):
                 seen.pop(p, None)
+                caught_up.add(p)  # read again from here and nothing came: what lies past it is no message
                 continue
             s = seen.get(p)
             if s is None or s.offset != offset:
@@ -76,7 +81,16 @@ class StallWatch(Generic[P]):
         for those read again from there that have not moved past it since."""
         return set(self._seen)
 
+    def caught_up(self) -> set[P]:
+        """Partitions read to their end at the last check: positive evidence, so a partition the check did not see
+        (paused while its stage restores, buffered, just assigned, or a check that failed) is never among them. Only
+        these may be reported idle: a silence alone is also what a partition waiting for its reader looks like, and
+        a join partition that took it for idle would pass its backlog's canary plants (found 2026-12-05: the broker
+        test with two workers, about one run in four on a loaded machine)."""
+        return set(self._caught_up)
+
     def forget(self) -> None:
         """A rebalance: positions start over with the new assignment."""
         self._seen.clear()
         self._fired.clear()
+        self._caught_up.clear()

@@ -136,12 +136,22 @@ class _StagedWorker:
             self.pos[("input", p)] = end
         res = self.ingest.read(msgs, w.now, WALL)
         self.ingest.publish(res.newest)
+        self._caught_up()
         self._send(w.join, self.ingest.sends(res.to_join, w.now, force=False))
         for p in {m.partition for m in msgs}:  # the ingest acks once it sent (its commit flushes first)
             self.acked[("input", p)] = self.pos[("input", p)]
         return True
 
+    def _caught_up(self) -> None:
+        """What the worker's stall check tells its ingest: the input partitions it owns read up to what the producer
+        has written so far (only those may be reported idle)."""
+        w = self.world
+        self.ingest.caught_up = {
+            p for p in w.input.items if self._mine("input", p) and self.pos.get(("input", p), 0) >= w.input.visible[p]
+        }
+
     def heartbeat(self) -> None:
+        self._caught_up()
         self._send(self.world.join, self.ingest.sends({}, self.world.now, force=True))
 
     def read_stage(self, stage: str, checkpoint_p: float) -> bool:

@@ -76,11 +76,18 @@ class StagePipeline:
         res = self.ingest.read(msgs, self.now, time.time() if wall is None else wall)
         self.out.dead += res.dead
         self.ingest.publish(res.newest)
+        self._checked()
         for send in self.ingest.sends(res.to_join, self.now, force=False):
             self.join_topic[send.partition].append(self._encode(send))
         self.drain()
 
+    def _checked(self) -> None:
+        # Everything fed is read at once: every input partition is read to its end, as the worker's stall check
+        # (streams/kafka/stall.py) tells its ingest, and a silent one may be reported idle.
+        self.ingest.caught_up = set(range(self.settings.kafka.input_partitions))
+
     def heartbeat(self) -> None:
+        self._checked()
         for send in self.ingest.sends({}, self.now, force=True):
             self.join_topic[send.partition].append(self._encode(send))
         self.drain()

@@ -163,13 +163,34 @@ def test_the_delivery_records_the_last_offset_of_each_partition() -> None:
     assert h._delivered == {TP("internal", 0): 14, TP("input", 0): 4}
 
 
-def test_an_input_partition_behind_its_end_is_not_reported_idle() -> None:
+def test_only_an_input_partition_known_read_to_its_end_is_reported_idle() -> None:
+    # Silence alone is also what a partition waiting for its reader looks like (paused while the worker restores, a
+    # backlog, a stall): reported idle, it let a join partition pass its unread canary plants.
     ingest = IngestStage(Settings(), Counter())
     ingest.assign([0, 1], now=0.0)
     idle_s = Settings().kafka.watermark_idle_s
-    assert ingest.marks(idle_s + 1)[1] == [0, 1]
-    ingest.behind = {1}
+    assert ingest.marks(idle_s + 1)[1] == []
+    ingest.caught_up = {0}
     assert ingest.marks(idle_s + 1)[1] == [0]
+    assert ingest.marks(idle_s - 1)[1] == []  # read to its end, but not silent long enough
+    ingest.forget(0)
+    ingest.assign([0], now=idle_s + 1)  # taken up again: known read to its end only once a check says so
+    assert ingest.marks(2 * idle_s + 2)[1] == []
+
+
+def test_the_watch_knows_which_partitions_are_read_to_their_end() -> None:
+    w: StallWatch[TP] = StallWatch(10.0, min_rounds=1)
+    w.check(0.0, 0, {A: (571, 571), B: (100, 200)})
+    assert w.caught_up() == {A}
+    w.check(5.0, 5, {B: (200, 200)})  # A not fetchable at this check (paused, buffered): not known read to its end
+    assert w.caught_up() == {B}
+    # Read again from a stall and nothing came: what lies past it is no message (a transaction's commit marker).
+    w.check(10.0, 10, {A: (360, 361)})
+    assert w.check(20.0, 20, {A: (360, 361)}) == [(A, 360)]
+    w.check(25.0, 25, {A: (360, 361)})
+    assert w.caught_up() == {A}
+    w.forget()
+    assert w.caught_up() == set()
 
 
 def test_the_flow_control_tells_which_partitions_it_cleared_and_from_which_offset() -> None:
