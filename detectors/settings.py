@@ -125,6 +125,24 @@ class DetectionSettings(BaseModel):
     accounting_max_keys: int = Field(
         default=4096, ge=1, description="(model, tenant) ratios learned per domain at most (least recent evicted)"
     )
+    cache_read_min_tokens: int = Field(
+        default=256,
+        ge=1,
+        description="a response's cached input tokens below this are no foreign_cache_read "
+        "evidence (a chat template or a short shared instruction is reused everywhere)",
+    )
+    cache_read_window_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="a tenant's own prompts count for foreign_cache_read this long (event "
+        "time; at most twice as long): a prefix its tenant sent within it is no foreign KV",
+    )
+    cache_read_max_tenants: int = Field(
+        default=4096,
+        ge=1,
+        description="tenants whose longest prompt a domain keeps for foreign_cache_read "
+        "(least recently seen evicted: counted as having sent nothing)",
+    )
     prefill_max_tokens_per_s: float = Field(
         default=400_000.0, gt=0, description="physical bound on prefill rate for one request"
     )

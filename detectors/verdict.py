@@ -65,7 +65,7 @@ def kind_of(signals: list[Signal]) -> AlertKind | None:
     best = None
     for s in signals:
         r = raises.get(s.name)
-        if r is not None and (best is None or r.precedence > best.precedence):
+        if r is not None and r.kind is not None and (best is None or r.precedence > best.precedence):
             best = r
     return None if best is None else best.kind
 

@@ -86,15 +86,17 @@ class Raises:
     - `precedence`: when one response raises several signals, the alert takes the kind of the highest.
     - `mechanism`: a sign of the placeholder mechanism itself; next to one, any content overlap counts as
       evidence (verdict.corroborate).
+    - `kind=None`: evidence only. The signal is listed in the alert another signal raises for the response and
+      decides neither its kind nor, at severity info, whether there is one (`foreign_cache_read`).
     """
 
     signal: str
-    kind: AlertKind
+    kind: AlertKind | None
     precedence: int
     mechanism: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind not in get_args(AlertKind):
+        if self.kind is not None and self.kind not in get_args(AlertKind):
             raise ValueError(
                 f"signal {self.signal!r} raises kind {self.kind!r}, which is not an AlertKind (schemas/alert.py)"
             )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from detectors.settings import DetectionSettings
 from detectors.signals.base import Detector, Raises, Registration
+from detectors.signals.cacheread import CacheReadDetector
 from detectors.signals.canary import CanaryDetector
 from detectors.signals.mechanism import AccountingDetector, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
@@ -49,6 +50,13 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
         (Raises("impossible_prefill", kind="impossible_prefill", precedence=10, mechanism=True),),
         PrefillDetector,
     ),
+    # Evidence only (no kind, info): the engine reused a prefix its tenant never sent in the domain.
+    Registration(
+        "cache_read",
+        (Raises("foreign_cache_read", kind=None, precedence=0),),
+        CacheReadDetector,
+        lambda s: s.cache_read_max_tenants,
+    ),
     Registration("canary", (Raises("canary_leak", kind="canary_leak", precedence=60),), _canary, content_only=True),
     Registration(
         "overlap",
@@ -78,7 +86,7 @@ class _Tables:
         for r in (r for reg in regs for r in reg.raises):
             if r.signal in self.by_signal:
                 raise ValueError(f"signal {r.signal!r} registered twice")
-            if kind_at.setdefault(r.precedence, r.kind) != r.kind:
+            if r.kind is not None and kind_at.setdefault(r.precedence, r.kind) != r.kind:
                 raise ValueError(f"kinds {kind_at[r.precedence]!r} and {r.kind!r} share precedence {r.precedence}")
             self.by_signal[r.signal] = r
         self.mechanism = frozenset(name for name, r in self.by_signal.items() if r.mechanism)

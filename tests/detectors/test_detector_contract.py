@@ -41,6 +41,7 @@ SETTINGS = DetectionSettings(
     spread_capacity=1_000,
     accounting_max_keys=6,  # one fewer than the (model, tenant) keys below: eviction runs
     accounting_window=16,
+    cache_read_max_tenants=5,  # fewer than the tenants below: eviction runs
 )
 CAPACITY = 681_280
 TENANTS = [f"tenant-{i}" for i in range(7)]
@@ -76,7 +77,12 @@ def _halves(rng: random.Random, i: int, ts: float) -> tuple[Request, Response]:
             "cache_domain": "d1",
             "status_code": rng.choice([200, 200, 200, 500]),
             "session_id": f"{tenant}-s{rng.randrange(3)}",
-            "usage": {"input_tokens": 1 if placeholder else engine, "output_tokens": 40},
+            # What the engine says it served from its prefix cache: some of it a prefix the tenant never sent.
+            "usage": {
+                "input_tokens": 1 if placeholder else engine,
+                "output_tokens": 40,
+                "cached_input_tokens": rng.choice([None, 0, 300, tokens]),
+            },
             "ttft_ms": 5.0 if placeholder else 300.0,
         }
     )
@@ -132,7 +138,7 @@ def test_every_per_exchange_signal_has_a_registered_detector() -> None:
     assert len({reg.name for reg in EXCHANGE_DETECTORS}) == len(EXCHANGE_DETECTORS), "a name registered twice"
     # Every wire kind has a producer: capacity_gap is the domain's own finding (from cache_stats), every other
     # kind is raised by a registered signal (Raises.kind is checked against AlertKind when registered).
-    kinds = {r.kind for reg in EXCHANGE_DETECTORS for r in reg.raises}
+    kinds = {r.kind for reg in EXCHANGE_DETECTORS for r in reg.raises if r.kind is not None}
     assert kinds == set(get_args(AlertKind)) - {"capacity_gap"}
 
 
@@ -140,7 +146,7 @@ def test_precedence_and_mechanism_as_before_the_registry_declared_them() -> None
     """The kinds' order and the mechanism signals, now declared per registration, are what alerts were
     judged by when schemas/alert.py's order decided them: alert kinds and ids unchanged."""
     by_signal = registry.raises_by_signal()
-    strongest_first = [r.kind for r in sorted(by_signal.values(), key=lambda r: -r.precedence)]
+    strongest_first = [r.kind for r in sorted(by_signal.values(), key=lambda r: -r.precedence) if r.kind is not None]
     assert strongest_first == [
         "canary_leak",
         "cross_tenant_contamination",

@@ -1,6 +1,7 @@
 """gen_ai.usage.cache_read.input_tokens (open-telemetry/semantic-conventions-genai registry; OpenInference
 llm.token_count.prompt_details.cache_read): read onto the response's usage as `cached_input_tokens`, carried as a
-figure of the token-accounting evidence, never a verdict (docs/detection.md). Before it, nothing read it."""
+figure of the token-accounting evidence and the foreign_cache_read evidence, never a verdict (docs/detection.md).
+Before it, nothing read it."""
 
 from __future__ import annotations
 
@@ -97,10 +98,11 @@ def test_response_records_written_before_the_cached_count_still_decode() -> None
 
 
 def test_the_accounting_evidence_carries_the_engines_cached_count_through_the_real_receiver() -> None:
-    """A gateway that counted 4,096 prompt tokens, an engine that reports 1 input token of which 1 was read from its
-    prefix cache: the spans go through the OpenTelemetry SDK's own OTLP/HTTP exporter to crosstalk's receiver, and
-    the token_accounting_mismatch evidence names the engine's cached count beside its input count. The alert's
-    severity is the signal's own, as without the figure."""
+    """A gateway that counted 4,096 prompt tokens, an engine that reports 1 input token and 1,024 read from its prefix
+    cache: the spans go through the OpenTelemetry SDK's own OTLP/HTTP exporter to crosstalk's receiver, and the
+    token_accounting_mismatch evidence names the engine's cached count beside its input count, with
+    foreign_cache_read beside it (the tenant never sent a prompt in the domain). The alert's severity is the
+    signal's own, as without the figures."""
     events: list[object] = []
     receiver = OtlpReceiver(Settings(detection=KEY), FunctionOutput(events.append))
     port = receiver.start_in_thread(0)
@@ -109,7 +111,7 @@ def test_the_accounting_evidence_carries_the_engines_cached_count_through_the_re
         exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces")
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         tracer = provider.get_tracer("gateway")
-        placeholder = {"crosstalk.prompt_tokens": 4096, "gen_ai.usage.input_tokens": 1, CACHE_READ: 1}
+        placeholder = {"crosstalk.prompt_tokens": 4096, "gen_ai.usage.input_tokens": 1, CACHE_READ: 1024}
         plain = {"crosstalk.prompt_tokens": 4096, "gen_ai.usage.input_tokens": 1}
         for who, extra in (("globex", placeholder), ("initech", plain)):
             with tracer.start_as_current_span("chat glm-5.3") as sp:
@@ -122,14 +124,21 @@ def test_the_accounting_evidence_carries_the_engines_cached_count_through_the_re
     for ev in events:
         runner.feed_checked(ev, "test")  # type: ignore[arg-type]
     runner.finish(0.0)
-    figures = {}
+    figures, foreign = {}, {}
     for alert in runner.result.alerts:
         for sig in alert.evidence:
             if sig.name == "token_accounting_mismatch":
                 figures[alert.tenant_id] = (alert.severity, sig.severity, sig.figures)
+            if sig.name == "foreign_cache_read":
+                foreign[alert.tenant_id] = sig.figures
     assert set(figures) == {"globex", "initech"}
     g_alert, g_sig, g = figures["globex"]
     i_alert, i_sig, i = figures["initech"]
-    assert g["engine_cached_input_tokens"] == 1 and g["engine_input_tokens"] == 1 and g["gateway_prompt_tokens"] == 4096
+    assert (
+        g["engine_cached_input_tokens"] == 1024 and g["engine_input_tokens"] == 1 and g["gateway_prompt_tokens"] == 4096
+    )
+    # globex sent nothing in the domain before: the 1,024 cached tokens are KV another request computed.
+    assert foreign == {"globex": {"engine_cached_input_tokens": 1024, "own_longest_prompt_tokens": 0,
+                                  "gateway_prompt_tokens": 4096, "window_s": 3600.0}}  # fmt: skip
     assert "engine_cached_input_tokens" not in i  # no figure where the span said nothing
     assert (g_alert, g_sig) == (i_alert, i_sig)  # evidence only: the same severity either way
