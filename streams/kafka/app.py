@@ -28,7 +28,6 @@ import faust
 from faust.streams import _current_event  # the task-local current event Faust's tables read
 from faust.types import TP
 
-from schemas.events import NDJSON_CONTENT_TYPE
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka import consumer as consumer_mod
@@ -36,6 +35,10 @@ from streams.kafka.clock import HELD_TICK_S, HeldClock
 from streams.kafka.direct import DirectResult, DirectStage, DirectState
 from streams.kafka.health import PipelineHealth
 from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.inputmsg import SLICE_BYTES
+from streams.kafka.inputmsg import is_ndjson as _is_ndjson
+from streams.kafka.inputmsg import is_placed as _is_placed
+from streams.kafka.inputmsg import slices as _slices
 from streams.kafka.stages import (
     DeadLetter,
     DomainResult,
@@ -59,30 +62,6 @@ H_SRC_PARTITION = "x-crosstalk-source-partition"
 H_SRC_OFFSET = "x-crosstalk-source-offset"
 H_SRC_LINE = "x-crosstalk-source-line"
 H_SEVERITY = "x-crosstalk-severity"  # "warning" on records of events that were kept (absent: rejected)
-
-
-# The direct stage reads a fetched batch in slices of about this many bytes of input, sending each slice's alerts before
-# reading the next: a fetch of 500 text-rich events took ~0.3 s to read, and the first event's alert waited for all
-# of it (the text-rich p99 at the edge of the sustained rate). Bytes stand for the time a slice takes: text costs
-# by its size, and batched text-free messages are many events each.
-SLICE_BYTES = 256 << 10
-
-
-def _slices(ms: list[Any], limit: int) -> list[list[Any]]:
-    """`ms` in order, cut into runs of at most `limit` bytes of value (a longer message is a run of its own)."""
-    runs: list[list[Any]] = []
-    run: list[Any] = []
-    size = 0
-    for m in ms:
-        n = len(m.value or b"")
-        if run and size + n > limit:
-            runs.append(run)
-            run, size = [], 0
-        run.append(m)
-        size += n
-    if run:
-        runs.append(run)
-    return runs
 
 
 class KafkaPipeline(PipelineHealth, HeldClock):
@@ -500,20 +479,6 @@ class KafkaPipeline(PipelineHealth, HeldClock):
 
     async def _domain_batch(self, st: DomainState, p: int, offset: int, batch: frames.Batch) -> None:
         await self._emit(self.domain.handle(st, p, batch, time.monotonic()))
-
-
-def _is_placed(headers: Any) -> bool:
-    if not headers:
-        return False
-    items = headers.items() if isinstance(headers, dict) else headers
-    return any(k == PLACED for k, _ in items)
-
-
-def _is_ndjson(headers: Any) -> bool:
-    if not headers:
-        return False
-    items = headers.items() if isinstance(headers, dict) else headers
-    return any(k.lower() == "content-type" and bytes(v).split(b";")[0].strip() == NDJSON_CONTENT_TYPE for k, v in items)
 
 
 def build_pipeline(settings: Settings) -> KafkaPipeline:
