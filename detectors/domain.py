@@ -479,18 +479,10 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
         head = f"response to tenant {ex.tenant_id} (session {ex.session_id}) carries content of its other session"
     else:
         head = f"suspect response to tenant {ex.tenant_id} on {domain}"
-    if "overlong_accepted" in by:
-        f = by["overlong_accepted"].figures
-        parts.append(
-            f"prompt {f['prompt_tokens']:,} tokens > prefill capacity {f['prefill_capacity_tokens']:,}, "
-            f"HTTP {f['status_code']}"
-        )
-    if "token_accounting_mismatch" in by:
-        f = by["token_accounting_mismatch"].figures
-        parts.append(f"engine counted {f['engine_input_tokens']:,} of {f['gateway_prompt_tokens']:,} input tokens")
-    if "impossible_prefill" in by:
-        f = by["impossible_prefill"].figures
-        parts.append(f"ttft {f['ttft_ms']:.0f} ms for {f['prompt_tokens']:,} tokens")
+    for sig in signals:  # each registered signal's own clause (its registration's `summary`), in evidence order
+        r = registry.raises_of(sig.name)
+        if r is not None and r.summary is not None:
+            parts.append(r.summary(sig.figures))
     if kind in by and "delivery_mixup" in by[kind].figures:
         parts.append(f"a whole response of tenant {source}'s request in flight ({by[kind].figures['delivery_mixup']})")
     elif ts != ex.ts:

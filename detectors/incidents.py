@@ -15,14 +15,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from detectors.signals import registry
 from schemas.alert import IncidentResolved
 
+
 # Per-response findings are one fault family; a configuration finding is another.
-_CATEGORY = {"capacity_gap": "configuration"}
-
-
 def group_key(cache_domain: str, kind: str) -> str:
-    return f"cache_domain={cache_domain},category={_CATEGORY.get(kind, 'exposure')}"
+    return f"cache_domain={cache_domain},category={registry.category_of(kind)}"
 
 
 @dataclass

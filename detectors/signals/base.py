@@ -76,6 +76,9 @@ class Stateless:
         return 0
 
 
+Words = Callable[[dict[str, Any]], str]  # a signal's figures -> words about them
+
+
 @dataclass(frozen=True)
 class Raises:
     """A signal a detector may raise, and the alert it makes when it is a response's strongest signal.
@@ -88,12 +91,17 @@ class Raises:
       evidence (verdict.corroborate).
     - `kind=None`: evidence only. The signal is listed in the alert another signal raises for the response and
       decides neither its kind nor, at severity info, whether there is one (`foreign_cache_read`).
+    - `summary`, `report`: its words, from its figures alone. `summary`: a clause of the alert's one-line summary
+      (detectors/domain.py); `report`: one sentence of the incident report (streams/report/words.py). Both read them
+      from here, so a new signal's words are part of its registration (detectors/signals/words.py has the formats).
     """
 
     signal: str
     kind: AlertKind | None
     precedence: int
     mechanism: bool = False
+    summary: Words | None = None
+    report: Words | None = None
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in get_args(AlertKind):

@@ -22,9 +22,11 @@ sent nothing, so eviction can add this evidence to an alert but never take an al
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts
+from detectors.signals.words import n
 from schemas.alert import Signal
 from schemas.exchange import Exchange
 
@@ -80,3 +82,15 @@ class CacheReadDetector:
 
     def state_size(self) -> int:
         return len(self._longest)
+
+
+def summary(f: dict[str, Any]) -> str:
+    return f"{f['engine_cached_input_tokens']:,} input tokens read from KV its tenant never sent in this domain"
+
+
+def report(f: dict[str, Any]) -> str:
+    return (
+        f"The engine served {n(f['engine_cached_input_tokens'])} of the prompt's tokens from its prefix cache, while "
+        f"this tenant's longest prompt in the domain over the last {n(f['window_s'])} s had "
+        f"{n(f['own_longest_prompt_tokens'])}: that KV was computed for another request."
+    )

@@ -17,6 +17,7 @@ from typing import Any
 from detectors.settings import DetectionSettings
 from detectors.signals.accounting import RatioNorms
 from detectors.signals.base import DomainFacts, Stateless
+from detectors.signals.words import n, pct
 from schemas.alert import Signal
 from schemas.events import Request, Response
 from schemas.exchange import Exchange
@@ -263,3 +264,46 @@ class MechanismScreen:
                 if not (ttft_s > 0 and tokens / ttft_s <= prefill._prefill_bound):
                     out += prefill.observe(ex, domain)
         return out
+
+
+# Their words (registered with them, detectors/signals/registry.py): the alert summary's clause, the report's sentence.
+
+
+def overlong_summary(f: dict[str, Any]) -> str:
+    capacity = f["prefill_capacity_tokens"]
+    return f"prompt {f['prompt_tokens']:,} tokens > prefill capacity {capacity:,}, HTTP {f['status_code']}"
+
+
+def overlong_report(f: dict[str, Any]) -> str:
+    return (
+        f"The prompt had {n(f['prompt_tokens'])} tokens, {n(f['excess_tokens'])} more than the prefill "
+        f"pool holds ({n(f['prefill_capacity_tokens'])}), yet it was answered with HTTP {f['status_code']}."
+    )
+
+
+def accounting_summary(f: dict[str, Any]) -> str:
+    return f"engine counted {f['engine_input_tokens']:,} of {f['gateway_prompt_tokens']:,} input tokens"
+
+
+def accounting_report(f: dict[str, Any]) -> str:
+    normal = f.get("normal_ratio")
+    usual = (
+        f" Its usual count for this model and tenant is {pct(normal)} of the gateway's."
+        if isinstance(normal, int | float)
+        else ""
+    )
+    return (
+        f"The gateway counted {n(f['gateway_prompt_tokens'])} prompt tokens; the engine reported "
+        f"{n(f['engine_input_tokens'])}.{usual}"
+    )
+
+
+def prefill_summary(f: dict[str, Any]) -> str:
+    return f"ttft {f['ttft_ms']:.0f} ms for {f['prompt_tokens']:,} tokens"
+
+
+def prefill_report(f: dict[str, Any]) -> str:
+    return (
+        f"The first token came after {n(f['ttft_ms'])} ms for {n(f['prompt_tokens'])} prompt tokens: "
+        f"{n(f['implied_tokens_per_s'])} tokens/s, above the plausible {n(f['bound_tokens_per_s'])} tokens/s."
+    )

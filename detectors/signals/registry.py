@@ -14,6 +14,8 @@ tenant); then the mechanism signals, from the most to the least direct.
 from __future__ import annotations
 
 from detectors.settings import DetectionSettings
+from detectors.signals import cacheread
+from detectors.signals import mechanism as mech
 from detectors.signals.base import Detector, Raises, Registration
 from detectors.signals.cacheread import CacheReadDetector
 from detectors.signals.canary import CanaryDetector
@@ -36,24 +38,51 @@ def _overlap_bound(s: DetectionSettings) -> int:
 EXCHANGE_DETECTORS: tuple[Registration, ...] = (
     Registration(
         "overlong",
-        (Raises("overlong_accepted", kind="overlong_accepted", precedence=30, mechanism=True),),
+        (
+            Raises(
+                "overlong_accepted",
+                kind="overlong_accepted",
+                precedence=30,
+                mechanism=True,
+                summary=mech.overlong_summary,
+                report=mech.overlong_report,
+            ),
+        ),
         OverlongDetector,
     ),
     Registration(
         "accounting",
-        (Raises("token_accounting_mismatch", kind="token_accounting_mismatch", precedence=20, mechanism=True),),
+        (
+            Raises(
+                "token_accounting_mismatch",
+                kind="token_accounting_mismatch",
+                precedence=20,
+                mechanism=True,
+                summary=mech.accounting_summary,
+                report=mech.accounting_report,
+            ),
+        ),
         AccountingDetector,
         _accounting_bound,
     ),
     Registration(
         "prefill",
-        (Raises("impossible_prefill", kind="impossible_prefill", precedence=10, mechanism=True),),
+        (
+            Raises(
+                "impossible_prefill",
+                kind="impossible_prefill",
+                precedence=10,
+                mechanism=True,
+                summary=mech.prefill_summary,
+                report=mech.prefill_report,
+            ),
+        ),
         PrefillDetector,
     ),
     # Evidence only (no kind, info): the engine reused a prefix its tenant never sent in the domain.
     Registration(
         "cache_read",
-        (Raises("foreign_cache_read", kind=None, precedence=0),),
+        (Raises("foreign_cache_read", kind=None, precedence=0, summary=cacheread.summary, report=cacheread.report),),
         CacheReadDetector,
         lambda s: s.cache_read_max_tenants,
     ),
@@ -69,6 +98,21 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
         content_only=True,
     ),
 )
+
+
+# Kinds about a domain's configuration, not about a response (the domain's own findings, not a registered signal):
+# their incidents group apart (detectors/incidents.py) and no tenant is "affected" by them (streams/report/model.py).
+CONFIGURATION_KINDS: frozenset[str] = frozenset({"capacity_gap"})
+
+
+def category_of(kind: str) -> str:
+    """The incident category of an alert kind: configuration or exposure."""
+    return "configuration" if kind in CONFIGURATION_KINDS else "exposure"
+
+
+def raises_of(signal: str) -> Raises | None:
+    """What a signal concludes and its words, if it is registered (context signals such as cache_pressure are not)."""
+    return raises_by_signal().get(signal)
 
 
 def registered() -> tuple[Registration, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from detectors.signals import registry
 from streams.settings import ProbeSettings
 
 
@@ -106,4 +107,5 @@ def judge(r: ProbeResult, s: ProbeSettings, window: int, pool: int | None) -> li
 
 def suspicious(findings: list[Finding]) -> bool:
     """Whether an answer shows the placeholder mechanism (worth a two-identity confirmation)."""
-    return any(f.kind in ("overlong_accepted", "token_accounting_mismatch", "impossible_prefill") for f in findings)
+    mechanism = registry.mechanism_signals()  # as the monitor's verdict declares them
+    return any(f.kind in mechanism for f in findings)

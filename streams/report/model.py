@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from detectors.signals import registry
 from schemas.alert import SEVERITY_RANK, Alert
 from streams.report.timeline import Timeline
 from streams.report.words import NameOf, describe
 
-# An alert about the configuration of a domain, not about a response: never "affected".
-CONFIGURATION_KINDS = frozenset({"capacity_gap"})
+# An alert about the configuration of a domain, not about a response: never "affected" (declared by the registry).
+CONFIGURATION_KINDS = registry.CONFIGURATION_KINDS
 CONTENT_SIGNALS = ("cross_tenant_contamination", "cross_session_contamination", "canary_leak")
 
 

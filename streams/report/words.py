@@ -10,24 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from detectors.signals.registry import raises_of
+from detectors.signals.words import n, pct
+
 NameOf = Callable[[str | None], str]
 
 
-def _n(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return str(value)
-
-
-def _pct(value: Any) -> str:
-    try:
-        return f"{float(value) * 100:.0f} %"
-    except (TypeError, ValueError):
-        return str(value)
+_n, _pct = n, pct  # the formats every signal's declared words share (detectors/signals/words.py)
 
 
 def _ids(ids: Any, limit: int = 6) -> str:
@@ -51,27 +40,9 @@ def describe(
     """One sentence for one signal. Unknown signals fall back to 'name: figure = value, …'."""
     f = figures
     try:
-        if name == "overlong_accepted":
-            return (
-                f"The prompt had {_n(f['prompt_tokens'])} tokens, {_n(f['excess_tokens'])} more than the prefill "
-                f"pool holds ({_n(f['prefill_capacity_tokens'])}), yet it was answered with HTTP {f['status_code']}."
-            )
-        if name == "token_accounting_mismatch":
-            normal = f.get("normal_ratio")
-            usual = (
-                f" Its usual count for this model and tenant is {_pct(normal)} of the gateway's."
-                if isinstance(normal, int | float)
-                else ""
-            )
-            return (
-                f"The gateway counted {_n(f['gateway_prompt_tokens'])} prompt tokens; the engine reported "
-                f"{_n(f['engine_input_tokens'])}.{usual}"
-            )
-        if name == "impossible_prefill":
-            return (
-                f"The first token came after {_n(f['ttft_ms'])} ms for {_n(f['prompt_tokens'])} prompt tokens: "
-                f"{_n(f['implied_tokens_per_s'])} tokens/s, above the plausible {_n(f['bound_tokens_per_s'])} tokens/s."
-            )
+        declared = raises_of(name)
+        if declared is not None and declared.report is not None:  # the signal's own words, where it is registered
+            return declared.report(f)
         if name == "cache_pressure":
             return f"The prefill KV cache was {_pct(f['used_share'])} full at the time."
         if name == "capacity_gap":

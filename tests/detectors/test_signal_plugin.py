@@ -39,8 +39,16 @@ class ErrorWithOutputDetector(Stateless):
         return [Signal(name=SIGNAL, severity="warning", score=0.5, figures={"status_code": resp.status_code})]
 
 
+def _summary(f: dict[str, Any]) -> str:
+    return f"HTTP {f['status_code']} with output"
+
+
+def _report(f: dict[str, Any]) -> str:
+    return f"The server answered HTTP {f['status_code']} and still delivered output."
+
+
 def _registration(precedence: int) -> Registration:
-    raises = Raises(SIGNAL, kind="token_accounting_mismatch", precedence=precedence)
+    raises = Raises(SIGNAL, kind="token_accounting_mismatch", precedence=precedence, summary=_summary, report=_report)
     return Registration("error_with_output", (raises,), lambda s: ErrorWithOutputDetector())
 
 
@@ -110,3 +118,16 @@ def test_the_shared_detector_checks_hold_for_it(monkeypatch: pytest.MonkeyPatch)
     contract.test_silent_on_plain_traffic(reg)
     contract.test_no_wall_clock(reg, monkeypatch)
     contract.test_picklable_and_the_copy_carries_on_alike(reg)
+
+
+def test_its_words_are_declared_with_it(register: Any) -> None:
+    """The alert summary and the incident report read the signal's words from its registration: no list of signals
+    in detectors/domain.py or streams/report/words.py names it."""
+    from streams.report.words import describe
+
+    register(precedence=15)
+    (a,) = _run(overlong=True)
+    assert "HTTP 503 with output" in a.summary
+    assert "prefill capacity 681,280" in a.summary  # overlong_accepted's own words, declared the same way
+    (sig,) = [s for s in a.evidence if s.name == SIGNAL]
+    assert describe(sig.name, sig.figures, None, name_of=str) == "The server answered HTTP 503 and still delivered output."
