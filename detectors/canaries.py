@@ -187,8 +187,16 @@ class CanaryRegistry:
         )
 
     def register_keyed(self, token_key: int, marker_id: str, tenant_id: str, session_id: str | None, ts: float) -> bool:
-        """register() for a marker known only by its keys (restored state, or keys sent by a prober)."""
-        if token_key in self._markers:
+        """register() for a marker known only by its keys (restored state, or keys sent by a prober).
+
+        A marker planted again keeps its earliest plant, whatever order the plants come in: the staged join reads
+        plants from every input partition, in no order across them, and scans an output as of its event time
+        (`scan_keys(until=...)`); had a later re-plant read first set the time, an output between the two plants
+        would miss the marker (a canary leak judged as plain contamination, on the real broker with two workers)."""
+        known = self._markers.get(token_key)
+        if known is not None:
+            if ts < known.ts:
+                self._markers[token_key] = _Marker(marker_id, tenant_id, session_id, ts)
             return False
         if len(self._markers) >= self.max_markers:
             del self._markers[self._order.popleft()]
