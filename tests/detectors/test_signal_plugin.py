@@ -130,4 +130,5 @@ def test_its_words_are_declared_with_it(register: Any) -> None:
     assert "HTTP 503 with output" in a.summary
     assert "prefill capacity 681,280" in a.summary  # overlong_accepted's own words, declared the same way
     (sig,) = [s for s in a.evidence if s.name == SIGNAL]
-    assert describe(sig.name, sig.figures, None, name_of=str) == "The server answered HTTP 503 and still delivered output."
+    words = describe(sig.name, sig.figures, None, name_of=str)
+    assert words == "The server answered HTTP 503 and still delivered output."
