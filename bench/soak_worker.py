@@ -43,6 +43,15 @@ def rss_of(pid: int) -> int | None:
     return None
 
 
+def cpu_of(pid: int) -> float | None:
+    """CPU seconds (user + system) the process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def copies(base: list[dict[str, Any]], directory: Path, span: float) -> Any:
     """Files of the base traffic, the n-th shifted by n * span seconds, ids suffixed ~n: never-ending input."""
     n = 0
@@ -141,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 s = {
                     "t_s": round(time.monotonic() - t0, 1),
                     "rss_bytes": rss,
+                    "cpu_s": cpu_of(w.proc.pid),
                     "events": sum(v for k, v in counters.items() if k.startswith("events.")),
                     "alerts": counters.get("alerts", 0),
                     "state_size": cs.get("state_size"),
@@ -168,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         figures={"rss_median_thirds_mb": [round(m / c.MB, 1) for m in med],
                  "rss_max_mb": round(max(s["rss_bytes"] for s in samples) / c.MB, 1),
                  "rss_growth_last_vs_middle_third": round(growth, 4),
-                 "events_read": samples[-1]["events"] if samples else 0},
+                 "events_read": samples[-1]["events"] if samples else 0,
+                 "worker_cpu_ms_per_event": round(1000 * (samples[-1]["cpu_s"] or 0) / max(1, samples[-1]["events"]), 3)
+                 if samples else None},
         baseline={"rss_first_sample_mb": round(samples[0]["rss_bytes"] / c.MB, 1) if samples else None},
         ratio={"last_third_over_middle_third": round(1 + growth, 4)},
         targets={"memory_flat": c.target(abs(growth), 0.10, at_least=False)},

@@ -28,6 +28,7 @@ import faust
 from faust.streams import _current_event  # the task-local current event Faust's tables read
 from faust.types import TP
 
+from streams import heap
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka import consumer as consumer_mod
@@ -157,6 +158,8 @@ class KafkaPipeline(PipelineHealth, HeldClock):
 
         app.timer(interval=k.stall_check_s)(self._watch_stalls)
         app.timer(interval=HELD_TICK_S)(self._tick_held)  # held findings out on time in quiet input (clock.py)
+        if k.heap_trim_s > 0:  # freed heap memory back to the system (streams/heap.py; tuned by the worker's start)
+            app.timer(interval=k.heap_trim_s)(self._trim_heap)
 
         # Faust binds a page function as a View method: plain closures, not bound methods.
         async def health(web: Any, request: Any) -> Any:
@@ -217,6 +220,10 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         # buffer when the partitions' next owner restores: its late manifest could later win over the next
         # owner's own. No store happens after the epochs moved above.
         await self._flush()
+
+    async def _trim_heap(self) -> None:
+        if heap.trim():
+            self.counters["heap_trims"] += 1
 
     async def _flush(self) -> None:
         """Every output so far on the broker (a checkpoint's first step): consumer_mod.flush_all."""

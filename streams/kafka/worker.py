@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Any
 
+from streams import heap
 from streams.settings import Settings, load_settings, require_fingerprint_key
 
 
@@ -53,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_create_topics:
         created = ensure_topics(settings.kafka)
         logging.getLogger("crosstalk.worker").info("topics: %s", created)
+    if settings.kafka.heap_trim_s > 0:
+        heap.tune()  # large blocks mapped apart and given back when freed (streams/heap.py)
     pipeline = build_pipeline(settings)
     # Python's cycle collector runs every 700 net allocations and its full passes walk every live
     # object: the stages allocate a few objects per event and keep large states. What exists after

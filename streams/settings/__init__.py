@@ -65,6 +65,13 @@ class KafkaSettings(_Section):
         default="127.0.0.1", description="address of the health/ready web server (0.0.0.0 in containers)"
     )
     data_dir: str = ".crosstalk-data"
+    heap_trim_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="wall clock between giving the C heap's free pages back to the system (glibc: fixed malloc "
+        "thresholds at start, malloc_trim on this timer; streams/heap.py). 0: off. Without it a worker's memory "
+        "grew ~37 MB a minute at 60 text-rich events/s (docs/operations.md, the soak)",
+    )
     alerts_partitions: int = Field(default=4, ge=1)
     replication_factor: int = Field(default=1, ge=1, description="of every topic the workers create")
     standby_replicas: int = Field(default=0, ge=0, description="Faust standby copies of the state tables")
