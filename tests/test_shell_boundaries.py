@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("inputs", "sinks", "probe", "report", "integrations", "sim"),  # the adapters
     ("outputs",),  # where produced events go: a JSONL file or stdout, the input topic, a function
     ("producer",),  # the gateway's publishing library (and the light Kafka clients)
-    ("settings", "io", "routing", "terminal", "redact"),  # the ground: shared by everything above
+    ("settings", "io", "routing", "terminal", "redact", "heap"),  # the ground: shared by everything above
 )
 
 
