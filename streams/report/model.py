@@ -28,7 +28,7 @@ def _category(alert: Alert) -> str:
         name, _, value = part.partition("=")
         if name.strip() == "category" and value:
             return value.strip()
-    return "configuration" if alert.kind in CONFIGURATION_KINDS else "exposure"
+    return registry.category_of(alert.kind)
 
 
 def _max_severity(a: str, b: str) -> str:

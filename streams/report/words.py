@@ -11,12 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from detectors.signals.registry import raises_of
-from detectors.signals.words import n, pct
+from detectors.signals.words import n, pct  # the formats every signal's declared words share
 
 NameOf = Callable[[str | None], str]
-
-
-_n, _pct = n, pct  # the formats every signal's declared words share (detectors/signals/words.py)
 
 
 def _ids(ids: Any, limit: int = 6) -> str:
@@ -44,11 +41,11 @@ def describe(
         if declared is not None and declared.report is not None:  # the signal's own words, where it is registered
             return declared.report(f)
         if name == "cache_pressure":
-            return f"The prefill KV cache was {_pct(f['used_share'])} full at the time."
+            return f"The prefill KV cache was {pct(f['used_share'])} full at the time."
         if name == "capacity_gap":
             return (
-                f"The advertised context window ({_n(f['context_window'])} tokens) is larger than the prefill pool "
-                f"({_n(f['prefill_capacity_tokens'])}) by {_n(f['gap_tokens'])} tokens: prompts in that gap "
+                f"The advertised context window ({n(f['context_window'])} tokens) is larger than the prefill pool "
+                f"({n(f['prefill_capacity_tokens'])}) by {n(f['gap_tokens'])} tokens: prompts in that gap "
                 "cannot be prefilled whole."
             )
         if name == "canary_leak":
@@ -58,8 +55,8 @@ def describe(
             )
         if name in ("cross_tenant_contamination", "cross_session_contamination"):
             matched = (
-                f"{_n(f['matched_fingerprints'])} of the response's {_n(f['output_fingerprints'])} text "
-                f"fingerprints ({_pct(f['matched_share'])}, longest run {_n(f['longest_run'])})"
+                f"{n(f['matched_fingerprints'])} of the response's {n(f['output_fingerprints'])} text "
+                f"fingerprints ({pct(f['matched_share'])}, longest run {n(f['longest_run'])})"
             )
             if name == "cross_tenant_contamination":
                 origin = f"recent prompts or outputs of {name_of(source_tenant_id)}"
@@ -80,5 +77,5 @@ def describe(
     except (KeyError, TypeError):
         pass  # figures of another version: the generic sentence below still says everything
     shown = {k: v for k, v in f.items() if private or k not in ("source_request_ids", "source_session_id")}
-    parts = ", ".join(f"{_plain(k)} = {_n(v) if not isinstance(v, list) else _ids(v)}" for k, v in shown.items())
+    parts = ", ".join(f"{_plain(k)} = {n(v) if not isinstance(v, list) else _ids(v)}" for k, v in shown.items())
     return f"{_plain(name).capitalize()}: {parts}." if parts else f"{_plain(name).capitalize()}."
