@@ -12,7 +12,7 @@ from typing import Any
 
 from detectors.canaries import CanaryRegistry
 from detectors.fingerprint import Fingerprinter
-from detectors.session_prints import SessionPrints
+from detectors.session_prints import SessionPrints, session_cache
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint
@@ -36,13 +36,17 @@ _COPIES = frozenset({"_request_wait_s", "_response_wait_s", "_max_pending"})  # 
 
 
 class Joiner:
-    def __init__(self, settings: DetectionSettings, canaries: CanaryRegistry) -> None:
+    def __init__(
+        self, settings: DetectionSettings, canaries: CanaryRegistry, sessions: SessionPrints | None = None
+    ) -> None:
+        """`sessions`: a session cache to share (a Kafka worker's partitions share the process's, so that its
+        bound is the process's); by default the Joiner's own."""
         self.settings = settings
         self.canaries = canaries
         self.fingerprinter: Fingerprinter = canaries.fingerprinter
         # A session's prompt re-sends its history: fingerprint only what is new (same fingerprints).
-        # A cache: bounded (~56 MB at most), and losing it (restart) only costs a full pass.
-        self.sessions = SessionPrints(self.fingerprinter, max_sessions=20_000, max_prints_total=1_000_000)
+        # A cache: bounded (`session_cache_prints`), and losing it (restart) only costs a full pass.
+        self.sessions = sessions if sessions is not None else session_cache(settings, self.fingerprinter)
         self._requests: OrderedDict[str, _Half] = OrderedDict()
         self._responses: OrderedDict[str, _Half] = OrderedDict()
         self.orphans = {"no_request": 0, "no_response": 0}

@@ -22,6 +22,7 @@ from detectors.front import Front
 from detectors.incidents import Incident
 from detectors.join import Joiner
 from detectors.public import PublicSet
+from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import Event, Request
@@ -66,9 +67,13 @@ class Monitor:
         public: PublicSet | None = None,
         counters: Counter[str] | None = None,
         owns: Callable[[str], bool] | None = None,
+        sessions: SessionPrints | None = None,
     ) -> None:
         """`counters`: where to count (a Kafka worker passes its own, so one monitor per partition shows on
         its /counters and pickles the counters by name); by default the monitor's own.
+
+        `sessions`: a session fingerprinting cache shared with other monitors of the process (a Kafka worker's
+        partitions), so that `session_cache_prints` bounds the process and not each partition; by default its own.
 
         `owns`: which cache domains this monitor judges (None: all). A replay split into jobs by cache domain
         (`crosstalk replay --jobs`) gives each job every event, so that event time, joins, duplicates and
@@ -77,7 +82,7 @@ class Monitor:
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
         self.canary_policy = CanaryPolicy(settings.canary_tenants)
-        self.joiner = Joiner(settings, self.canaries)
+        self.joiner = Joiner(settings, self.canaries, sessions)
         self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
         self.counters: Counter[str] = _Counts() if counters is None else counters
         self.table = DomainTable(settings, self.counters, public)
@@ -193,6 +198,11 @@ class Monitor:
     def incidents(self) -> list[Incident]:
         out = [inc for dm in self.domains.values() for inc in dm.incidents.all()]
         return sorted(out, key=lambda i: (i.first_ts, i.incident_id))
+
+    def share_sessions(self, sessions: SessionPrints) -> None:
+        """Fingerprint sessions through `sessions` from now on (a restored monitor joins its process's cache;
+        a cache, so nothing is lost but a full pass per session)."""
+        self.joiner.sessions = sessions
 
     def state_size(self) -> dict[str, int]:
         size: Counter[str] = Counter(

@@ -41,6 +41,7 @@ import numpy as np
 
 from detectors.fingerprint import Fingerprinter
 from detectors.sentences import MAX_SENTENCES
+from detectors.settings import DetectionSettings
 from schemas.exchange import TextFingerprint
 
 try:
@@ -267,6 +268,16 @@ class SessionPrints:
         again next turn and its list slot; plus 16-32 bytes in the C hash set or 8 in the sorted array; plus a
         small part per session)."""
         return self._prints
+
+
+def session_cache(settings: DetectionSettings, fingerprinter: Fingerprinter) -> SessionPrints:
+    """The session cache the settings size (`session_cache_prints`, `session_cache_sessions`)."""
+    return SessionPrints(
+        fingerprinter,
+        max_sessions=settings.session_cache_sessions,
+        max_prints_total=settings.session_cache_prints,
+        max_prints_per_session=min(500_000, settings.session_cache_prints),
+    )
 
 
 _SEPARATORS = (0x20, 0x0A)  # a space or newline: no unit crosses it

@@ -283,6 +283,14 @@ class DetectionSettings(BaseModel):
     mixup_window_s: float = Field(
         default=600.0, gt=0, le=86_400, description="event time a delivery stays a witness (the longest request)"
     )
+    # The session-incremental fingerprinting cache (detectors/session_prints.py): a cache, never state.
+    session_cache_prints: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="fingerprints the session cache holds (~70 bytes each; 0 turns it off); a Kafka worker's "
+        "partitions share one cache, so this bounds the process",
+    )
+    session_cache_sessions: int = Field(default=20_000, ge=1, description="sessions the session cache holds")
     mixup_max_deliveries: int = Field(default=2048, ge=1, le=1_000_000, description="deliveries a domain keeps")
     mixup_max_prints: int = Field(
         default=2_000_000, ge=1, description="output and prompt fingerprints a domain's deliveries hold (8 bytes each)"

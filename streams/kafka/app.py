@@ -33,7 +33,7 @@ from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka import consumer as consumer_mod
 from streams.kafka.clock import HELD_TICK_S, HeldClock
-from streams.kafka.direct import DirectResult, DirectStage, DirectState
+from streams.kafka.direct import DirectResult, DirectStage, DirectState, process_sessions
 from streams.kafka.health import PipelineHealth
 from streams.kafka.ingest import IngestStage, InputMessage
 from streams.kafka.inputmsg import SLICE_BYTES
@@ -76,6 +76,9 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         self._holds_logged: dict[tuple[str, int], dict[str, int]] = {}  # streams/kafka/clock.py
         self.started = time.time()
         self.public = load_public(settings)
+        # One session cache for every partition's monitor: `session_cache_prints` bounds the process, not each
+        # partition (four partitions held four times the cache, and the soak's memory grew for 20 minutes).
+        self.sessions = process_sessions(settings.detection)
         started_mono = time.monotonic()
         self.ingest = IngestStage(settings, self.counters)
         self.join = JoinStage(settings, self.counters, started_mono)
@@ -437,6 +440,8 @@ class KafkaPipeline(PipelineHealth, HeldClock):
                 st = JoinState.fresh(self.settings.detection)
             elif st is None:
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)
+            if isinstance(st, DirectState):  # restored or fresh: the process's one cache
+                st.monitor.share_sessions(self.sessions)
             if isinstance(st, JoinState):
                 self.join.restored(partition, st, time.monotonic())
             elif stage == "domain":

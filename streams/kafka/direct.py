@@ -40,9 +40,10 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.monitor import Monitor
+from detectors.monitor import Monitor, make_fingerprinter
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
+from detectors.session_prints import SessionPrints, session_cache
 from detectors.settings import DetectionSettings
 from schemas.events import Event, EventError, Fingerprint
 from schemas.exchange import Exchange
@@ -78,6 +79,12 @@ class DirectState(DomainState):
     def fresh_direct(cls, s: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> DirectState:
         monitor = Monitor(s, public, counters=counters)
         return cls(monitor.table, monitor=monitor, clock=EventClock(s.max_future_skew_s))
+
+
+def process_sessions(s: DetectionSettings) -> SessionPrints:
+    """The session fingerprinting cache every partition's monitor in this process shares (`Monitor.share_sessions`),
+    so that `session_cache_prints` bounds the process whatever number of partitions it holds."""
+    return session_cache(s, make_fingerprinter(s))
 
 
 @dataclass(slots=True)
