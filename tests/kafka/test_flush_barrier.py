@@ -81,3 +81,31 @@ def test_the_barrier_does_not_wait_for_a_buffer_that_stops() -> None:
         assert log == ["client flushed"]
 
     asyncio.run(main())
+
+
+def test_a_barrier_is_freed_at_once_not_left_to_the_collector() -> None:
+    # One barrier per commit: a reference cycle in it was freed only by the collector's rare full passes, and the
+    # soak's census of a worker counted them rising between those passes.
+    import gc
+
+    from streams.kafka import consumer
+
+    async def main() -> int:
+        buffer = ProducerBuffer()
+        buffer.app = SimpleNamespace(conf=SimpleNamespace(producer_threaded=False))  # type: ignore[assignment]
+        await buffer.start()
+        try:
+            for _ in range(20):
+                await flush_all(Producer(buffer, []))
+        finally:
+            await buffer.stop()
+        await asyncio.sleep(0)
+        return sum(1 for o in gc.get_objects() if isinstance(o, consumer._Barrier))
+
+    gc.collect()
+    gc.disable()
+    try:
+        left = asyncio.run(main())
+    finally:
+        gc.enable()
+    assert left == 0
