@@ -10,11 +10,15 @@ import random
 import numpy as np
 import pytest
 from factories import request, response
+from hypothesis import given
+from hypothesis import strategies as st
 
+from detectors import mixup
 from detectors.mixup import Delivery, MixupLedger
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from schemas.exchange import TextFingerprint
 
 WORDS = [f"w{i:04d}" for i in range(6000)]
 
@@ -161,3 +165,22 @@ def test_the_ledger_copied_as_its_changes_is_the_live_ledger() -> None:
     for i in range(9, 20):  # more added than it holds: a whole copy again
         live.add(s, _delivery(float(i)))
     assert live.changes() is None
+
+
+SMALL = st.lists(st.integers(0, 40), max_size=30)
+
+
+@given(a=SMALL, b=SMALL, c=SMALL)
+def test_the_swap_witness_is_the_same_set_in_either_order(a: list[int], b: list[int], c: list[int]) -> None:
+    # _pair computes (A - B) & C as (A & C) - B, the cheap order for the usual pair that shares nothing.
+    def keys(v: list[int]) -> np.ndarray:
+        return np.unique(np.array(v, dtype=np.uint64))
+
+    ka, kb, kc = keys(a), keys(b), keys(c)
+    assert mixup._without(mixup._common(ka, kc), kb).tolist() == mixup._common(mixup._without(ka, kb), kc).tolist()
+
+
+@given(hashes=st.lists(st.integers(0, 2**64 - 1), max_size=60))
+def test_a_prints_keys_are_sorted_and_unique_even_when_a_wire_print_repeats(hashes: list[int]) -> None:
+    tp = TextFingerprint(hashes + hashes[: len(hashes) // 2], len(hashes))  # a producer's print may repeat values
+    assert mixup._keys(tp).tolist() == sorted(set(hashes))
