@@ -140,11 +140,11 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         self.domain_topic = raw_topic(n.domain)
         self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
         self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
-        parts = k.internal_partitions
+        parts, store = k.internal_partitions, checkpoint.store_options(k)
         if k.topology == "direct":
             # One stage on the input topic; its table is co-partitioned with it (streams/kafka/direct.py).
             self.direct_table = app.Table(
-                n.direct_table, partitions=k.input_partitions, key_type=bytes, value_type=bytes
+                n.direct_table, partitions=k.input_partitions, key_type=bytes, value_type=bytes, options=store
             )
             # The direct input as the consumer fetched it (streams/kafka/consumer.py): one list per fetch,
             # handed over through this bounded queue, with no Faust event per message.
@@ -152,8 +152,9 @@ class KafkaPipeline(PipelineHealth, HeldClock):
             app.batch_handlers[n.input] = self._direct_intake
             app.agent(self.input_topic, name="direct", concurrency=1)(self._direct)
         else:
-            self.join_table = app.Table(n.join_table, partitions=parts, key_type=bytes, value_type=bytes)
-            self.domain_table = app.Table(n.domain_table, partitions=parts, key_type=bytes, value_type=bytes)
+            table: dict[str, Any] = {"partitions": parts, "key_type": bytes, "value_type": bytes, "options": store}
+            self.join_table = app.Table(n.join_table, **table)
+            self.domain_table = app.Table(n.domain_table, **table)
             app.agent(self.input_topic, name="ingest", concurrency=1)(self._ingest)
             app.timer(interval=k.heartbeat_interval_s)(self._heartbeat)
             app.agent(self.join_topic, name="join", concurrency=1)(self._join)

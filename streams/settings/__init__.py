@@ -60,6 +60,17 @@ class KafkaSettings(_Section):
     internal_partitions: int = Field(default=4, ge=1)
     app_id: str = "crosstalk"
     store: str = Field(default="auto", description="auto (rocksdb if rocksdict is installed), memory://, rocksdb://")
+    # RocksDB's own memory, per table partition (one database each): Faust's defaults are 3 write buffers of 64 MB and
+    # a 2 GB block cache per database, which a worker's snapshot writes filled for the first half hour of a soak.
+    store_write_buffer_mb: int = Field(
+        default=8, ge=1, le=1024, description="RocksDB write buffer (memtable) per table partition, MB (at most 2)"
+    )
+    store_block_cache_mb: int = Field(
+        default=16,
+        ge=1,
+        le=65536,
+        description="RocksDB block cache per table partition, MB (snapshots are read only at a restore)",
+    )
     web_port: int = Field(default=6066, ge=1, le=65535)
     web_bind: str = Field(
         default="127.0.0.1", description="address of the health/ready web server (0.0.0.0 in containers)"
