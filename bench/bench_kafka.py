@@ -73,10 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     p = c.parser(__doc__.splitlines()[0])
     p.add_argument("--bootstrap", default=os.environ.get("CROSSTALK_KAFKA__BOOTSTRAP", DEFAULT_BOOTSTRAP))
     p.add_argument("--no-defaults-latency", action="store_true", help="skip the latency run with default settings")
-    p.add_argument("--only", choices=["all", "textrich"], default="all", help="textrich: the text-rich runs alone")
+    p.add_argument(
+        "--only",
+        choices=["all", "textrich", "direct"],
+        default="all",
+        help="textrich: the text-rich runs alone; direct: the direct worker against the core, text-free (part 6)",
+    )
     args = p.parse_args(argv)
     if args.only == "textrich":
         return textrich_only(args)
+    if args.only == "direct":
+        return direct_only(args)
     # Produce retries right after topic creation (NotLeaderForPartition) are expected and retried.
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
 
@@ -219,6 +226,59 @@ def textrich_only(args: Any) -> int:
         extra={"worker": tr["worker"], "latency": strip, "text_free_direct": d1},
     )  # fmt: skip
     c.report("text-rich traffic through the direct topology", tables, targets, path)
+    return 0
+
+
+def direct_only(args: Any) -> int:
+    """Part 6 alone: the direct worker on text-free input, one event and PER_MESSAGE events a message, beside the core
+    alone on the same events in the same run (issue 43 target 3: batched >= 50 % of the core)."""
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    defaults = Settings()
+    n_events = c.pick(args, full=200_000, quick=30_000, tiny=2_000)
+    duration = c.pick(args, full=1200.0, quick=1200.0, tiny=60.0)
+    copies = max(1, -(-n_events // 21_192)) if duration == 1200.0 else 1
+    lines = c.text_free_lines(args, copies, duration_s=duration)[:n_events]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    try:
+        ceiling = core_ceiling(lines)
+        c.log(args, f"core alone (no Kafka): {ceiling['core_events_per_s']:,.0f} ev/s")
+        dmsgs, ddomains, d_events = direct_input(lines, defaults.kafka.input_partitions)
+        with names(args.bootstrap, "direct") as dn:
+            asyncio.run(publish(args.bootstrap, dn.input_topic, dmsgs))
+            d1 = run_workers(args, dn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+        c.log(args, f"1 worker, direct topology: end-to-end {d1['end_to_end_events_per_s']:,.0f} ev/s")
+        with names(args.bootstrap, "direct-batched") as dbn:
+            asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
+            db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+        c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    core = ceiling["core_events_per_s"]
+    ratio = {"direct_over_core": d1["end_to_end_events_per_s"] / core,
+             "direct_batched_over_core": db["end_to_end_events_per_s"] / core}  # fmt: skip
+    rows = [
+        {"what": "core alone (no Kafka)", "events/s": core, "of the core": "100 %"},
+        {"what": "direct worker, 1 event a message", "events/s": d1["end_to_end_events_per_s"],
+         "of the core": f"{ratio['direct_over_core']:.1%}"},
+        {"what": f"direct worker, {PER_MESSAGE} events a message", "events/s": db["end_to_end_events_per_s"],
+         "of the core": f"{ratio['direct_batched_over_core']:.1%}"},
+    ]  # fmt: skip
+    tables = {"direct topology against the core, text-free, same run": c.table(rows)}
+    targets = {"direct worker, batched / core": c.target(ratio["direct_batched_over_core"], 0.5)}
+    path = c.write(
+        "bench_kafka_direct",
+        args,
+        params={"events": len(lines), "messages": len(dmsgs), "per_message": PER_MESSAGE,
+                "load_average": os.getloadavg()},
+        figures={"direct_end_to_end_events_per_s": d1["end_to_end_events_per_s"],
+                 "direct_batched_end_to_end_events_per_s": db["end_to_end_events_per_s"]},
+        baseline={"core_events_per_s": core, "core": ceiling},
+        ratio=ratio,
+        targets=targets,
+        tables=tables,
+        extra={"direct": d1, "direct_batched": db},
+    )  # fmt: skip
+    c.report("the direct worker against the core", tables, targets, path)
     return 0
 
 

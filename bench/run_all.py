@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ("textrich", "core", "fingerprint", "replay", "memory", "scaling", "checkpoint", "kafka")
+ORDER = ("textrich", "hotdomain", "core", "fingerprint", "replay", "memory", "scaling", "checkpoint", "kafka")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,8 @@ windows that reach past the cut are computed. The result is exactly `Fingerprint
 the session's new state. Memory is bounded per session (`max_prints_per_session` fingerprints; longer
 sessions are not cached) and in total (`max_prints_total`; ~56 bytes each for the list and its ints, plus
 8 bytes (numpy) or 16-32 bytes (the C hash set, at most half full) for the membership set, so at most
-~350 MB by default; least recently used sessions are dropped first).
+~350 MB at this class's defaults; least recently used sessions are dropped first). A monitor sizes it by its
+settings (`session_cache_prints`, `session_cache_sessions`: ~70 MB); a Kafka worker's monitors share one.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = [
     "bench_textrich",
+    "bench_hotdomain",
     "bench_core",
     "bench_fingerprint",
     "bench_replay",
