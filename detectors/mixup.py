@@ -156,11 +156,13 @@ class MixupLedger:
         found = []
         if current.out.size < s.mixup_min_matches:
             return []
+        others = []
         for other in reversed(self.recent):
             if other.ts < current.sent:
                 break  # delivered before this request was sent: it cannot carry its answer, nor be answered by it
-            if other.tenant_id == current.tenant_id:
-                continue
+            if other.tenant_id != current.tenant_id:
+                others.append(other)
+        for other in _candidates(s, current, others):
             f = _pair(s, current, other, innocent)
             if f is not None:
                 found.append(f)
@@ -183,6 +185,24 @@ class MixupLedger:
 
     def state_size(self) -> int:
         return len(self.recent)
+
+
+def _candidates(s: DetectionSettings, cur: Delivery, others: list[Delivery]) -> list[Delivery]:
+    """The deliveries of `others` (in order) that `_pair` could find a mix-up with, tested for all of them at once: a
+    copy needs its two outputs to share `mixup_copy_share` of the shorter, a swap needs at least _WEAK of the other's
+    output in the current prompt. A busy domain has many deliveries in flight and almost none of them qualify; one
+    search over all their outputs replaces a few per delivery (the exact same pairs go on to `_pair`)."""
+    if len(others) < 3:
+        return others
+    sizes = np.fromiter((o.out.size for o in others), dtype=np.intp, count=len(others))
+    outs = np.concatenate([o.out for o in others])
+    owner = np.repeat(np.arange(len(others)), sizes)
+    n = len(others)
+    shared = np.bincount(owner[_held(outs, cur.out)], minlength=n) if cur.out.size else np.zeros(n, dtype=np.intp)
+    quoted = np.bincount(owner[_held(outs, cur.prompt)], minlength=n) if cur.prompt.size else np.zeros(n, np.intp)
+    copy = shared >= s.mixup_copy_share * np.minimum(sizes, cur.out.size)
+    keep = np.flatnonzero(copy | (quoted >= _WEAK))
+    return [others[i] for i in keep.tolist()]
 
 
 def _pair(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:

@@ -184,3 +184,41 @@ def test_the_swap_witness_is_the_same_set_in_either_order(a: list[int], b: list[
 def test_a_prints_keys_are_sorted_and_unique_even_when_a_wire_print_repeats(hashes: list[int]) -> None:
     tp = TextFingerprint(hashes + hashes[: len(hashes) // 2], len(hashes))  # a producer's print may repeat values
     assert mixup._keys(tp).tolist() == sorted(set(hashes))
+
+
+KEYS = st.lists(st.integers(0, 15), max_size=14).map(lambda v: np.unique(np.array(v, dtype=np.uint64)))
+
+
+@given(cur=st.tuples(KEYS, KEYS), others=st.lists(st.tuples(KEYS, KEYS), min_size=3, max_size=8))
+def test_the_candidate_filter_keeps_every_pair_that_can_be_a_mixup(
+    cur: tuple[np.ndarray, np.ndarray], others: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    # The one search over all outputs in flight may only drop pairs `_pair` would dismiss (nothing is innocent here,
+    # the loosest case).
+    s = _settings(mixup_min_matches=2)
+
+    def delivery(i: int, out: np.ndarray, prompt: np.ndarray) -> Delivery:
+        return Delivery(float(i), 0.0, f"r{i}", f"t{i}", None, None, out, prompt, set())
+
+    current = delivery(0, *cur)
+    ds = [delivery(i + 1, *o) for i, o in enumerate(others)]
+    kept = mixup._candidates(s, current, ds)
+    assert [d.request_id for d in kept] == [d.request_id for d in ds if d in kept]  # order kept
+    for d in ds:
+        if mixup._pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool)) is not None:
+            assert d in kept
+
+
+def test_the_candidate_filter_keeps_a_copy_among_unrelated_deliveries() -> None:
+    s = _settings(mixup_min_matches=2)
+    answer = np.arange(10, 20, dtype=np.uint64)
+
+    def delivery(i: int, out: np.ndarray, prompt: np.ndarray) -> Delivery:
+        return Delivery(float(i), 0.0, f"r{i}", f"t{i}", None, None, out, prompt, set())
+
+    current = delivery(0, answer, np.arange(10, 16, dtype=np.uint64))  # its prompt holds the answer's source
+    unrelated = [delivery(i, np.arange(100 * i, 100 * i + 10, dtype=np.uint64), mixup._EMPTY) for i in (1, 2, 4)]
+    copy = delivery(3, answer, np.arange(50, 60, dtype=np.uint64))
+    ds = [*unrelated[:2], copy, unrelated[2]]
+    assert mixup._pair(s, current, copy, lambda k: np.zeros(k.size, dtype=bool)) is not None
+    assert mixup._candidates(s, current, ds) == [copy]
