@@ -26,8 +26,11 @@ SCRIPTS = [
 ]
 
 
-def _run_tiny(name: str, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """Run bench/<name>.py at the tiny size; its completed process and the result file it wrote."""
+def _run_tiny(
+    name: str, tmp_path: Path, *extra: str, result: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """Run bench/<name>.py at the tiny size; its completed process and the result file it wrote (`result`, by
+    default <name>.json)."""
     out = tmp_path / "results"
     proc = subprocess.run(
         [
@@ -47,7 +50,7 @@ def _run_tiny(name: str, tmp_path: Path, *extra: str) -> tuple[subprocess.Comple
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc, json.loads((out / f"{name}.json").read_text())
+    return proc, json.loads((out / f"{result or name}.json").read_text())
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -69,6 +72,32 @@ def test_bench_kafka_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
     # The batched run read the same events (a tiny run is too short for its rates to mean much).
     assert doc["runs"]["one_worker_batched_input"]["messages"] == doc["runs"]["one_worker"]["messages"]
     assert "==" in proc.stdout
+
+
+@pytest.mark.kafka
+def test_bench_kafka_direct_only_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
+    _, doc = _run_tiny(
+        "bench_kafka", tmp_path, "--only", "direct", "--bootstrap", kafka_bootstrap, result="bench_kafka_direct"
+    )
+    assert doc["bench"] == "bench_kafka_direct" and doc["mode"] == "tiny"
+    assert doc["baseline"]["core_events_per_s"] > 0
+    assert set(doc["ratio"]) == {"direct_over_core", "direct_batched_over_core"}
+
+
+def test_plot_soaks_draws_every_run(tmp_path: Path) -> None:
+    runs = []
+    for i, label in enumerate(("before", "after")):
+        samples = [{"t_s": t * 10.0, "rss_bytes": (100 + t * (5 - 4 * i)) << 20} for t in range(30)]
+        path = tmp_path / f"{label}.json"
+        path.write_text(json.dumps({"samples": samples}))
+        runs.append(f"{label}={path}")
+    out = tmp_path / "soaks.png"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "plot_soaks.py"), str(out), *runs],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("json_body", [False, True])
