@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 import orjson
-from bench_textrich import KEY, TEXT_FIELDS, best_cpu, ensure_data
+from bench_textrich import KEY, TEXT_FIELDS, best_cpu, ensure_data, memory
 
 from detectors.settings import DetectionSettings
 from streams.embedded.runner import EmbeddedRunner
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         t_prints, w_prints, r_prints = best_cpu(lambda: replay(edge_file), repeat)
 
     n = len(lines)
+    mem = memory(r_text.monitor)  # the one domain at the end of the file: its index's window (900 s) is full
+    ledger = sum(d.out.nbytes + d.prompt.nbytes for dm in r_text.monitor.domains.values() for d in dm.mixup.recent)
     ids_text = {a.alert_id for a in r_text.alerts}
     ids_prints = {a.alert_id for a in r_prints.alerts}
     figures = {
@@ -92,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         "alerts_both": len(ids_text & ids_prints),
         "rejects_text": sum(r_text.rejects.values()),
         "rejects_prints": sum(r_prints.rejects.values()),
+        "domain_index_bytes": mem["native_bytes"],
+        "domain_index_bytes_per_fingerprint": mem["native_bytes_per_fingerprint"],
+        "domain_index_fingerprints": mem["fingerprints"],
+        "domain_records_bytes": mem["records_bytes"],
+        "domain_ledger_bytes": ledger,
     }
     gain = t_text / t_prints
     rows = [
@@ -102,7 +109,18 @@ def main(argv: list[str] | None = None) -> int:
         {"what": "one domain, edge fingerprints", "CPU s": t_prints, "wall s": w_prints,
          "events/s": n / t_prints, "MB/s of text": text_mb / t_prints, "alerts": len(ids_prints)},
     ]  # fmt: skip
-    tables = {"one hot domain, one process, same run": c.table(rows)}
+    mem_rows = [
+        {"what": "content index (native postings)", "MB": mem["native_bytes"] / c.MB,
+         "bytes per fingerprint": mem["native_bytes_per_fingerprint"]},
+        {"what": "long-horizon records (fixed size)", "MB": mem["records_bytes"] / c.MB,
+         "bytes per fingerprint": mem["records_bytes_per_insert"]},
+        {"what": "mix-up ledger (deliveries' keys)", "MB": ledger / c.MB, "bytes per fingerprint": 8.0},
+    ]  # fmt: skip
+    tables = {
+        "one hot domain, one process, same run": c.table(rows),
+        "the domain's state at the end (its index window full)": c.table(mem_rows)
+        + f"\n\n{mem['fingerprints']:,.0f} fingerprints in the index ({mem['distinct']:,.0f} distinct)",
+    }
     out = c.write(
         "bench_hotdomain",
         args,

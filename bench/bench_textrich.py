@@ -145,10 +145,13 @@ def memory(monitor: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = c.parser(__doc__.splitlines()[0]).parse_args(argv)
+    p = c.parser(__doc__.splitlines()[0])
+    p.add_argument("--events", type=Path, help="measure on this events file instead (e.g. an ext-v2 seed's)")
+    p.add_argument("--name", default=NAME, help="the result file's name")
+    args = p.parse_args(argv)
     duration, rate, tenants = c.pick(args, full=(1200.0, 4.0, 24), quick=(300.0, 4.0, 24), tiny=(60.0, 1.0, 8))
     repeat = c.pick(args, full=3, quick=2, tiny=1)
-    path, summary = ensure_data(args, duration, rate, tenants)
+    path, summary = (args.events, {}) if args.events else ensure_data(args, duration, rate, tenants)
     size = path.stat().st_size
     lines = [line for line in path.read_bytes().splitlines() if line.strip()]
     texts = [t for ev in map(orjson.loads, lines) for f in TEXT_FIELDS if (t := ev.get(f))]
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     state = result.state_size
     file = c.write(
-        NAME,
+        args.name,
         args,
         params={
             "path": str(path.relative_to(c.ROOT)) if path.is_relative_to(c.ROOT) else str(path),
@@ -264,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
             "native": NATIVE,
             "k": det.k,
             "w": det.w,
-            "sim": {
+            "sim": None
+            if args.events
+            else {
                 "profile": "multilingual",
                 "seed": args.seed,
                 "duration_s": duration,
