@@ -130,15 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             r2 = run_workers(args, two, total, marker_domains, 2, workdir, publish_when_ready=msgs)
             c.log(args, f"2 workers, ready first: end-to-end {r2['end_to_end_events_per_s']:,.0f} ev/s")
         # 6: the direct topology on the same events, keyed by cache domain.
-        dmsgs, ddomains, d_events = direct_input(lines, defaults.kafka.input_partitions)
-        with names(args.bootstrap, "direct") as dn:
-            asyncio.run(publish(args.bootstrap, dn.input_topic, dmsgs))
-            d1 = run_workers(args, dn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
-            c.log(args, f"1 worker, direct topology: end-to-end {d1['end_to_end_events_per_s']:,.0f} ev/s")
-        with names(args.bootstrap, "direct-batched") as dbn:
-            asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
-            db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
-            c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
+        d1, db = direct_runs(args, lines, defaults, workdir)
         # 6b: direct, one vs two workers, on the same traffic over SPREAD_WAYS x the cache domains and
         # SPREAD_PARTITIONS input partitions (a domain is read by one worker: the three domains of the
         # simulated service, of unequal traffic, cannot spread over two workers evenly; a deployment that
@@ -229,6 +221,20 @@ def textrich_only(args: Any) -> int:
     return 0
 
 
+def direct_runs(args: Any, lines: list[bytes], defaults: Settings, workdir: Path) -> tuple[dict, dict]:
+    """Part 6: one direct worker on the events keyed by cache domain, one event a message, then PER_MESSAGE."""
+    dmsgs, ddomains, d_events = direct_input(lines, defaults.kafka.input_partitions)
+    with names(args.bootstrap, "direct") as dn:
+        asyncio.run(publish(args.bootstrap, dn.input_topic, dmsgs))
+        d1 = run_workers(args, dn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+    c.log(args, f"1 worker, direct topology: end-to-end {d1['end_to_end_events_per_s']:,.0f} ev/s")
+    with names(args.bootstrap, "direct-batched") as dbn:
+        asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
+        db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
+    c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
+    return d1, db
+
+
 def direct_only(args: Any) -> int:
     """Part 6 alone: the direct worker on text-free input, one event and PER_MESSAGE events a message, beside the core
     alone on the same events in the same run (issue 43 target 3: batched >= 50 % of the core)."""
@@ -242,15 +248,7 @@ def direct_only(args: Any) -> int:
     try:
         ceiling = core_ceiling(lines)
         c.log(args, f"core alone (no Kafka): {ceiling['core_events_per_s']:,.0f} ev/s")
-        dmsgs, ddomains, d_events = direct_input(lines, defaults.kafka.input_partitions)
-        with names(args.bootstrap, "direct") as dn:
-            asyncio.run(publish(args.bootstrap, dn.input_topic, dmsgs))
-            d1 = run_workers(args, dn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
-        c.log(args, f"1 worker, direct topology: end-to-end {d1['end_to_end_events_per_s']:,.0f} ev/s")
-        with names(args.bootstrap, "direct-batched") as dbn:
-            asyncio.run(publish(args.bootstrap, dbn.input_topic, direct_batched(dmsgs, d_events, PER_MESSAGE)))
-            db = run_workers(args, dbn, len(dmsgs), ddomains, 1, workdir, extra_env=DIRECT_ENV)
-        c.log(args, f"1 worker, direct, batched: end-to-end {db['end_to_end_events_per_s']:,.0f} ev/s")
+        d1, db = direct_runs(args, lines, defaults, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     core = ceiling["core_events_per_s"]
@@ -268,7 +266,7 @@ def direct_only(args: Any) -> int:
     path = c.write(
         "bench_kafka_direct",
         args,
-        params={"events": len(lines), "messages": len(dmsgs), "per_message": PER_MESSAGE,
+        params={"events": len(lines), "messages": d1["messages"], "per_message": PER_MESSAGE,
                 "load_average": os.getloadavg()},
         figures={"direct_end_to_end_events_per_s": d1["end_to_end_events_per_s"],
                  "direct_batched_end_to_end_events_per_s": db["end_to_end_events_per_s"]},
