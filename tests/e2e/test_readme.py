@@ -174,6 +174,9 @@ def _speed_figures() -> dict[str, str]:
     """The README's speed table as the committed benchmark results format it (bench/results/*.json)."""
     core = json.loads((ROOT / "bench/results/bench_textrich.json").read_text(encoding="utf-8"))
     kafka = json.loads((ROOT / "bench/results/bench_kafka_textrich.json").read_text(encoding="utf-8"))
+    ext = json.loads((ROOT / "bench/results/bench_textrich-ext-v2-s7.json").read_text(encoding="utf-8"))
+    hot = json.loads((ROOT / "bench/results/bench_hotdomain.json").read_text(encoding="utf-8"))
+    direct = json.loads((ROOT / "bench/results/bench_kafka_direct.json").read_text(encoding="utf-8"))
     fig, ratio = core["figures"], core["ratio"]["core_over_fingerprint"]
     half = next(t for name, t in kafka["targets"].items() if "text-rich" in name and "half" in name)
     return {
@@ -188,6 +191,11 @@ def _speed_figures() -> dict[str, str]:
         "EDGE_P99": f"{kafka['figures']['latency_direct, text-rich_p99_ms']:,.0f} ms",
         "HALF_P99": f"{half['value']:,.0f} ms",
         "EDGE_RATE": f"{kafka['figures']['latency_direct, text-rich_rate']:,.0f} events/s",
+        "EXT_RATIO": f"{100 * ext['ratio']['core_over_fingerprint']:.1f} %",
+        "HOT_EPS": f"{hot['figures']['hot_text_events_s']:,.0f} events/s",
+        "HOT_EDGE": f"{hot['ratio']['edge_prints_over_text']:.2f}×",
+        "HOT_INDEX": f"{hot['figures']['domain_index_bytes_per_fingerprint']:.1f} B",
+        "DIRECT_RATIO": f"{100 * direct['ratio']['direct_batched_over_core']:.1f} %",
     }
 
 
