@@ -36,17 +36,14 @@ _COPIES = frozenset({"_request_wait_s", "_response_wait_s", "_max_pending"})  # 
 
 
 class Joiner:
-    def __init__(
-        self, settings: DetectionSettings, canaries: CanaryRegistry, sessions: SessionPrints | None = None
-    ) -> None:
-        """`sessions`: a session cache to share (a Kafka worker's partitions share the process's, so that its
-        bound is the process's); by default the Joiner's own."""
+    def __init__(self, settings: DetectionSettings, canaries: CanaryRegistry) -> None:
         self.settings = settings
         self.canaries = canaries
         self.fingerprinter: Fingerprinter = canaries.fingerprinter
         # A session's prompt re-sends its history: fingerprint only what is new (same fingerprints).
-        # A cache: bounded (`session_cache_prints`), and losing it (restart) only costs a full pass.
-        self.sessions = sessions if sessions is not None else session_cache(settings, self.fingerprinter)
+        # A cache: bounded (`session_cache_prints`), and losing it (restart) only costs a full pass. A Kafka worker's
+        # monitors share one (`Monitor.share_sessions`).
+        self.sessions: SessionPrints = session_cache(settings, self.fingerprinter)
         self._requests: OrderedDict[str, _Half] = OrderedDict()
         self._responses: OrderedDict[str, _Half] = OrderedDict()
         self.orphans = {"no_request": 0, "no_response": 0}

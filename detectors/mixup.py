@@ -192,12 +192,12 @@ def _candidates(s: DetectionSettings, cur: Delivery, others: list[Delivery]) -> 
     copy needs its two outputs to share `mixup_copy_share` of the shorter, a swap needs at least _WEAK of the other's
     output in the current prompt. A busy domain has many deliveries in flight and almost none of them qualify; one
     search over all their outputs replaces a few per delivery (the exact same pairs go on to `_pair`)."""
-    if len(others) < 3:
-        return others
-    sizes = np.fromiter((o.out.size for o in others), dtype=np.intp, count=len(others))
-    outs = np.concatenate([o.out for o in others])
-    owner = np.repeat(np.arange(len(others)), sizes)
     n = len(others)
+    if n < 3:
+        return others
+    sizes = np.fromiter((o.out.size for o in others), dtype=np.intp, count=n)
+    outs = np.concatenate([o.out for o in others])
+    owner = np.repeat(np.arange(n), sizes)
     shared = np.bincount(owner[_held(outs, cur.out)], minlength=n) if cur.out.size else np.zeros(n, dtype=np.intp)
     quoted = np.bincount(owner[_held(outs, cur.prompt)], minlength=n) if cur.prompt.size else np.zeros(n, np.intp)
     copy = shared >= s.mixup_copy_share * np.minimum(sizes, cur.out.size)

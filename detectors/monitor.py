@@ -67,13 +67,9 @@ class Monitor:
         public: PublicSet | None = None,
         counters: Counter[str] | None = None,
         owns: Callable[[str], bool] | None = None,
-        sessions: SessionPrints | None = None,
     ) -> None:
         """`counters`: where to count (a Kafka worker passes its own, so one monitor per partition shows on
         its /counters and pickles the counters by name); by default the monitor's own.
-
-        `sessions`: a session fingerprinting cache shared with other monitors of the process (a Kafka worker's
-        partitions), so that `session_cache_prints` bounds the process and not each partition; by default its own.
 
         `owns`: which cache domains this monitor judges (None: all). A replay split into jobs by cache domain
         (`crosstalk replay --jobs`) gives each job every event, so that event time, joins, duplicates and
@@ -82,7 +78,7 @@ class Monitor:
         self.fingerprinter = make_fingerprinter(settings)
         self.canaries = CanaryRegistry(self.fingerprinter, settings.max_canaries)
         self.canary_policy = CanaryPolicy(settings.canary_tenants)
-        self.joiner = Joiner(settings, self.canaries, sessions)
+        self.joiner = Joiner(settings, self.canaries)
         self.dedup = Deduper(settings.dedup_window, settings.dedup_window_s)
         self.counters: Counter[str] = _Counts() if counters is None else counters
         self.table = DomainTable(settings, self.counters, public)
@@ -200,8 +196,9 @@ class Monitor:
         return sorted(out, key=lambda i: (i.first_ts, i.incident_id))
 
     def share_sessions(self, sessions: SessionPrints) -> None:
-        """Fingerprint sessions through `sessions` from now on (a restored monitor joins its process's cache;
-        a cache, so nothing is lost but a full pass per session)."""
+        """Fingerprint sessions through `sessions` from now on: a Kafka worker gives every partition's monitor, fresh
+        or restored, the process's one cache, so that `session_cache_prints` bounds the process and not each
+        partition (a cache: nothing is lost but a full pass per session)."""
         self.joiner.sessions = sessions
 
     def state_size(self) -> dict[str, int]:

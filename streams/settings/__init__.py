@@ -80,8 +80,8 @@ class KafkaSettings(_Section):
         default=60.0,
         ge=0,
         description="wall clock between giving the C heap's free pages back to the system (glibc: fixed malloc "
-        "thresholds at start, malloc_trim on this timer; streams/heap.py). 0: off. Without it a worker's memory "
-        "grew ~37 MB a minute at 60 text-rich events/s (docs/operations.md, the soak)",
+        "thresholds at start, malloc_trim on this timer; streams/heap.py). 0: off. It took 29 % off a soak's "
+        "memory; what kept growing was RocksDB's buffers (store_write_buffer_mb, docs/operations.md)",
     )
     alerts_partitions: int = Field(default=4, ge=1)
     replication_factor: int = Field(default=1, ge=1, description="of every topic the workers create")
