@@ -176,7 +176,7 @@ class DomainMonitor:
         signals = [] if screen is None else screen(ex, request, resp, capacity)
         for observe in observers:
             signals += observe(ex, capacity)
-        delivery = self.mixup.delivery(ex) if self.s.mixup and ex.output_print is not None else None
+        delivery = self.mixup.delivery(ex) if self.s.mixup and ex.response is not None else None
         late: list[Alert] = []
         if delivery is not None:
             signals, late = self._mixups(delivery, signals, ts)
@@ -217,7 +217,10 @@ class DomainMonitor:
 
     def _mixups(self, d: Delivery, signals: list[Signal], ts: float) -> tuple[list[Signal], list[Alert]]:
         """The signals after the mix-ups `d` completes (detectors/mixup.py); late alerts (own ids) for the others."""
-        found = self.mixup.check(self.s, d, innocent_of(self.overlap)) if self.mixup.recent else []
+        named = frozenset(
+            x.source_tenant_id for x in signals if x.name == "cross_tenant_contamination" and x.source_tenant_id
+        )
+        found = self.mixup.check(self.s, d, innocent_of(self.overlap), named) if self.mixup.recent else []
         if not found:
             return signals, []
         signals, late = apply(signals, d, found)

@@ -45,6 +45,10 @@ _EMPTY = np.empty(0, dtype=np.uint64)
 _OWNER_MIN = 3
 # The least evidence one direction of a swap, or a copy's owner, can give when the other side is strong or empty.
 _WEAK = 2
+# A delivery is found as a copy from before its receiver's request by its smallest output fingerprints (a MinHash
+# sketch): an exact copy has the same ones, so it is always found; a partial one is found with a probability of at
+# least the two outputs' Jaccard similarity. Searching every earlier output instead cost +60 % on one hot domain.
+_SKETCH = 3
 
 
 def _owns(mine: int, theirs: int) -> bool:
@@ -71,10 +75,11 @@ class Delivery:
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap"]
+    mode: Literal["copy", "swap", "misroute"]
     leaked: Delivery
     owner: Delivery
-    shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction)
+    shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
+    # misroute: the one direction)
 
 
 def _keys(tp: TextFingerprint | None) -> np.ndarray:
@@ -121,6 +126,11 @@ class MixupLedger:
         self.prints = 0  # fingerprints held (8 bytes each): bounded by mixup_max_prints
         # Since the last `mark` (a checkpoint copied the ledger): deliveries added and dropped; None: never marked.
         self._since: tuple[int, int] | None = None
+        # Deliveries by their sketch's fingerprints; derived from `recent`, so never copied (rebuilt when asked).
+        self._sketch: dict[int, deque[Delivery]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_sketch": None}
 
     # A piece (detectors/signals/base.py): a checkpoint copies the ledger as the deliveries it gained and lost.
     def changes(self) -> tuple[int, list[Delivery]] | None:
@@ -139,22 +149,34 @@ class MixupLedger:
             self.recent.popleft()
         self.recent.extend(added)
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
+        self._sketch = None
 
     def delivery(self, ex: Exchange) -> Delivery | None:
-        """The exchange as the ledger would keep it; None for what cannot witness (no output, not 2xx)."""
+        """The exchange as the ledger would keep it; None for what cannot witness (no response, or neither an output
+        nor a prompt). An error or an empty answer is kept with no output: the owner of an answer handed to another
+        tenant one way got nothing of it (a misroute)."""
         resp = ex.response
-        if resp is None or ex.output_print is None or not ex.output_print.hashes:
+        if resp is None:
             return None
-        if resp.status_code is not None and not 200 <= resp.status_code <= 299:
+        failed = resp.status_code is not None and not 200 <= resp.status_code <= 299
+        out = _EMPTY if failed else _keys(ex.output_print)
+        prompt = _keys(ex.prompt_print)
+        if not out.size and not prompt.size:
             return None
         sent = ex.request.ts if ex.request is not None else ex.ts
-        out, prompt = _keys(ex.output_print), _keys(ex.prompt_print)
         return Delivery(ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set())
 
-    def check(self, s: DetectionSettings, current: Delivery, innocent: Innocent) -> list[Finding]:
-        """Mix-ups between `current` (just completed) and the deliveries made while its request was in flight."""
+    def check(
+        self, s: DetectionSettings, current: Delivery, innocent: Innocent, named: frozenset[str] = frozenset()
+    ) -> list[Finding]:
+        """Mix-ups between `current` (just completed) and the deliveries made while its request was in flight, and
+        copies of an answer delivered before it was sent (`mixup_copy_before_s`). `named`: the tenants the current
+        output's content signals name (the overlap index's postings hold every prompt in flight), whose deliveries
+        are asked for a lopsided swap even when their outputs hold nothing of the current prompt."""
         found = []
-        if current.out.size < s.mixup_min_matches:
+        # With next to no output of its own, the current exchange can only be the owner of a misroute.
+        short = current.out.size < s.mixup_min_matches
+        if short and not current.prompt.size:
             return []
         others = []
         for other in reversed(self.recent):
@@ -162,15 +184,47 @@ class MixupLedger:
                 break  # delivered before this request was sent: it cannot carry its answer, nor be answered by it
             if other.tenant_id != current.tenant_id:
                 others.append(other)
-        for other in _candidates(s, current, others):
+        for other in _candidates(s, current, others, named):
             f = _pair(s, current, other, innocent)
+            if f is not None:
+                found.append(f)
+        # Delivered before this request was sent, an answer can still have been handed to it again (a response cache
+        # keyed wrongly): a copy whose owner is the earlier receiver.
+        earlier = [] if short else self._earlier(s, current)
+        for other in _candidates(s, current, earlier, frozenset(), copies_only=True):
+            f = _pair(s, current, other, innocent, earlier=True)
             if f is not None:
                 found.append(f)
         self.found += len(found)
         return found
 
+    def _earlier(self, s: DetectionSettings, current: Delivery) -> list[Delivery]:
+        """Other tenants' deliveries of the `mixup_copy_before_s` before `current` was sent that share a sketch
+        fingerprint with it, newest first."""
+        if s.mixup_copy_before_s <= 0:
+            return []
+        sketch, since, seen, out = self._copies(), current.sent - s.mixup_copy_before_s, set(), []
+        for key in current.out[:_SKETCH].tolist():
+            for other in sketch.get(key, ()):
+                if since <= other.ts < current.sent and other.tenant_id != current.tenant_id and id(other) not in seen:
+                    seen.add(id(other))
+                    out.append(other)
+        out.sort(key=lambda d: d.ts, reverse=True)
+        return out
+
+    def _copies(self) -> dict[int, deque[Delivery]]:
+        sketch = getattr(self, "_sketch", None)  # a ledger pickled before the sketch existed has none
+        if sketch is None:
+            sketch = self._sketch = {}
+            for d in self.recent:
+                _enter(sketch, d)
+        return sketch
+
     def add(self, s: DetectionSettings, d: Delivery) -> None:
         recent = self.recent
+        sketch = getattr(self, "_sketch", None)
+        if sketch is not None:
+            _enter(sketch, d)
         recent.append(d)
         self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
         horizon, dropped = d.ts - s.mixup_window_s, 0
@@ -179,6 +233,8 @@ class MixupLedger:
         ):
             gone = recent.popleft()
             self.prints -= gone.out.size + gone.prompt.size
+            if sketch is not None:
+                _leave(sketch, gone)
             dropped += 1
         if self._since is not None:
             self._since = (self._since[0] + 1, self._since[1] + dropped)
@@ -187,56 +243,99 @@ class MixupLedger:
         return len(self.recent)
 
 
-def _candidates(s: DetectionSettings, cur: Delivery, others: list[Delivery]) -> list[Delivery]:
+def _enter(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:
+    for key in d.out[:_SKETCH].tolist():
+        sketch.setdefault(key, deque()).append(d)
+
+
+def _leave(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:
+    """Removes `d`, the ledger's oldest delivery and so the oldest under each of its keys."""
+    for key in d.out[:_SKETCH].tolist():
+        q = sketch.get(key)
+        if q and q[0] is d:
+            q.popleft()
+            if not q:
+                del sketch[key]
+
+
+def _candidates(
+    s: DetectionSettings, cur: Delivery, others: list[Delivery], named: frozenset[str], copies_only: bool = False
+) -> list[Delivery]:
     """The deliveries of `others` (in order) that `_pair` could find a mix-up with, tested for all of them at once: a
     copy needs its two outputs to share `mixup_copy_share` of the shorter, a swap needs at least _WEAK of the other's
-    output in the current prompt. A busy domain has many deliveries in flight and almost none of them qualify; one
-    search over all their outputs replaces a few per delivery (the exact same pairs go on to `_pair`)."""
+    output in the current prompt, or the other's tenant among those the current output's content signals name (a
+    lopsided swap: the current output holds the other prompt's text, the other output nothing of the current one). A
+    busy domain has many deliveries in flight and almost none of them qualify; one search over all their outputs
+    replaces a few per delivery (the exact same pairs go on to `_pair`)."""
     n = len(others)
-    if n < 3:
+    if n < 3 and not copies_only:
         return others
+    if not n:
+        return []
     sizes = np.fromiter((o.out.size for o in others), dtype=np.intp, count=n)
     outs = np.concatenate([o.out for o in others])
     owner = np.repeat(np.arange(n), sizes)
     shared = np.bincount(owner[_held(outs, cur.out)], minlength=n) if cur.out.size else np.zeros(n, dtype=np.intp)
-    quoted = np.bincount(owner[_held(outs, cur.prompt)], minlength=n) if cur.prompt.size else np.zeros(n, np.intp)
-    copy = shared >= s.mixup_copy_share * np.minimum(sizes, cur.out.size)
-    keep = np.flatnonzero(copy | (quoted >= _WEAK))
-    return [others[i] for i in keep.tolist()]
+    keep = (shared >= s.mixup_copy_share * np.minimum(sizes, cur.out.size)) & (shared >= s.mixup_min_matches)
+    if not copies_only:
+        quoted = np.bincount(owner[_held(outs, cur.prompt)], minlength=n) if cur.prompt.size else np.zeros(n, np.intp)
+        keep |= quoted >= _WEAK
+        if named:
+            keep |= np.fromiter((o.tenant_id in named for o in others), dtype=bool, count=n)
+    return [others[i] for i in np.flatnonzero(keep).tolist()]
 
 
-def _pair(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
+def _pair(
+    s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent, earlier: bool = False
+) -> Finding | None:
+    """The mix-up of `cur` and `other`, if any. `earlier`: `other` was delivered before `cur`'s request was sent, so
+    only a copy with `other` as its owner is possible (an answer cannot precede the prompt it answers)."""
     shared = _common(cur.out, other.out)
-    if shared.size >= s.mixup_copy_share * min(cur.out.size, other.out.size):
+    if shared.size >= max(s.mixup_copy_share * min(cur.out.size, other.out.size), s.mixup_min_matches):
         # One answer delivered twice (stock text and public quotes inside it count for the sameness, not as its
         # evidence: at least mixup_min_matches uncommon fingerprints must be shared).
         shared = shared[~innocent(shared)]
         if shared.size < s.mixup_min_matches:
             return None
         mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
-        if _owns(mine, theirs):
+        if _owns(mine, theirs) and not earlier:
             return Finding("copy", other, cur, int(shared.size))
-        if _owns(theirs, mine):
+        # From before, the answer must also hold text of its own beyond the owner's prompt: a model reciting a text it
+        # knows for two tenants writes that text alone, an answer handed over again is more than its quotes.
+        if _owns(theirs, mine) and not (earlier and _without(shared, other.prompt).size < _WEAK):
             return Finding("copy", cur, other, int(shared.size))
         return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
-    # A swap: each output holds the other prompt's text that its own prompt does not, and answers the other prompt
-    # more than its own (an answer quotes and restates the prompt it answers; a normal answer that shares stock text
-    # with another tenant's prompt relates to its own prompt first).
+    if earlier:
+        return None
+    return _swap(s, cur, other, innocent)
+
+
+def _swap(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
+    """A swap: each output holds the other prompt's text that its own prompt does not, and answers the other prompt
+    more than its own (an answer quotes and restates the prompt it answers; a normal answer that shares stock text
+    with another tenant's prompt relates to its own prompt first). One way (a misroute): one output holds twice
+    mixup_min_matches of the other prompt and answers it more than its own, while the other prompt's owner got next
+    to nothing (an error, an empty answer, or fewer than twice mixup_min_matches fingerprints, none of them its own
+    prompt's); only the first is named a leak. An echo leaves the owner its own answer."""
     # (A - B) & C is computed as (A & C) - B: the intersection with the other prompt is small or empty for almost
     # every pair, so most pairs end after one search of the shorter output.
     there = _without(_common(other.out, cur.prompt), other.prompt)
-    if there.size < _WEAK:
-        return None
     back = _without(_common(cur.out, other.prompt), cur.prompt)
-    if back.size < _WEAK or there.size + back.size < 2 * s.mixup_min_matches:
+    if there.size + back.size < 2 * s.mixup_min_matches:
         return None
     there, back = there[~innocent(there)], back[~innocent(back)]
     n, most = sorted((there.size, back.size))
-    # Both directions at mixup_min_matches, or one far stronger (twice that) and the other at least _WEAK.
-    if n < _WEAK or (n < s.mixup_min_matches and most < 2 * s.mixup_min_matches):
+    if most < s.mixup_min_matches or (n < s.mixup_min_matches and most < 2 * s.mixup_min_matches):
         return None
     own_other, own_cur = _common(other.out, other.prompt), _common(cur.out, cur.prompt)
     own_other, own_cur = own_other[~innocent(own_other)], own_cur[~innocent(own_cur)]
+    if n < _WEAK:  # one way: the strong one answers the other prompt more than its own; its owner got next to nothing
+        short = 2 * s.mixup_min_matches
+        if there.size > back.size:
+            ok = there.size > own_other.size and not own_cur.size and cur.out.size < short
+            return Finding("misroute", other, cur, int(most)) if ok else None
+        ok = back.size > own_cur.size and not own_other.size and other.out.size < short
+        return Finding("misroute", cur, other, int(most)) if ok else None
     if there.size <= own_other.size or back.size <= own_cur.size:
         return None
     # Both directions are leaks: `current` holds `other`'s answer and `other` holds current's. The caller raises

@@ -283,6 +283,13 @@ class DetectionSettings(BaseModel):
     mixup_window_s: float = Field(
         default=600.0, gt=0, le=86_400, description="event time a delivery stays a witness (the longest request)"
     )
+    mixup_copy_before_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=86_400,
+        description="how long before a request was sent an answer delivered to another tenant can be handed to it "
+        "again as a copy (a response cache keyed wrongly; 0 = only answers delivered while it was in flight)",
+    )
     # The session-incremental fingerprinting cache (detectors/session_prints.py): a cache, never state.
     session_cache_prints: int = Field(
         default=1_000_000,

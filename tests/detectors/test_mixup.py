@@ -95,6 +95,106 @@ def test_a_copied_answer_names_its_owner_and_the_owner_is_not_flagged(seed: int)
     assert not _high(_about(alerts, "s2"))  # its own answer: what it shares with R's output is not R's text
 
 
+def _cached(seed: int, **kw: object) -> tuple[list[Alert], Monitor, dict[str, list[str]]]:
+    """S's answer is mostly public text (two other tenants pasted it: common), two sentences of S's document and one
+    of the model's own; R asks after S got it, and a response cache keyed wrongly hands R the same answer."""
+    m, docs, alerts = _world(seed, **kw)
+    rng = random.Random(300 + seed)
+    public = _sentences(rng, 6)
+    for i, t in enumerate(("P", "Q")):
+        alerts += m.observe(request(f"{t}1", t, 20 + i, text=" ".join(public)))
+        alerts += m.observe(response(f"{t}1", t, 22 + i, text="Noted."))
+    s_answer = " ".join([*public[:4], docs["S"][2], *_sentences(rng, 1), docs["S"][5]])
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=s_answer))
+    alerts += m.observe(request("r2", "R", 110, text="What is new today?"))
+    alerts += m.observe(response("r2", "R", 112, text=s_answer))
+    return alerts, m, docs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_answer_delivered_before_the_request_was_sent_is_a_copy_that_names_its_owner(seed: int) -> None:
+    alerts, _, _ = _cached(seed)
+    assert [a.source_tenant_id for a in _high(_about(alerts, "r2"))] == ["S"]
+    assert not _high(_about(alerts, "s2"))  # delivered first: it cannot hold an answer to a prompt sent later
+    # Control: without the copy from before, content alone sees a few uncommon sentences of S's text (a warning).
+    alerts, _, _ = _cached(seed, mixup_copy_before_s=0)
+    assert not _high(_about(alerts, "r2"))
+
+
+def test_a_text_recited_for_two_tenants_is_no_copy_from_before() -> None:
+    # S pasted a text and its answer recites it; later R's model writes the same text unprompted. The shared answer
+    # is the quoted text alone, nothing of a model's own: an echo, not an answer handed over again.
+    m, docs, alerts = _world(2)
+    recital = " ".join(docs["S"][1:6])
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=recital))
+    alerts += m.observe(request("r2", "R", 110, text="What is new today?"))
+    alerts += m.observe(response("r2", "R", 112, text=recital))
+    assert not any("delivery_mixup" in e.figures for a in _about(alerts, "r2") for e in a.evidence)
+
+
+def test_a_copy_from_before_the_window_is_no_witness() -> None:
+    m, docs, alerts = _world(1, mixup_copy_before_s=60)
+    s_answer = _answer(random.Random(9), docs["S"])
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=s_answer))
+    alerts += m.observe(request("r2", "R", 200, text="What is new today?"))
+    alerts += m.observe(response("r2", "R", 202, text=s_answer))
+    assert not any("delivery_mixup" in e.figures for a in _about(alerts, "r2") for e in a.evidence)
+
+
+def _quoting(rng: random.Random, doc: list[str]) -> str:
+    """Four whole sentences of `doc`, each between two of the model's own (one way needs twice mixup_min_matches
+    fingerprints; content alone calls whole sentences apart an echo)."""
+    own = _sentences(rng, 5)
+    return " ".join([own[0], doc[1], own[1], doc[3], own[2], doc[5], own[3], doc[7], own[4]])
+
+
+OWNER_GOT = {"an error": (503, None), "an empty answer": (200, ""), "a few words": (200, "Okay, done.")}
+
+
+@pytest.mark.parametrize("owner_first", [True, False], ids=["owner first", "owner after"])
+@pytest.mark.parametrize("got", list(OWNER_GOT))
+@pytest.mark.parametrize("seed", range(3))
+def test_a_one_way_misroute_names_the_receiver_that_holds_the_other_prompt_and_only_it(
+    seed: int, got: str, owner_first: bool
+) -> None:
+    # R's answer quotes S's document (whole sentences: an echo to content alone) while S's request is in flight, and
+    # S gets next to nothing: an error, an empty answer, a few words. In either order.
+    m, docs, alerts = _world(seed)
+    rng = random.Random(400 + seed)
+    status, text = OWNER_GOT[got]
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
+    quoting = _quoting(rng, docs["S"])
+    owner = response("s2", "S", 104 if owner_first else 108, status=status, text=text)
+    receiver = response("r2", "R", 105, text=quoting)
+    for e in (owner, receiver) if owner_first else (receiver, owner):
+        alerts += m.observe(e)
+    assert [a.source_tenant_id for a in _high(_about(alerts, "r2"))] == ["S"]
+    assert not _high(_about(alerts, "s2"))
+    assert any(e.figures.get("delivery_mixup") == "misroute" for a in _about(alerts, "r2") for e in a.evidence)
+
+
+def test_an_echo_while_its_owner_gets_an_answer_of_its_own_length_stays_a_warning() -> None:
+    # S's answer quotes nothing of S's prompt, but it is an answer: S was not left with nothing, R echoes a text.
+    m, docs, alerts = _world(1)
+    rng = random.Random(6)
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
+    alerts += m.observe(response("s2", "S", 104, text=" ".join(_sentences(rng, 3))))
+    alerts += m.observe(response("r2", "R", 105, text=_quoting(rng, docs["S"])))
+    found = _about(alerts, "r2")
+    assert found and not _high(found)
+
+
+def test_an_echo_while_its_owner_answers_its_own_prompt_stays_a_warning() -> None:
+    # The same echo, but S's own answer quotes S's document: S got its answer, R's holds a text it knows.
+    m, docs, alerts = _world(2)
+    rng = random.Random(5)
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
+    alerts += m.observe(response("s2", "S", 104, text=" ".join([docs["S"][0], *_sentences(rng, 2), docs["S"][7]])))
+    alerts += m.observe(response("r2", "R", 105, text=_answer(rng, docs["S"])))
+    found = _about(alerts, "r2")
+    assert found and not _high(found)
+
+
 def test_an_echo_of_a_text_whose_owner_has_nothing_in_flight_stays_a_warning() -> None:
     m, docs, alerts = _world(3)
     rng = random.Random(7)
@@ -202,11 +302,17 @@ def test_the_candidate_filter_keeps_every_pair_that_can_be_a_mixup(
 
     current = delivery(0, *cur)
     ds = [delivery(i + 1, *o) for i, o in enumerate(others)]
-    kept = mixup._candidates(s, current, ds)
+    # The content signals name the tenants whose prompts the current output holds text of (the postings hold every
+    # prompt in flight): the hint a one-way misroute is asked under.
+    named = frozenset(d.tenant_id for d in ds if mixup._common(current.out, d.prompt).size >= 2)
+    kept = mixup._candidates(s, current, ds, named)
     assert [d.request_id for d in kept] == [d.request_id for d in ds if d in kept]  # order kept
+    copies = mixup._candidates(s, current, ds, frozenset(), copies_only=True)
     for d in ds:
         if mixup._pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool)) is not None:
             assert d in kept
+        if mixup._pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool), earlier=True) is not None:
+            assert d in copies
 
 
 def test_the_candidate_filter_keeps_a_copy_among_unrelated_deliveries() -> None:
@@ -221,4 +327,23 @@ def test_the_candidate_filter_keeps_a_copy_among_unrelated_deliveries() -> None:
     copy = delivery(3, answer, np.arange(50, 60, dtype=np.uint64))
     ds = [*unrelated[:2], copy, unrelated[2]]
     assert mixup._pair(s, current, copy, lambda k: np.zeros(k.size, dtype=bool)) is not None
-    assert mixup._candidates(s, current, ds) == [copy]
+    assert mixup._candidates(s, current, ds, frozenset()) == [copy]
+    assert mixup._candidates(s, current, ds, frozenset(), copies_only=True) == [copy]
+
+
+def test_the_copy_sketch_finds_every_exact_copy_a_full_search_finds_after_eviction_and_a_copy() -> None:
+    # The sketch is derived from the ledger: after deliveries fell out, and after a checkpoint copy (which leaves it
+    # out), it finds the same earlier copies a search of every earlier delivery would.
+    s = _settings(mixup_max_deliveries=40, mixup_window_s=1e4, mixup_copy_before_s=1e4)
+    rng = np.random.default_rng(3)
+    answers = [np.unique(rng.integers(0, 2**63, 30, dtype=np.uint64)) for _ in range(12)]
+    ledger = MixupLedger()
+    for i in range(100):
+        out = answers[i % 12]
+        ledger.add(s, Delivery(float(i), float(i), f"r{i}", f"t{i % 7}", None, None, out, mixup._EMPTY, set()))
+    restored = pickle.loads(pickle.dumps(ledger))
+    for probe in range(12):
+        cur = Delivery(200.0, 150.0, "c", "tx", None, None, answers[probe], mixup._EMPTY, set())
+        full = [d.request_id for d in reversed(ledger.recent) if (d.out == cur.out).all()]
+        assert [d.request_id for d in ledger._earlier(s, cur)] == full
+        assert [d.request_id for d in restored._earlier(s, cur)] == full
