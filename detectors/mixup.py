@@ -49,6 +49,8 @@ _WEAK = 2
 # sketch): an exact copy has the same ones, so it is always found; a partial one is found with a probability of at
 # least the two outputs' Jaccard similarity. Searching every earlier output instead cost +60 % on one hot domain.
 _SKETCH = 3
+# Client errors after which an answer may exist and be lost: a request timeout, a client that closed the connection.
+_LOST = frozenset({408, 499})
 
 
 def _owns(mine: int, theirs: int) -> bool:
@@ -152,13 +154,16 @@ class MixupLedger:
         self._sketch = None
 
     def delivery(self, ex: Exchange) -> Delivery | None:
-        """The exchange as the ledger would keep it; None for what cannot witness (no response, or neither an output
-        nor a prompt). An error or an empty answer is kept with no output: the owner of an answer handed to another
-        tenant one way got nothing of it (a misroute)."""
+        """The exchange as the ledger would keep it; None for what cannot witness (no response, a refusal, or neither
+        an output nor a prompt). A server error, a timeout or an empty answer is kept with no output: the owner of an
+        answer handed to another tenant one way got nothing of it (a misroute)."""
         resp = ex.response
         if resp is None:
             return None
-        failed = resp.status_code is not None and not 200 <= resp.status_code <= 299
+        code = resp.status_code
+        failed = code is not None and not 200 <= code <= 299
+        if failed and code is not None and code < 500 and code not in _LOST:
+            return None  # refused (too long, rate-limited, malformed): no answer was made, so none was handed over
         out = _EMPTY if failed else _keys(ex.output_print)
         prompt = _keys(ex.prompt_print)
         if not out.size and not prompt.size:

@@ -173,6 +173,18 @@ def test_a_one_way_misroute_names_the_receiver_that_holds_the_other_prompt_and_o
     assert any(e.figures.get("delivery_mixup") == "misroute" for a in _about(alerts, "r2") for e in a.evidence)
 
 
+@pytest.mark.parametrize("status", [400, 413, 429])
+def test_an_owner_whose_request_was_refused_is_no_witness(status: int) -> None:
+    # A refused request (too long, rate-limited) was never answered, so no answer of it can have gone elsewhere.
+    m, docs, alerts = _world(0)
+    rng = random.Random(8)
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
+    alerts += m.observe(response("s2", "S", 101.2, status=status, text=None))
+    alerts += m.observe(response("r2", "R", 105, text=_quoting(rng, docs["S"])))
+    found = _about(alerts, "r2")
+    assert found and not _high(found)
+
+
 def test_an_echo_while_its_owner_gets_an_answer_of_its_own_length_stays_a_warning() -> None:
     # S's answer quotes nothing of S's prompt, but it is an answer: S was not left with nothing, R echoes a text.
     m, docs, alerts = _world(1)
