@@ -14,6 +14,12 @@ it is delivered while that request is in flight, and the request's own exchange 
 - **swap**: the two answers crossed. Each output holds text of the *other* request's prompt that its own prompt does
   not hold, and each was delivered while the other request was in flight. An echo would need two independent echoes
   mirroring each other within one request's lifetime.
+- **copy from before**: an answer delivered before the receiver's request was sent cannot answer it; the same answer
+  handed to it again (a response cache) is a copy whose owner is the earlier receiver, if the answer holds text of
+  its own beyond the owner's prompt (a model reciting a text it knows writes that text alone).
+- **misroute** (one way): the output holds much text of a prompt in flight, and that prompt's owner got next to
+  nothing (a server error, a timeout, an empty or near-empty answer that quotes nothing of its prompt). A refused
+  request (4xx) had no answer to lose; an owner with an answer of its own is no witness.
 
 Text the domain counts as common or public (`innocent_of`: the overlap detector's long-horizon record and the
 corpus) is no witness. The ledger keeps the recent deliveries of a domain (output and prompt fingerprints as sorted

@@ -278,7 +278,8 @@ class DetectionSettings(BaseModel):
     mixup: bool = Field(
         default=True,
         description="tell a whole response delivered to another tenant by its second witness: the owner got the same "
-        "answer (copy), or the two answers crossed (swap), while the owner's request was in flight",
+        "answer (copy, also from a cache: mixup_copy_before_s), the two answers crossed (swap), or the owner got "
+        "next to nothing (misroute), while the owner's request was in flight",
     )
     mixup_window_s: float = Field(
         default=600.0, gt=0, le=86_400, description="event time a delivery stays a witness (the longest request)"
