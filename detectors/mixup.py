@@ -331,8 +331,11 @@ def _swap(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innoce
     # (A - B) & C is computed as (A & C) - B: the intersection with the other prompt is small or empty for almost
     # every pair, so most pairs end after one search of the shorter output.
     there = _without(_common(other.out, cur.prompt), other.prompt)
+    short = 2 * s.mixup_min_matches
+    if there.size < _WEAK and other.out.size >= short:
+        return None  # no swap (it needs both ways), and no misroute to the current one: the other got an answer
     back = _without(_common(cur.out, other.prompt), cur.prompt)
-    if there.size + back.size < 2 * s.mixup_min_matches:
+    if there.size + back.size < short:
         return None
     there, back = there[~innocent(there)], back[~innocent(back)]
     n, most = sorted((there.size, back.size))
@@ -341,7 +344,6 @@ def _swap(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innoce
     own_other, own_cur = _common(other.out, other.prompt), _common(cur.out, cur.prompt)
     own_other, own_cur = own_other[~innocent(own_other)], own_cur[~innocent(own_cur)]
     if n < _WEAK:  # one way: the strong one answers the other prompt more than its own; its owner got next to nothing
-        short = 2 * s.mixup_min_matches
         if there.size > back.size:
             ok = there.size > own_other.size and not own_cur.size and cur.out.size < short
             return Finding("misroute", other, cur, int(most)) if ok else None
