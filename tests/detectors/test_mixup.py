@@ -173,36 +173,31 @@ def test_a_one_way_misroute_names_the_receiver_that_holds_the_other_prompt_and_o
     assert any(e.figures.get("delivery_mixup") == "misroute" for a in _about(alerts, "r2") for e in a.evidence)
 
 
-@pytest.mark.parametrize("status", [400, 413, 429])
-def test_an_owner_whose_request_was_refused_is_no_witness(status: int) -> None:
-    # A refused request (too long, rate-limited) was never answered, so no answer of it can have gone elsewhere.
-    m, docs, alerts = _world(0)
-    rng = random.Random(8)
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
-    alerts += m.observe(response("s2", "S", 101.2, status=status, text=None))
-    alerts += m.observe(response("r2", "R", 105, text=_quoting(rng, docs["S"])))
-    found = _about(alerts, "r2")
-    assert found and not _high(found)
+# What S got while R's answer quoted S's document: each leaves S a witness against a misroute, so R's quotes stay
+# an echo (a warning at most). A refused request (too long, rate-limited) was never answered, so no answer of it
+# can have gone elsewhere; an answer of S's own length, or one quoting S's own document, is S's answer.
+OWNER_KEPT: dict[str, tuple[int, object]] = {
+    "refused 400": (400, None),
+    "refused 413": (413, None),
+    "refused 429": (429, None),
+    "an answer of its own length": (200, 3),
+    "its own answer quoting its document": (200, "own"),
+}
 
 
-def test_an_echo_while_its_owner_gets_an_answer_of_its_own_length_stays_a_warning() -> None:
-    # S's answer quotes nothing of S's prompt, but it is an answer: S was not left with nothing, R echoes a text.
-    m, docs, alerts = _world(1)
-    rng = random.Random(6)
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
-    alerts += m.observe(response("s2", "S", 104, text=" ".join(_sentences(rng, 3))))
-    alerts += m.observe(response("r2", "R", 105, text=_quoting(rng, docs["S"])))
-    found = _about(alerts, "r2")
-    assert found and not _high(found)
-
-
-def test_an_echo_while_its_owner_answers_its_own_prompt_stays_a_warning() -> None:
-    # The same echo, but S's own answer quotes S's document: S got its answer, R's holds a text it knows.
+@pytest.mark.parametrize("got", list(OWNER_KEPT))
+def test_an_echo_while_its_owner_was_refused_or_answered_stays_a_warning(got: str) -> None:
     m, docs, alerts = _world(2)
     rng = random.Random(5)
+    status, what = OWNER_KEPT[got]
+    text = None
+    if what == "own":
+        text = " ".join([docs["S"][0], *_sentences(rng, 2), docs["S"][7]])
+    elif isinstance(what, int):
+        text = " ".join(_sentences(rng, what))
     alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
-    alerts += m.observe(response("s2", "S", 104, text=" ".join([docs["S"][0], *_sentences(rng, 2), docs["S"][7]])))
-    alerts += m.observe(response("r2", "R", 105, text=_answer(rng, docs["S"])))
+    alerts += m.observe(response("s2", "S", 101.2 if status != 200 else 104, status=status, text=text))
+    alerts += m.observe(response("r2", "R", 105, text=_quoting(rng, docs["S"])))
     found = _about(alerts, "r2")
     assert found and not _high(found)
 
