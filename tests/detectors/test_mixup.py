@@ -354,3 +354,21 @@ def test_the_copy_sketch_finds_every_exact_copy_a_full_search_finds_after_evicti
         full = [d.request_id for d in reversed(ledger.recent) if (d.out == cur.out).all()]
         assert [d.request_id for d in ledger._earlier(s, cur)] == full
         assert [d.request_id for d in restored._earlier(s, cur)] == full
+
+
+def test_a_ledger_checkpointed_before_the_sketch_restores_and_finds_copies() -> None:
+    # A checkpoint written before stop 46 holds a ledger without the sketch attribute: it restores as it is, the
+    # sketch is built from its deliveries when first asked, and later deliveries enter it.
+    s = _settings(mixup_window_s=1e4, mixup_copy_before_s=1e4)
+    answer = np.arange(100, 140, dtype=np.uint64)
+    old = MixupLedger()
+    old.add(s, Delivery(1.0, 0.5, "a", "A", None, None, answer, mixup._EMPTY, set()))
+    state = {k: v for k, v in old.__dict__.items() if k != "_sketch"}
+    restored = MixupLedger.__new__(MixupLedger)
+    restored.__dict__.update(state)  # what unpickling does for a class without __setstate__
+    assert not hasattr(restored, "_sketch")
+    restored.add(s, Delivery(2.0, 1.5, "b", "B", None, None, answer + np.uint64(1000), mixup._EMPTY, set()))
+    cur = Delivery(9.0, 5.0, "c", "C", None, None, answer, mixup._EMPTY, set())
+    assert [d.request_id for d in restored._earlier(s, cur)] == ["a"]
+    cur2 = Delivery(9.0, 5.0, "d", "D", None, None, answer + np.uint64(1000), mixup._EMPTY, set())
+    assert [d.request_id for d in restored._earlier(s, cur2)] == ["b"]
