@@ -35,6 +35,25 @@ def test_seeds_pool_by_their_denominators_and_the_worst_is_over_shapes_and_keys(
     assert a["exposure"] == pytest.approx(0.99)
 
 
+def test_the_pooled_table_adds_every_shape_seed_and_key_and_shows_before_and_after() -> None:
+    runs = [
+        _run("a", "k1", 1, exposure=0.5, **{"n:exposure": 10}, false_high=1, clean_2xx=1000),
+        _run("a", "k2", 1, exposure=1.0, **{"n:exposure": 10}, false_high=3, clean_2xx=1000),
+        _run("b", "k1", 1, exposure=0.9, **{"n:exposure": 20}, false_high=0, clean_2xx=2000),
+    ]
+    pooled = evaluate_all.overall(runs)["p"]
+    assert pooled["exposure"] == pytest.approx((5 + 10 + 18) / 40)
+    assert pooled["false_high"] == pytest.approx(4 / 4000)
+    assert evaluate_all.worst(runs)["p"]["exposure"] == pytest.approx(0.5)  # the worst-of is another figure
+    report = {"commit": "new", "date": "d", "keys": ["k1", "k2"], "runs": runs, "worst": evaluate_all.worst(runs)}
+    before_runs = [dict(r, f={**r["f"], "exposure": 0.5}) for r in runs]
+    before = {"commit": "old", "runs": before_runs, "worst": evaluate_all.worst(before_runs)}
+    md = evaluate_all.markdown(report, before)
+    pooled_part = md.split("Pooled over every shape, seed and key")[1].split("Per run:")[0]
+    assert "| exposure (≥ 97 %) | 50.0 % → 82.5 % |" in pooled_part
+    assert "| exposure (≥ 97 %) | 50.0 % → 50.0 % |" in md.split("Pooled over")[0]
+
+
 SCORER_OUTPUT = """alerts=3 kinds={} severities={}
 group                        n  exposure exp_warn+    attrib  attr_any  delay_s
 overall                     40     0.950     0.975     0.925     0.950      2.0
