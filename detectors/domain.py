@@ -12,7 +12,7 @@ from typing import Any
 
 from detectors.held import Held, held_receivers
 from detectors.incidents import IncidentTracker
-from detectors.mixup import Delivery, MixupLedger, apply, as_held, innocent_of
+from detectors.mixup import Delivery, MixupLedger, apply, as_held, innocent_of, named_by
 from detectors.plan import Plan
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
@@ -217,10 +217,9 @@ class DomainMonitor:
 
     def _mixups(self, d: Delivery, signals: list[Signal], ts: float) -> tuple[list[Signal], list[Alert]]:
         """The signals after the mix-ups `d` completes (detectors/mixup.py); late alerts (own ids) for the others."""
-        named = frozenset(
-            x.source_tenant_id for x in signals if x.name == "cross_tenant_contamination" and x.source_tenant_id
-        )
-        found = self.mixup.check(self.s, d, innocent_of(self.overlap), named) if self.mixup.recent else []
+        if not self.mixup.recent:
+            return signals, []
+        found = self.mixup.check(self.s, d, innocent_of(self.overlap), named_by(signals))
         if not found:
             return signals, []
         signals, late = apply(signals, d, found)

@@ -182,8 +182,8 @@ class MixupLedger:
     ) -> list[Finding]:
         """Mix-ups between `current` (just completed) and the deliveries made while its request was in flight, and
         copies of an answer delivered before it was sent (`mixup_copy_before_s`). `named`: the tenants the current
-        output's content signals name (the overlap index's postings hold every prompt in flight), whose deliveries
-        are asked for a lopsided swap even when their outputs hold nothing of the current prompt."""
+        output's content signals name (`named_by`; the overlap index's postings hold every prompt in flight), whose
+        deliveries are asked for a misroute even when their outputs hold nothing of the current prompt."""
         found = []
         # With next to no output of its own, the current exchange can only be the owner of a misroute.
         short = current.out.size < s.mixup_min_matches
@@ -275,7 +275,7 @@ def _candidates(
     """The deliveries of `others` (in order) that `_pair` could find a mix-up with, tested for all of them at once: a
     copy needs its two outputs to share `mixup_copy_share` of the shorter, a swap needs at least _WEAK of the other's
     output in the current prompt, or the other's tenant among those the current output's content signals name (a
-    lopsided swap: the current output holds the other prompt's text, the other output nothing of the current one). A
+    misroute: the current output holds the other prompt's text, the other output nothing of the current one). A
     busy domain has many deliveries in flight and almost none of them qualify; one search over all their outputs
     replaces a few per delivery (the exact same pairs go on to `_pair`)."""
     n = len(others)
@@ -331,23 +331,23 @@ def _swap(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innoce
     # (A - B) & C is computed as (A & C) - B: the intersection with the other prompt is small or empty for almost
     # every pair, so most pairs end after one search of the shorter output.
     there = _without(_common(other.out, cur.prompt), other.prompt)
-    short = 2 * s.mixup_min_matches
-    if there.size < _WEAK and other.out.size >= short:
+    twice = 2 * s.mixup_min_matches  # one strong direction; and "next to nothing" for a misroute's owner
+    if there.size < _WEAK and other.out.size >= twice:
         return None  # no swap (it needs both ways), and no misroute to the current one: the other got an answer
     back = _without(_common(cur.out, other.prompt), cur.prompt)
-    if there.size + back.size < short:
+    if there.size + back.size < twice:
         return None
     there, back = there[~innocent(there)], back[~innocent(back)]
     n, most = sorted((there.size, back.size))
-    if most < s.mixup_min_matches or (n < s.mixup_min_matches and most < 2 * s.mixup_min_matches):
+    if most < s.mixup_min_matches or (n < s.mixup_min_matches and most < twice):
         return None
     own_other, own_cur = _common(other.out, other.prompt), _common(cur.out, cur.prompt)
     own_other, own_cur = own_other[~innocent(own_other)], own_cur[~innocent(own_cur)]
     if n < _WEAK:  # one way: the strong one answers the other prompt more than its own; its owner got next to nothing
         if there.size > back.size:
-            ok = there.size > own_other.size and not own_cur.size and cur.out.size < short
+            ok = there.size > own_other.size and not own_cur.size and cur.out.size < twice
             return Finding("misroute", other, cur, int(most)) if ok else None
-        ok = back.size > own_cur.size and not own_other.size and other.out.size < short
+        ok = back.size > own_cur.size and not own_other.size and other.out.size < twice
         return Finding("misroute", cur, other, int(most)) if ok else None
     if there.size <= own_other.size or back.size <= own_cur.size:
         return None
@@ -371,6 +371,11 @@ def mixup_signal(f: Finding, source: Delivery) -> Signal:
         source_tenant_id=source.tenant_id,
         figures=figures,
     )
+
+
+def named_by(signals: list[Signal]) -> frozenset[str]:
+    """The tenants the response's content signals name: the hint `MixupLedger.check` asks misroutes under."""
+    return frozenset(x.source_tenant_id for x in signals if x.name == _CONTENT and x.source_tenant_id)
 
 
 def innocent_of(overlap: OverlapDetector) -> Innocent:

@@ -284,7 +284,7 @@ def _table(now: dict[str, dict[str, float | None]], old: dict[str, dict[str, flo
         cells = []
         for profile in now:
             v = cell(now[profile].get(name), kind)
-            cells.append(f"{cell((old or {}).get(profile, {}).get(name), kind)} → {v}" if old is not None else v)
+            cells.append(f"{cell(old.get(profile, {}).get(name), kind)} → {v}" if old is not None else v)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 
