@@ -177,14 +177,17 @@ class CanaryRegistry:
         """The keyed 64-bit hash of a marker's random part (a lowercase hex word)."""
         return int.from_bytes(hashlib.blake2b(token.encode(), key=self._key, digest_size=8).digest(), "big")
 
-    def register(self, tenant_id: str, marker: str, session_id: str | None, ts: float) -> bool:
-        """Record a marker (validated by the schema); False when already known or without a random part."""
+    def keyed(self, marker: str) -> tuple[int, str] | None:
+        """A marker (validated by the schema) as its keys: (token key, marker id); None without a random part."""
         token = marker.rpartition("-")[2]
         if not _HEX_WORD.fullmatch(token):
-            return False
-        return self.register_keyed(
-            self.token_key(token), self.fingerprinter.marker_id(marker), tenant_id, session_id, ts
-        )
+            return None
+        return self.token_key(token), self.fingerprinter.marker_id(marker)
+
+    def register(self, tenant_id: str, marker: str, session_id: str | None, ts: float) -> bool:
+        """Record a marker; False when already known or without a random part."""
+        keyed = self.keyed(marker)
+        return keyed is not None and self.register_keyed(*keyed, tenant_id, session_id, ts)
 
     def register_keyed(self, token_key: int, marker_id: str, tenant_id: str, session_id: str | None, ts: float) -> bool:
         """register() for a marker known only by its keys (restored state, or keys sent by a prober).

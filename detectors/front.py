@@ -1,4 +1,5 @@
-"""The core's first half, composed once: admit (checks + dedup) -> join -> exchanges.
+"""The core's first half, composed once: admit (checks + dedup) -> ingest (text -> prints, detectors/ingest.py) ->
+join -> exchanges. Admission reads no text, so the staged topology may ingest first, on its ingest workers.
 
 Every runner feeds validated events through a `Front`: the embedded Monitor, the direct Kafka stage (through the
 Monitor) and the staged topology's join stage (over the partition's own Joiner and Deduper). What comes out, the
@@ -11,7 +12,9 @@ from collections import Counter
 
 from detectors.canaries import CanaryPolicy
 from detectors.dedup import Deduper
+from detectors.ingest import Ingest, Plant
 from detectors.join import Joiner
+from detectors.session_prints import session_cache
 from schemas.events import Event, EventError, dropped_canaries
 from schemas.exchange import Exchange
 
@@ -49,31 +52,76 @@ def weak_canaries(event: Event, counters: Counter[str]) -> str | None:
 
 
 class Front:
-    """admit -> join over one Joiner and Deduper (a process's, or one join partition's), counting what it takes."""
+    """admit -> ingest -> join over one Joiner and Deduper (a process's, or one join partition's), counting what it
+    takes. `ingest`: the text step (detectors/ingest.py) when events come with text (one process); None where they
+    come ingested already (the staged join partitions, whose records hold no text)."""
 
-    __slots__ = ("counters", "dedup", "joiner", "policy")
+    __slots__ = ("counters", "dedup", "ingest", "joiner", "policy")
 
-    def __init__(self, joiner: Joiner, dedup: Deduper, policy: CanaryPolicy | None, counters: Counter[str]) -> None:
+    def __init__(
+        self,
+        joiner: Joiner,
+        dedup: Deduper,
+        policy: CanaryPolicy | None,
+        counters: Counter[str],
+        ingest: Ingest | None = None,
+    ) -> None:
         self.joiner = joiner
         self.dedup = dedup
         self.policy = policy
         self.counters = counters
+        self.ingest = ingest
+
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        # The ingest step is derived from the joiner (its fingerprinter and markers) and holds a cache only.
+        state = {name: getattr(self, name) for name in self.__slots__ if name != "ingest"}
+        state["ingest"] = self.ingest is not None
+        return None, state
+
+    def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
+        slots = dict(state[1])
+        # A snapshot from before the ingest step was the front's holds no flag: then the join fingerprinted text.
+        ingests = slots.pop("ingest", True)
+        for name, value in slots.items():
+            object.__setattr__(self, name, value)
+        self.ingest = in_process(self.joiner) if ingests else None
 
     def admit(self, event: Event) -> None:
         """`admit` with this front's joiner, deduper and canary policy: EventError for what it must not take."""
         admit(event, self.joiner, self.dedup, self.policy)
 
     def join(self, event: Event) -> list[Exchange]:
-        """An admitted event, counted: the exchanges a request or response completes. A canary event registers
-        its marker; cache stats pass (the caller hands them to the back: they need no join)."""
+        """An admitted event, counted: its text through ingest, then the exchanges a request or response completes.
+        A canary event registers its marker; cache stats pass (the caller hands them to the back: no join)."""
         self.counters[EVENT_KEYS[event.type]] += 1
-        if event.type == "response":
-            return self.joiner.observe_response(event)
-        if event.type == "request":
-            return self.joiner.observe_request(event)
-        if event.type == "canary":
-            self.joiner.canaries.register_event(event)
+        ingest = self.ingest
+        if ingest is None or not ingest.needed(event):
+            if event.type == "response":
+                return self.joiner.observe_response(event)
+            if event.type == "request":
+                return self.joiner.observe_request(event)
+            return []
+        printed = ingest(event)
+        ev = printed.event
+        if ev.type == "response":
+            return self.joiner.observe_response(ev, printed.prints, printed.keys)
+        if ev.type == "request":
+            return self.joiner.observe_request(ev, printed.prints, printed.keys, printed.plants)
+        self.plant(printed.plants)
         return []
+
+    def admit_plant(self, plant: Plant) -> None:
+        """A canary event that the staged ingest turned into its plant (the event's own join partition): admitted
+        (EventError `duplicate`) and counted as `join` would the event, then planted."""
+        if self.dedup.seen(plant.event_id, plant.ts):
+            raise EventError("duplicate", f"event_id {plant.event_id!r} was seen before")
+        self.counters[EVENT_KEYS["canary"]] += 1
+        self.plant([plant])
+
+    def plant(self, plants: list[Plant]) -> None:
+        """Markers planted (a canary event's; the staged join's plants of events routed elsewhere)."""
+        for p in plants:
+            self.joiner.plant(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
 
     def advance(self, ts: float) -> list[Exchange]:
         """Pending halves that expired by event time `ts` (orphans)."""
@@ -82,3 +130,9 @@ class Front:
     def flush(self) -> list[Exchange]:
         """End of input: every pending half, as an orphan."""
         return self.joiner.flush()
+
+
+def in_process(joiner: Joiner) -> Ingest:
+    """The ingest step of a process that joins what it ingests: the joiner's fingerprinter and markers (a scan is
+    skipped while none is planted), and a session cache of its own (`Monitor.share_sessions` may share one)."""
+    return Ingest(joiner.fingerprinter, joiner.canaries, session_cache(joiner.settings, joiner.fingerprinter))

@@ -1,6 +1,6 @@
 """Join request and response by request_id, in either order, with a bounded wait (event time).
 
-Text is fingerprinted here and dropped here: nothing downstream of the join sees raw text.
+The halves come text-free: ingest (detectors/ingest.py) fingerprinted their text and dropped it before the join.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from detectors.canaries import CanaryRegistry
 from detectors.fingerprint import Fingerprinter
-from detectors.session_prints import SessionPrints, session_cache
+from detectors.ingest import Plant
 from detectors.settings import DetectionSettings
 from schemas.events import EventError, Request, Response
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint
@@ -40,10 +40,6 @@ class Joiner:
         self.settings = settings
         self.canaries = canaries
         self.fingerprinter: Fingerprinter = canaries.fingerprinter
-        # A session's prompt re-sends its history: fingerprint only what is new (same fingerprints).
-        # A cache: bounded (`session_cache_prints`), and losing it (restart) only costs a full pass. A Kafka worker's
-        # monitors share one (`Monitor.share_sessions`).
-        self.sessions: SessionPrints = session_cache(settings, self.fingerprinter)
         self._requests: OrderedDict[str, _Half] = OrderedDict()
         self._responses: OrderedDict[str, _Half] = OrderedDict()
         self.orphans = {"no_request": 0, "no_response": 0}
@@ -69,6 +65,7 @@ class Joiner:
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
         self.settings = state.pop("settings")  # first, as __init__ does: the attributes keep their order
+        state.pop("sessions", None)  # a snapshot from when the join fingerprinted text: its (empty) session cache
         self.__dict__.update(state)
 
     def check(self, event: Request | Response) -> None:
@@ -79,38 +76,26 @@ class Joiner:
             if why is not None:
                 raise EventError("fingerprint_params", why)
 
-    def observe(self, event: Request | Response, *, checked: bool = False) -> list[Exchange]:
-        """Join one half; `checked=True` when the caller already ran check() before deduplicating."""
-        if not checked:
-            self.check(event)
-        if isinstance(event, Request):
-            return self.observe_request(event)
-        return self.observe_response(event)
-
-    def observe_request(self, req: Request) -> list[Exchange]:
-        """observe() for a caller that already ran check() and knows the half is a request."""
-        tp: TextFingerprint | None = None
+    def observe_request(
+        self,
+        req: Request,
+        tp: TextFingerprint | None = None,
+        keys: list[int] | None = None,
+        plants: Sequence[Plant] = (),
+    ) -> list[Exchange]:
+        """Join a request half that ingest has taken the text and markers of (`Ingest`): `tp` its prompt's prints,
+        `keys` its hex words' token keys, `plants` its markers. A given fingerprint is decoded here."""
         prompt_hits: Sequence[CanaryHit] = _NO_HITS
         stripped = req  # nothing to strip: no copy on the hot path of text-free traffic
-        if req.prompt_fingerprint is not None or req.prompt_text is not None:
-            fpr = self.fingerprinter
-            if req.prompt_fingerprint is not None:
-                tp = fpr.from_wire(req.prompt_fingerprint)
-            else:
-                assert req.prompt_text is not None
-                text = req.prompt_text
-                if req.session_id is not None:
-                    tp = self.sessions.fingerprint_text(f"{req.tenant_id}\0{req.session_id}", text)
-                else:
-                    tp = fpr.fingerprint_text(text, ends=False)
-            if req.prompt_text is not None and self.canaries.state_size():
-                # Markers the receiver sends itself (its history re-sending an answer that carried one): an output
-                # repeating them is its own context, not a new leak (the first one was judged when it happened).
-                prompt_hits = self.canaries.scan(req.prompt_text)
-            stripped = req.model_copy(update={"prompt_text": None, "prompt_fingerprint": None})
-        if req.canaries:
-            for marker in req.canaries:
-                self.canaries.register(req.tenant_id, marker, req.session_id, req.ts)
+        if req.prompt_fingerprint is not None:
+            tp = self.fingerprinter.from_wire(req.prompt_fingerprint)
+            stripped = req.model_copy(update={"prompt_fingerprint": None})
+        if keys and self.canaries.state_size():
+            # Markers the receiver sends itself (its history re-sending an answer that carried one): an output
+            # repeating them is its own context, not a new leak (the first one was judged when it happened).
+            prompt_hits = self.canaries.scan_keys(keys)
+        for p in plants:  # after the scan: a probe's own marker in its prompt is not its own context
+            self.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
         rid = req.request_id
         ts = req.ts
         resp = self._responses.pop(rid, None)
@@ -130,24 +115,19 @@ class Joiner:
             return self._enforce_bound()
         return []
 
-    def observe_response(self, resp: Response) -> list[Exchange]:
-        """observe() for a caller that already ran check() and knows the half is a response."""
+    def observe_response(
+        self, resp: Response, tp: TextFingerprint | None = None, keys: list[int] | None = None
+    ) -> list[Exchange]:
+        """Join a response half that ingest has taken the text of (`Ingest`): `tp` its output's prints, `keys` its
+        hex words' token keys. A given fingerprint is decoded here."""
         hits: Sequence[CanaryHit] = _NO_HITS
-        tp: TextFingerprint | None = None
         stripped = resp
         ts = resp.ts
-        if resp.output_fingerprint is not None or resp.output_text is not None:
-            fpr = self.fingerprinter
-            if resp.output_fingerprint is not None:
-                tp = fpr.from_wire(resp.output_fingerprint)
-            else:
-                assert resp.output_text is not None
-                # fingerprint_text works on the folded bytes without building the word list (2x faster than
-                # fingerprinting words_of); the canary scan cuts words only from a text that can hold a marker.
-                tp = fpr.fingerprint_text(resp.output_text)
-                if self.canaries.state_size():
-                    hits = self.canaries.scan(resp.output_text)
-            stripped = resp.model_copy(update={"output_text": None, "output_fingerprint": None})
+        if resp.output_fingerprint is not None:
+            tp = self.fingerprinter.from_wire(resp.output_fingerprint)
+            stripped = resp.model_copy(update={"output_fingerprint": None})
+        if keys and self.canaries.state_size():
+            hits = self.canaries.scan_keys(keys)
         rid = resp.request_id
         req = self._requests.pop(rid, None)
         if req is not None:

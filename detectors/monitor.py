@@ -18,7 +18,7 @@ from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter
-from detectors.front import Front
+from detectors.front import Front, in_process
 from detectors.incidents import Incident
 from detectors.join import Joiner
 from detectors.public import PublicSet
@@ -83,7 +83,7 @@ class Monitor:
         self.counters: Counter[str] = _Counts() if counters is None else counters
         self.table = DomainTable(settings, self.counters, public)
         self.domains = self.table.domains
-        self.front = Front(self.joiner, self.dedup, self.canary_policy, self.counters)
+        self.front = Front(self.joiner, self.dedup, self.canary_policy, self.counters, in_process(self.joiner))
         self.back = Back(self.table, owns)
         self.watermark = float("-inf")
         self._next_advance = float("-inf")
@@ -195,11 +195,17 @@ class Monitor:
         out = [inc for dm in self.domains.values() for inc in dm.incidents.all()]
         return sorted(out, key=lambda i: (i.first_ts, i.incident_id))
 
+    @property
+    def sessions(self) -> SessionPrints | None:
+        """The session cache its ingest step fingerprints prompts through."""
+        return None if self.front.ingest is None else self.front.ingest.sessions
+
     def share_sessions(self, sessions: SessionPrints) -> None:
         """Fingerprint sessions through `sessions` from now on: a Kafka worker gives every partition's monitor, fresh
         or restored, the process's one cache, so that `session_cache_prints` bounds the process and not each
         partition (a cache: nothing is lost but a full pass per session)."""
-        self.joiner.sessions = sessions
+        assert self.front.ingest is not None
+        self.front.ingest.sessions = sessions
 
     def state_size(self) -> dict[str, int]:
         size: Counter[str] = Counter(

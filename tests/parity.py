@@ -40,7 +40,7 @@ from schemas.events import Event, parse_event
 from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.corpus import load_public
 from streams.kafka.direct import DirectStage, DirectState
-from streams.kafka.ingest import InputMessage
+from streams.kafka.inputmsg import InputMessage
 from streams.routing import domain_key, input_partition_of
 from streams.settings import Settings
 from streams.testing.rawevents import key_of, tick_events

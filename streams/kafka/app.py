@@ -35,8 +35,8 @@ from streams.kafka import consumer as consumer_mod
 from streams.kafka.clock import HELD_TICK_S, HeldClock
 from streams.kafka.direct import DirectResult, DirectStage, DirectState, process_sessions
 from streams.kafka.health import PipelineHealth
-from streams.kafka.ingest import IngestStage, InputMessage
-from streams.kafka.inputmsg import SLICE_BYTES
+from streams.kafka.ingest import IngestStage
+from streams.kafka.inputmsg import SLICE_BYTES, InputMessage
 from streams.kafka.inputmsg import is_ndjson as _is_ndjson
 from streams.kafka.inputmsg import is_placed as _is_placed
 from streams.kafka.inputmsg import slices as _slices

@@ -40,15 +40,15 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.monitor import Monitor, make_fingerprinter
+from detectors.monitor import Monitor, Observed, make_fingerprinter
 from detectors.ordering import EventClock
 from detectors.public import PublicSet
 from detectors.session_prints import SessionPrints, session_cache
 from detectors.settings import DetectionSettings
-from schemas.events import Event, EventError, Fingerprint
+from schemas.events import Event, Fingerprint
 from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
-from streams.kafka.ingest import InputMessage, dropped_warning, message_lines, parse_bounded, reason_of
+from streams.kafka.inputmsg import InputMessage, intake
 from streams.kafka.stages import NEG_INF, DeadLetter, DomainResult, DomainState, publish
 from streams.routing import DomainHome, input_partition_of
 from streams.settings import Settings
@@ -127,27 +127,13 @@ class DirectStage:
                 continue
             st.offset = msg.offset
             source = Source(INPUT, partition)
-            if msg.value is None:
-                tomb = DeadLetter(b"", "invalid", "empty message (tombstone)", source, msg.offset, key=msg.key)
-                res.dead.append(tomb)
-                continue
-            for line_no, line in message_lines(msg):
-                try:
-                    event = parse_bounded(line, self.max_bytes, clock, wall)
-                    if self._away(event, home, moved, monitor, line, msg, line_no, res):
-                        continue
-                    observed = observe(event)
-                    clock.admit(event.ts, wall)
-                except Exception as exc:  # EventError has its reason; anything else must not stop the worker
-                    if not isinstance(exc, (EventError, ValueError)):
-                        log.exception("direct: partition %s offset %s failed", partition, msg.offset)
-                    reason, detail = reason_of(exc, "internal_error")
-                    res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
-                    continue
-                counters[f"ingest.{event.type}"] += 1
-                warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
-                if warning is not None:
-                    res.dead.append(warning)
+
+            def step(event: Event, line: bytes, line_no: int | None, msg: InputMessage = msg) -> Observed | None:
+                if self._away(event, home, moved, monitor, line, msg, line_no, res):
+                    return None
+                return observe(event)
+
+            for event, _, observed in intake(msg, clock, wall, self.max_bytes, counters, res.dead, step):
                 res.event_types.append(event.type)
                 if unowned:
                     self._misrouted(unowned, home, source, msg.offset, res)

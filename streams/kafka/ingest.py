@@ -9,74 +9,19 @@ but for the event-time marks it publishes per input partition. Wall-clock time i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import orjson
-
 from detectors.canaries import CanaryPolicy, CanaryRegistry
-from detectors.front import weak_canaries
+from detectors.ingest import Ingest
 from detectors.monitor import make_fingerprinter
-from detectors.ordering import FUTURE_TS, EventClock
-from schemas.events import Canary, Event, EventError, Fingerprint, Request, Response, dropped_canaries, parse_event
+from detectors.ordering import EventClock
+from schemas.events import Canary, Event, Fingerprint, Request
 from streams.kafka import records
 from streams.kafka.frames import INPUT, Item, Source
+from streams.kafka.inputmsg import InputMessage, intake
 from streams.kafka.stages import NEG_INF, DeadLetter, Send
 from streams.routing import partition_of, routing_key
 from streams.settings import Settings
-
-
-@dataclass(slots=True)
-class InputMessage:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    ndjson: bool  # content-type application/x-ndjson: one event per line
-    placed: bool = False  # placed on its domain's partition by a crosstalk producer or worker (direct.PLACED header)
-
-
-def message_lines(msg: InputMessage) -> Iterator[tuple[int | None, bytes]]:
-    """The events of one (non-empty) input message: (line number, line) of each non-blank NDJSON line, or
-    (None, value) for a message of one event. Shared with the direct stage."""
-    assert msg.value is not None
-    if not msg.ndjson:
-        yield None, msg.value
-        return
-    for line_no, line in enumerate(msg.value.split(b"\n"), start=1):
-        if line.strip():
-            yield line_no, line
-
-
-def parse_bounded(line: bytes, max_bytes: int, clock: EventClock, wall: float) -> Event:
-    """Validate one event and bound its time by the wall clock: an event far ahead of it would drag every
-    watermark (and, in the direct stage, every join and window expiry) with it, so it is rejected
-    (EventError `future_ts`) before it can move anything (detectors/ordering.py). Admitting the time to
-    `clock` is the caller's, once the event was used."""
-    event = parse_event(line, max_bytes=max_bytes)
-    future = clock.check(event.ts, wall)
-    if future is not None:
-        raise EventError(FUTURE_TS, future)
-    return event
-
-
-def dropped_warning(
-    event: Event, source: Source, offset: int, line: int | None, key: bytes | None, counters: Counter[str]
-) -> DeadLetter | None:
-    """The dead-letter warning of an event kept without the canary markers that are not markers, or None.
-    Its payload identifies the event (not its text: the event itself went on, fingerprinted)."""
-    detail = weak_canaries(event, counters)
-    if detail is None:
-        return None
-    ids = {"event_id": event.event_id, "type": event.type, "dropped": len(dropped_canaries(event))}
-    return DeadLetter(orjson.dumps(ids), "weak_canary", detail, source, offset, line, key, severity="warning")
-
-
-def reason_of(exc: Exception, otherwise: str = "invalid") -> tuple[str, str]:
-    """The dead-letter reason and detail of an exception: an EventError's own, else `otherwise`."""
-    if isinstance(exc, EventError):
-        return exc.reason, exc.detail
-    return otherwise, f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(slots=True)
@@ -95,8 +40,9 @@ class IngestStage:
         self.max_bytes = settings.ingest.max_event_bytes
         self.counters = counters
         self.fingerprinter = make_fingerprinter(settings.detection)
-        # Only for its keyed hashes: markers and outputs become token keys here, where the text is.
-        self.keys = CanaryRegistry(self.fingerprinter)
+        # The registry only for its keyed hashes: markers and outputs become token keys here, where the text is. No
+        # session cache: a prompt's prints go on the wire, and the cache's carry sentence ends that a source lacks.
+        self.ingest = Ingest(self.fingerprinter, CanaryRegistry(self.fingerprinter), scan_always=True)
         self.policy = CanaryPolicy(settings.detection.canary_tenants)
         self.max_skew_s = settings.detection.max_future_skew_s
         self.clocks: dict[int, EventClock] = {}  # input partition -> its accepted event time
@@ -116,29 +62,13 @@ class IngestStage:
             self.counters["ingest.messages"] += 1
             self.positions[msg.partition] = msg.offset
             self.input_heard[msg.partition] = now
-            source = Source(INPUT, msg.partition)
             clock = self.clocks.get(msg.partition)
             if clock is None:
                 clock = self.clocks[msg.partition] = EventClock(self.max_skew_s)
-            if msg.value is None:
-                res.dead.append(
-                    DeadLetter(b"", "invalid", "empty message (tombstone)", source, msg.offset, key=msg.key)
-                )
-                continue
+            source = Source(INPUT, msg.partition)
             seq = 0  # position of each item within its message: stable, since it depends on content only
-            for line_no, line in message_lines(msg):
-                try:
-                    event = parse_bounded(line, self.max_bytes, clock, wall)
-                    routed = self._records(event)
-                    clock.admit(event.ts, wall)
-                except Exception as exc:  # EventError has its reason; anything else must not stop the worker
-                    reason, detail = reason_of(exc)
-                    res.dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
-                    continue
-                self.counters[f"ingest.{event.type}"] += 1
-                warning = dropped_warning(event, source, msg.offset, line_no, msg.key, self.counters)
-                if warning is not None:
-                    res.dead.append(warning)
+            step = self._step
+            for event, _, routed in intake(msg, clock, wall, self.max_bytes, self.counters, res.dead, step):
                 if event.ts > res.newest.get(msg.partition, NEG_INF):
                     res.newest[msg.partition] = event.ts
                 res.event_types.append(event.type)
@@ -147,57 +77,37 @@ class IngestStage:
                     seq += 1
         return res
 
+    def _step(self, event: Event, line: bytes, line_no: int | None) -> list[tuple[int, str, bytes]]:
+        return self._records(event)
+
     def _records(self, event: Event) -> list[tuple[int, str, bytes]]:
         """(join partition, kind, record) for one valid event; EventError for what no stage could use."""
         n = self.kafka.internal_partitions
         q = partition_of(routing_key(event), n)
         if isinstance(event, (Canary, Request)) and (isinstance(event, Canary) or event.canaries):
             self.policy.check(event)  # canary_tenant: only probe tenants plant markers
-        if isinstance(event, Canary):
-            # Canaries are global: every join partition must know every marker before the outputs that
-            # follow it in event time. Sent with the event itself, not relayed by its partition; a leak read
-            # before a plant on another input partition waits at the join for the watermark (stages.py).
-            plant = records.plant_record(
-                self._plant(event.event_id, event.ts, event.tenant_id, event.marker, event.session_id)
-            )
-            return [(r, "canary" if r == q else "plant", plant) for r in range(n)]
-        out: list[tuple[int, str, bytes]] = []
-        keys: list[int] | None = None
-        if isinstance(event, Request):
-            for marker in event.canaries:
-                plant = records.plant_record(
-                    self._plant(event.event_id, event.ts, event.tenant_id, marker, event.session_id)
-                )
-                out += [(r, "plant", plant) for r in range(n)]
-            if event.prompt_text is not None or event.canaries:
-                fp = event.prompt_fingerprint
-                if event.prompt_text is not None:
-                    # The markers the prompt re-sends are the receiver's own context (`join.unexplained`): the
-                    # join stage takes them out of its response's hits. As the Joiner: text is scanned, given or not.
-                    keys = self.keys.token_keys(event.prompt_text) or None
-                    if fp is None:
-                        fp = self._wire(event.prompt_text, ends=False)  # a source: its sentences' hashes suffice
-                event = event.model_copy(update={"prompt_text": None, "prompt_fingerprint": fp, "canaries": []})
-        elif isinstance(event, Response) and event.output_text is not None:
-            fp = event.output_fingerprint
-            if fp is None:  # as the Joiner: a given fingerprint wins, and only text is scanned for markers
-                keys = self.keys.token_keys(event.output_text) or None
-                fp = self._wire(event.output_text)
-            event = event.model_copy(update={"output_text": None, "output_fingerprint": fp})
-        out.append((q, "event", records.event_record(event, keys)))
+        printed = self.ingest(event)  # the core's one text step: text -> prints and keys, markers -> plants
+        # Canaries are global: every join partition must know every marker before the outputs that follow it in
+        # event time. Sent with the event itself, not relayed by its partition; a leak read before a plant on
+        # another input partition waits at the join for the watermark (stages.py).
+        out = [
+            (r, "canary" if r == q and event.type == "canary" else "plant", records.plant_record(p))
+            for p in printed.plants
+            for r in range(n)
+        ]
+        ev = printed.event
+        if ev.type == "canary":
+            return out
+        if printed.prints is not None:
+            # Our own output: valid by construction, so built without validating up to a million hashes. The
+            # positions go on with the hashes: without them the join and domain stages would judge a run by its
+            # matches alone, and raise alerts the embedded runner does not (docs/adr/0004, "coverage").
+            wire = Fingerprint.model_construct(**self.fingerprinter.wire_fields(printed.prints))
+            ev = ev.model_copy(update={"prompt_fingerprint" if ev.type == "request" else "output_fingerprint": wire})
+        # The keys of the markers a prompt re-sends are the receiver's own context (`join.unexplained`): the join
+        # stage takes them out of its response's hits, once the watermark passed the exchange.
+        out.append((q, "event", records.event_record(ev, printed.keys or None)))
         return out
-
-    def _plant(self, event_id: str, ts: float, tenant_id: str, marker: str, session_id: str | None) -> records.Plant:
-        # The schema guarantees PREFIX-<hex>: the random part is what outputs are scanned for.
-        token_key = self.keys.token_key(marker.rpartition("-")[2])
-        return records.Plant(event_id, ts, token_key, self.fingerprinter.marker_id(marker), tenant_id, session_id)
-
-    def _wire(self, text: str, *, ends: bool = True) -> Fingerprint:
-        fpr = self.fingerprinter
-        # Our own output: valid by construction, so built without validating up to a million hashes. The
-        # positions go on with the hashes: without them the join and domain stages would judge a run by its
-        # matches alone, and raise alerts the embedded runner does not (docs/adr/0004, "coverage").
-        return Fingerprint.model_construct(**fpr.wire_fields(fpr.fingerprint_text(text, ends=ends)))
 
     def publish(self, newest: dict[int, float]) -> None:
         """Event time read per input partition, published once its items are about to be sent."""

@@ -1,11 +1,26 @@
-"""What the worker reads of an input message besides its value: its headers, and how a fetched batch is sliced."""
+"""An input message and its intake, one for both Kafka topologies: its events validated once (size, schema,
+wall-clock bound), each handed to the topology's step, what fails dead-lettered with its reason, what is kept counted;
+and what the worker reads of a message besides its value (its headers, how a fetched batch is sliced)."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from schemas.events import NDJSON_CONTENT_TYPE
+import orjson
+
+from detectors.front import weak_canaries
+from detectors.ordering import FUTURE_TS, EventClock
+from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, dropped_canaries, parse_event
+from streams.kafka.frames import INPUT, Source
+from streams.kafka.stages import DeadLetter
 from streams.routing import PLACED
+
+log = logging.getLogger("crosstalk.intake")
+T = TypeVar("T")
 
 # The direct stage reads a fetched batch in slices of about this many bytes of input, sending each slice's alerts before
 # reading the next: a fetch of 500 text-rich events took ~0.3 s to read, and the first event's alert waited for all
@@ -29,6 +44,99 @@ def slices(ms: list[Any], limit: int) -> list[list[Any]]:
     if run:
         runs.append(run)
     return runs
+
+
+@dataclass(slots=True)
+class InputMessage:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    ndjson: bool  # content-type application/x-ndjson: one event per line
+    placed: bool = False  # placed on its domain's partition by a crosstalk producer or worker (direct.PLACED header)
+
+
+def message_lines(msg: InputMessage) -> Iterator[tuple[int | None, bytes]]:
+    """The events of one (non-empty) input message: (line number, line) of each non-blank NDJSON line, or
+    (None, value) for a message of one event. Shared with the direct stage."""
+    assert msg.value is not None
+    if not msg.ndjson:
+        yield None, msg.value
+        return
+    for line_no, line in enumerate(msg.value.split(b"\n"), start=1):
+        if line.strip():
+            yield line_no, line
+
+
+def parse_bounded(line: bytes, max_bytes: int, clock: EventClock, wall: float) -> Event:
+    """Validate one event and bound its time by the wall clock: an event far ahead of it would drag every
+    watermark (and, in the direct stage, every join and window expiry) with it, so it is rejected
+    (EventError `future_ts`) before it can move anything (detectors/ordering.py). Admitting the time to
+    `clock` is the caller's, once the event was used."""
+    event = parse_event(line, max_bytes=max_bytes)
+    future = clock.check(event.ts, wall)
+    if future is not None:
+        raise EventError(FUTURE_TS, future)
+    return event
+
+
+def dropped_warning(
+    event: Event, source: Source, offset: int, line: int | None, key: bytes | None, counters: Counter[str]
+) -> DeadLetter | None:
+    """The dead-letter warning of an event kept without the canary markers that are not markers, or None.
+    Its payload identifies the event (not its text: the event itself went on, fingerprinted)."""
+    detail = weak_canaries(event, counters)
+    if detail is None:
+        return None
+    ids = {"event_id": event.event_id, "type": event.type, "dropped": len(dropped_canaries(event))}
+    return DeadLetter(orjson.dumps(ids), "weak_canary", detail, source, offset, line, key, severity="warning")
+
+
+def reason_of(exc: Exception, otherwise: str = "invalid") -> tuple[str, str]:
+    """The dead-letter reason and detail of an exception: an EventError's own, else `otherwise`."""
+    if isinstance(exc, EventError):
+        return exc.reason, exc.detail
+    return otherwise, f"{type(exc).__name__}: {exc}"
+
+
+def intake(
+    msg: InputMessage,
+    clock: EventClock,
+    wall: float,
+    max_bytes: int,
+    counters: Counter[str],
+    dead: list[DeadLetter],
+    step: Callable[[Event, bytes, int | None], T | None],
+) -> Iterator[tuple[Event, int | None, T]]:
+    """The events of one input message that the topology's `step` took, with their line and what `step` made.
+
+    Each line is validated and bounded by the wall clock `wall` (`parse_bounded`), then handed to `step`; its time
+    is admitted to `clock` once `step` used it. `step` returns None for an event it sent elsewhere (the direct
+    stage's re-route): neither counted nor timed here. What fails, in validation or in `step`, is dead-lettered
+    with its reason (an EventError's own, else `internal_error`, logged: a bug must not stop the worker); a kept
+    event is counted (`ingest.<type>`) and warned of when markers were dropped from it (`weak_canary`)."""
+    source = Source(INPUT, msg.partition)
+    if msg.value is None:
+        dead.append(DeadLetter(b"", "invalid", "empty message (tombstone)", source, msg.offset, key=msg.key))
+        return
+    for line_no, line in message_lines(msg):
+        try:
+            event = parse_bounded(line, max_bytes, clock, wall)
+            made = step(event, line, line_no)
+            if made is None:
+                continue
+            clock.admit(event.ts, wall)
+        except Exception as exc:
+            if not isinstance(exc, (EventError, ValueError)):  # a bug, not bad input
+                log.exception("intake: partition %s offset %s failed", msg.partition, msg.offset)
+            reason, detail = reason_of(exc, "internal_error")
+            dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
+            continue
+        counters[f"ingest.{event.type}"] += 1
+        warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
+        if warning is not None:
+            dead.append(warning)
+        yield event, line_no, made
 
 
 def is_placed(headers: Any) -> bool:

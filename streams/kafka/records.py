@@ -5,7 +5,7 @@ the validated model's fields (its own __dict__, one orjson call), rebuilt on the
 validation: the decoded object becomes the model's __dict__ as it is. Every stage after ingest reads
 records that only the workers write. A record
 holds no raw text: prompts and outputs were fingerprinted at ingest (the wire `Fingerprint` form), and
-canary markers travel as their keyed hashes (`Plant`, detectors.canaries.CanaryRegistry.register_keyed).
+canary markers travel as their keyed hashes (`Plant`, detectors/ingest.py: what the core's ingest makes of them).
 
     event record     [type, {field: value, nested models as objects}, token_keys|null]
     plant record     [event_id, ts, token_key, marker_id, tenant_id, session_id]
@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
 from detectors.fingerprint import positions_of, sentences_of
+from detectors.ingest import Plant
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
@@ -183,18 +183,6 @@ def event_from_record(raw: bytes) -> tuple[Request | Response | CacheStats, list
 
 
 # --- canary plants (ingest -> every join partition) ---------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Plant:
-    """A canary marker planted at event time `ts`, known by its keyed hashes only."""
-
-    event_id: str  # the canary event's id (deduplicated where the event itself is routed), or the request's
-    ts: float
-    token_key: int  # keyed hash of the marker's random part: what outputs are scanned for
-    marker_id: str  # keyed id of the whole marker: what alerts carry
-    tenant_id: str
-    session_id: str | None
 
 
 def plant_record(p: Plant) -> bytes:

@@ -249,15 +249,11 @@ class JoinStage:
 
     def _item(self, st: JoinState, front: Front, it: Item, out: _ToDomain, res: JoinResult) -> None:
         if it.kind == "plant":  # a marker planted by an event routed elsewhere
-            self._register(st, records.plant_from_record(it.payload))
+            front.plant([records.plant_from_record(it.payload)])
             return
         try:
-            if it.kind == "canary":
-                plant = records.plant_from_record(it.payload)
-                if st.dedup.seen(plant.event_id, plant.ts):
-                    raise EventError("duplicate", f"event_id {plant.event_id!r} was seen before")
-                self.counters["events.canary"] += 1
-                self._register(st, plant)
+            if it.kind == "canary":  # the canary event itself, ingested: its marker as its keys
+                front.admit_plant(records.plant_from_record(it.payload))
                 return
             event, keys = records.event_from_record(it.payload)
             front.admit(event)
@@ -274,10 +270,6 @@ class JoinStage:
             out.add(event.cache_domain, "stats", it.payload, order_key(event))
             return
         self._route(st, exchanges, out)
-
-    @staticmethod
-    def _register(st: JoinState, p: records.Plant) -> None:
-        st.joiner.plant(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
 
     def _route(self, st: JoinState, exchanges: list[Exchange], out: _ToDomain) -> None:
         """Exchanges to their domain's partition. One whose response holds hex words waits for the watermark

@@ -26,7 +26,8 @@ from schemas.events import parse_event
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka.direct import DirectStage, DirectState
-from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.ingest import IngestStage
+from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DomainStage, DomainState, JoinStage, JoinState, Send
 from streams.producer import direct_placement
 from streams.routing import input_partition_of, routing_key

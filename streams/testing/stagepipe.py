@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from schemas.alert import Alert
 from streams.inputs.corpus import load_public
 from streams.kafka import frames
-from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.ingest import IngestStage
+from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import (
     DeadLetter,
     DomainStage,

@@ -19,7 +19,7 @@ from schemas.exchange import Exchange
 from streams.embedded.runner import EmbeddedRunner
 from streams.kafka import frames
 from streams.kafka.app import KafkaPipeline
-from streams.kafka.ingest import InputMessage
+from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DomainState, JoinState
 from streams.routing import covering_keys
 from streams.settings import Settings

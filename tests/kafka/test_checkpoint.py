@@ -7,7 +7,15 @@ import asyncio
 import zlib
 from collections import Counter
 
+from factories import PROBE_MARKER, TEXTS, request, response
+
+from detectors.canaries import CanaryRegistry
+from detectors.dedup import Deduper
+from detectors.front import Front
+from detectors.join import Joiner
+from detectors.monitor import Monitor, make_fingerprinter
 from streams.kafka import checkpoint
+from streams.kafka.direct import DirectState
 from streams.kafka.stages import JoinState
 from streams.settings import Settings
 
@@ -108,3 +116,45 @@ def test_the_snapshot_budget_is_the_stages_not_each_partitions() -> None:
 
     # Partition 0's snapshot spent the stage's budget: partition 1 waits too (one agent runs both).
     assert asyncio.run(run()) == [True, False, False, False]
+
+
+def _leak_story(m: Monitor) -> list[str]:
+    m.observe(request("p1", "probe-a", 1.0, text=f"remember {PROBE_MARKER}", canaries=[PROBE_MARKER]))
+    m.observe(response("p1", "probe-a", 2.0, text="noted"))
+    m.observe(request("r1", "bob", 10.0, text=TEXTS[3]))
+    return [a.kind for a in m.observe(response("r1", "bob", 11.0, text=f"{TEXTS[4]} {PROBE_MARKER}"))]
+
+
+def test_a_restored_monitor_ingests_text_with_its_own_markers_and_a_fresh_cache() -> None:
+    # The ingest step (detectors/ingest.py) is derived, not stored: restored, it reads the restored markers.
+    s = Settings(detection={"fingerprint_key": "ck-secret-key", "canary_tenants": ["probe-*"]})
+    counters: Counter[str] = Counter()
+    st = DirectState.fresh_direct(s.detection, counters)
+    st.monitor.observe(request("r0", "alice", 0.5, text=TEXTS[5]))
+    copy = checkpoint.loads(checkpoint.dumps(st, counters), s.detection, counters)
+    assert isinstance(copy, DirectState)
+    ingest = copy.monitor.front.ingest
+    assert ingest is not None and ingest.keys is copy.monitor.canaries
+    assert copy.monitor.sessions is not None and copy.monitor.sessions is not st.monitor.sessions
+    assert _leak_story(copy.monitor) == _leak_story(st.monitor) == ["canary_leak"]
+    staged = JoinState.fresh(s.detection)  # a staged join partition takes text-free records: no ingest step
+    front = Front(staged.joiner, staged.dedup, None, counters)
+    thawed = Front.__new__(Front)
+    thawed.__setstate__(front.__getstate__())
+    assert thawed.ingest is None and thawed.joiner is staged.joiner
+    again = checkpoint.loads(checkpoint.dumps(staged, counters), s.detection, counters)
+    assert isinstance(again, JoinState) and again.joiner.canaries.fingerprinter is not None
+
+
+def test_a_front_and_joiner_snapshot_from_before_the_ingest_step_restore() -> None:
+    # Before detectors/ingest.py, a Front pickled its four slots (no ingest flag) and a Joiner its session cache.
+    s = Settings(detection={"fingerprint_key": "ck-secret-key"}).detection
+    joiner = Joiner(s, CanaryRegistry(make_fingerprinter(s)))
+    old = Joiner.__new__(Joiner)
+    old.__setstate__({**joiner.__getstate__(), "sessions": object()})
+    assert not hasattr(old, "sessions")
+    front = Front.__new__(Front)
+    front.__setstate__((None, {"counters": Counter(), "dedup": Deduper(10, 10.0), "joiner": old, "policy": None}))
+    assert front.ingest is not None and front.ingest.keys is old.canaries
+    out = front.join(request("r1", "bob", 1.0, text=TEXTS[0])) + front.join(response("r1", "bob", 2.0, text=TEXTS[1]))
+    assert len(out) == 1 and out[0].prompt_print is not None and out[0].output_print is not None

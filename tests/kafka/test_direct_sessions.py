@@ -32,7 +32,7 @@ def test_every_partition_of_a_worker_uses_the_process_cache_and_its_bound(tmp_pa
         for i in range(40):  # each partition alone could fill the bound
             ev = request(f"r{n}-{i}", f"t{i}", 10.0 + i, text=long_prompt(i), session_id=f"s{n}-{i}")
             st.monitor.observe_evaluated(ev)
-    caches = {id(st.monitor.joiner.sessions): st.monitor.joiner.sessions for st in states}
+    caches = {id(st.monitor.sessions): st.monitor.sessions for st in states}
     held = sum(c.state_size() for c in caches.values())
     assert 0 < held <= BOUND, f"{len(caches)} caches hold {held} fingerprints against a bound of {BOUND}"
     assert pipe.sessions.state_size() == held
@@ -48,7 +48,7 @@ def test_a_restored_partition_joins_the_process_cache(tmp_path: Path) -> None:
     st.monitor.observe_evaluated(request("r0", "t0", 10.0, text=long_prompt(0), session_id="s0"))
     blobs = {name: [pieces.whole(name, obj, pipe.counters)] for name, obj in pieces.parts(st)}
     restored = pieces.assemble(blobs, s.detection, pipe.counters, None)
-    assert restored.monitor.joiner.sessions is not pipe.sessions  # a snapshot holds no cache of its own worth keeping
+    assert restored.monitor.sessions is not pipe.sessions  # a snapshot holds no cache of its own worth keeping
     pipe.direct_states.pop(0)
     pipe.checkpoints.restore = lambda *a, **k: restored  # type: ignore[method-assign]
-    assert pipe._state("direct", 0).monitor.joiner.sessions is pipe.sessions
+    assert pipe._state("direct", 0).monitor.sessions is pipe.sessions

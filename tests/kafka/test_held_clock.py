@@ -16,7 +16,7 @@ from factories import TEXTS, request, response
 
 from streams.kafka.clock import HeldClock
 from streams.kafka.direct import DirectStage, DirectState
-from streams.kafka.ingest import InputMessage
+from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DomainResult
 from streams.settings import Settings
 from streams.testing.stagepipe import StagePipeline

@@ -17,7 +17,8 @@ from detectors.reorder import STATS_RANK, OrderKey
 from schemas.events import CacheStats
 from streams.embedded.runner import EmbeddedRunner
 from streams.kafka import checkpoint, frames, records
-from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.ingest import IngestStage
+from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DomainStage, DomainState
 from streams.settings import Settings
 from streams.testing.rawevents import tick_events

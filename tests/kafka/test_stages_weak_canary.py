@@ -10,7 +10,7 @@ import orjson
 from factories import PROBE_MARKER, weak_canary_story
 
 from streams.kafka.direct import DirectStage, DirectState
-from streams.kafka.ingest import InputMessage
+from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DeadLetter
 from streams.routing import input_partition_of
 from streams.settings import Settings

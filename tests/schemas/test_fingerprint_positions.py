@@ -19,7 +19,8 @@ from detectors.fingerprint import Fingerprinter, positions_of
 from schemas.events import EventError, Fingerprint, Response, parse_event
 from schemas.export import schemas
 from streams.embedded.runner import EmbeddedRunner
-from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.ingest import IngestStage
+from streams.kafka.inputmsg import InputMessage
 from streams.settings import Settings
 
 KEY = "positions-tests"

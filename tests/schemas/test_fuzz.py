@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from schemas.timefmt import MAX_TS
 from streams.embedded.runner import EmbeddedRunner
-from streams.kafka.ingest import IngestStage, InputMessage
+from streams.kafka.ingest import IngestStage
+from streams.kafka.inputmsg import InputMessage
 from streams.settings import Settings, load_settings
 
 WALL = 1_790_000_000.0  # the wall clock the shells are given: 2026-09-21
