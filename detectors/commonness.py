@@ -329,6 +329,21 @@ class TenantSpread:
             self._cur.bits[row, offsets] = values
         self._cur.inserts = changes.inserts
 
+    @staticmethod
+    def pack(changes: SpreadChanges) -> tuple[int, list[tuple[int, np.ndarray, np.ndarray]]] | tuple[()]:
+        """`changes()` as stored: each row's offsets as their gaps (sorted offsets: small numbers, about a byte each
+        compressed), or () when no bit was set (then no insert was counted either)."""
+        if not changes.rows:
+            return ()
+        return changes.inserts, [
+            (row, np.diff(offsets, prepend=np.uint32(0)), vals) for row, offsets, vals in changes.rows
+        ]
+
+    @staticmethod
+    def unpack(packed: tuple[int, list[tuple[int, np.ndarray, np.ndarray]]]) -> SpreadChanges:
+        inserts, rows = packed
+        return SpreadChanges(inserts, [(row, np.cumsum(gaps, dtype=np.uint64), vals) for row, gaps, vals in rows])
+
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_touched"] = None  # what changed since a mark is not part of a copy

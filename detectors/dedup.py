@@ -100,6 +100,15 @@ class Deduper:
             times.append(ts)
         self._front_ts = times[0] if times else float("-inf")
 
+    @staticmethod
+    def pack(changes: DedupChanges) -> DedupChanges | tuple[()]:
+        """`changes()` as stored: itself (ids and times), or () when none left and none came."""
+        return changes if changes[0] or changes[1] else ()
+
+    @staticmethod
+    def unpack(packed: DedupChanges) -> DedupChanges:
+        return packed
+
     def state_size(self) -> int:
         return len(self._seen)
 

@@ -14,12 +14,16 @@ whole copy is needed.
 
 from __future__ import annotations
 
+import contextlib
 from array import array
 from collections import deque
+from dataclasses import fields
 from itertools import compress, filterfalse, repeat
 from operator import eq
 from sys import intern
 from typing import Any
+
+import numpy as np
 
 from detectors.matches import BRIDGE, Overlap, Run, Runs, credit, measure, own, unit_tokens
 from detectors.postings import NATIVE, Doc, Restored, native_table, owners_of
@@ -409,6 +413,32 @@ class ContentIndex(RunShapes):
             if not self._order or self._order[0] != op:
                 raise ValueError(f"index changes out of sequence: drop of doc {op}")
             self._drop(self._order.popleft())
+
+    @staticmethod
+    def pack(changes: list[Doc | int]) -> list[Any]:
+        """`changes()` as stored: each Doc as its fields with its fingerprints as one uint64 array (8 bytes each, no
+        per-int pickling), each drop as its doc id; empty when nothing changed."""
+        out: list[Any] = []
+        for op in changes:
+            if isinstance(op, Doc):
+                state = {f.name: getattr(op, f.name) for f in fields(Doc)}
+                with contextlib.suppress(OverflowError, TypeError, ValueError):  # not 64-bit unsigned: the list
+                    state["hashes"] = np.asarray(op.hashes, dtype=np.uint64)
+                out.append(state)
+            else:
+                out.append(op)
+        return out
+
+    @staticmethod
+    def unpack(packed: list[Any]) -> list[Doc | int]:
+        out: list[Doc | int] = []
+        for op in packed:
+            if isinstance(op, dict):
+                hashes = op["hashes"]
+                out.append(Doc(**{**op, "hashes": hashes.tolist() if isinstance(hashes, np.ndarray) else hashes}))
+            else:
+                out.append(op)
+        return out
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()

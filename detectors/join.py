@@ -5,7 +5,6 @@ The halves come text-free: ingest (detectors/ingest.py) fingerprinted their text
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from detectors.canaries import CanaryRegistry
 from detectors.fingerprint import Fingerprinter
 from detectors.ingest import Plant
 from detectors.settings import DetectionSettings
+from detectors.waiting import Waiting, upgrade
 from schemas.events import EventError, Request, Response
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 
@@ -40,8 +40,8 @@ class Joiner:
         self.settings = settings
         self.canaries = canaries
         self.fingerprinter: Fingerprinter = canaries.fingerprinter
-        self._requests: OrderedDict[str, _Half] = OrderedDict()
-        self._responses: OrderedDict[str, _Half] = OrderedDict()
+        self._requests = Waiting()  # request id -> _Half, in arrival order: a piece of its own (detectors/waiting.py)
+        self._responses = Waiting()
         self.orphans = {"no_request": 0, "no_response": 0}
 
     # The settings, with the figures read per half copied to plain attributes (a settings model's attribute
@@ -67,6 +67,8 @@ class Joiner:
         self.settings = state.pop("settings")  # first, as __init__ does: the attributes keep their order
         state.pop("sessions", None)  # a snapshot from when the join fingerprinted text: its (empty) session cache
         self.__dict__.update(state)
+        self._requests = upgrade(self._requests)  # plain dicts in a snapshot from before they copied themselves
+        self._responses = upgrade(self._responses)
 
     def check(self, event: Request | Response) -> None:
         """Reject (EventError) what the join could not use, before any state changes."""
@@ -196,9 +198,9 @@ class Joiner:
         assert isinstance(half.event, Request)
         return half.event, half.text_print
 
-    def waiting(self) -> tuple[OrderedDict[str, _Half], OrderedDict[str, _Half]]:
-        """The halves waiting for their other half, (requests, responses): the live dicts, which a checkpoint copies
-        whole or as their changes (streams/kafka/pieces.py). Read them; never change them."""
+    def waiting(self) -> tuple[Waiting, Waiting]:
+        """The halves waiting for their other half, (requests, responses): pieces a checkpoint copies whole or as
+        their changes (detectors/waiting.py). Copy them; never change them."""
         return self._requests, self._responses
 
     def plant(self, token_key: int, marker_id: str, tenant_id: str, session_id: str | None, ts: float) -> bool:

@@ -159,6 +159,15 @@ class MixupLedger:
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
         self._sketch = None
 
+    @staticmethod
+    def pack(changes: tuple[int, list[Delivery]]) -> tuple[int, list[Delivery]] | tuple[()]:
+        """`changes()` as stored: itself (its deliveries are arrays and strings), or () when nothing changed."""
+        return changes if changes[0] or changes[1] else ()
+
+    @staticmethod
+    def unpack(packed: tuple[int, list[Delivery]]) -> tuple[int, list[Delivery]]:
+        return packed
+
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no response, a refusal, or neither
         an output nor a prompt). A server error, a timeout or an empty answer is kept with no output: the owner of an

@@ -45,17 +45,24 @@ class Detector(Protocol):
 
 
 class Piece(Protocol):
-    """A part of a detector's state that a snapshot may copy as its changes since the last copy.
+    """A part of the core's state that a snapshot may copy as its changes since the last copy: what a detector
+    declares (`HasPieces`), and the front's deduper and waiting halves (`Front.pieces`).
 
     `changes()` is None when only a whole copy will do (never marked, or a rotation dropped the trail);
     `mark()` says the piece was copied; `replay(changes)` on a copy taken at the mark brings it to the live
-    piece. A piece is plain data (no settings, no corpus); how it is stored is the shell's."""
+    piece. `pack(changes)` is the changes as compact plain data (numbers, strings, arrays), falsy when nothing
+    changed, and `unpack` takes it back, also from the packs of earlier releases: a stored snapshot outlives the
+    code that wrote it. A piece is plain data (no settings, no corpus); where it is stored is the shell's."""
 
     def changes(self) -> Any: ...
 
     def mark(self) -> None: ...
 
     def replay(self, changes: Any) -> None: ...
+
+    def pack(self, changes: Any) -> Any: ...
+
+    def unpack(self, packed: Any) -> Any: ...
 
 
 class HasPieces(Protocol):

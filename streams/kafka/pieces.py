@@ -8,11 +8,12 @@ A domain partition is cut into
                      ("ix", name)  its ContentIndex: whole, or the texts inserted and dropped since the last copy
                      ("sp", name)  its TenantSpread: whole, or the bytes set since the last copy
                      ("ms", name)  its model's session record (a TenantSpread keyed by session): likewise
-                     A piece of a type this file cannot pack as changes is copied whole each time.
+                     and the mix-up ledger ("mx", name): whole, or the deliveries it gained and lost
     ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
     ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
-                     whole, or the keys that left and the halves that came (found by comparison, see
-                     `_waiting_changes`: nothing is tracked per event)
+                     whole, or the keys that left and the halves that came (detectors/waiting.py)
+Every piece copied as its changes describes them itself (detectors/signals/base.py `Piece`: changes, mark, replay,
+pack, unpack), so this file knows none of their types.
 and a join partition is ("dd",), its two ("wait", half) and ("join",), the rest of it. A direct partition
 (streams/kafka/direct.py) is a domain partition whose ("part",) holds the Monitor, its deduper and waiting
 halves cut out as ("dd",) and ("wait", half): the deduper holds
@@ -28,27 +29,19 @@ Pure: bytes in, bytes out. Where pieces are stored and which copy a checkpoint t
 
 from __future__ import annotations
 
-import contextlib
 import io
 import pickle
-import weakref
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
 from typing import Any
 
-import numpy as np
-
-from detectors.commonness import SpreadChanges, TenantSpread
-from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter
-from detectors.index import ContentIndex, Doc
-from detectors.mixup import MixupLedger
 from detectors.monitor import make_fingerprinter
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
+from detectors.waiting import upgrade
 from streams.kafka.direct import DirectState
 from streams.kafka.stages import DomainState, JoinState
 
@@ -68,7 +61,7 @@ def incremental(name: Name) -> bool:
     return name[0] not in WHOLE
 
 
-def _dedup_of(state: Any) -> Deduper | None:
+def _dedup_of(state: Any) -> Any:
     """The partition's event-id deduper: it grows with the dedup window, not with what changed."""
     if isinstance(state, JoinState):
         return state.dedup
@@ -84,63 +77,6 @@ def _waiting_of(state: Any) -> tuple[OrderedDict[str, Any], OrderedDict[str, Any
     else:
         return None
     return joiner.waiting()
-
-
-# The waiting halves as of each one's last copy, by the live dict's id (a dict cannot be a weak key): what
-# changed since is found by comparing at each cut instead of tracking each insert and removal on the
-# per-event path. The weak reference drops the entry with the dict.
-@dataclass(slots=True)
-class _Seen:
-    ref: weakref.ref[Any]
-    halves: dict[str, Any]
-    delta: tuple[list[str], list[tuple[str, Any]]] | None = None  # found by the cut, applied by its mark
-
-
-_SEEN: dict[int, _Seen] = {}
-
-
-def _seen(live: OrderedDict[str, Any]) -> _Seen | None:
-    entry = _SEEN.get(id(live))
-    return entry if entry is not None and entry.ref() is live else None
-
-
-def _mark_waiting(live: OrderedDict[str, Any]) -> None:
-    entry = _seen(live)
-    if entry is not None and entry.delta is not None:
-        gone, came = entry.delta  # what the cut found: the copy follows it in O(changes)
-        for k in gone:
-            entry.halves.pop(k, None)
-        entry.halves.update(came)
-        entry.delta = None
-        return
-    key = id(live)
-    _SEEN[key] = _Seen(weakref.ref(live, lambda _ref, key=key: _SEEN.pop(key, None)), dict(live))  # type: ignore[misc]
-
-
-def _waiting_changes(live: OrderedDict[str, Any]) -> tuple[list[str], list[tuple[str, Any]]] | None:
-    """(keys gone, halves come) since the last mark; None if never marked. Replayed in that order they give
-    the live order: the Joiner only appends and removes (never moves a half), so the halves that stayed
-    keep their order ahead of every half that came since, which are a suffix of the live order, read from
-    the end in O(changes); a key whose half was replaced leaves and comes. If the counts show the suffix
-    was not all of them, every half is compared."""
-    entry = _seen(live)
-    if entry is None:
-        return None
-    seen = entry.halves
-    gone = list(seen.keys() - live.keys())  # C speed: a set difference of the keys
-    came: list[tuple[str, Any]] = []
-    for k in reversed(live):
-        h = live[k]
-        if seen.get(k) is h:
-            break
-        came.append((k, h))
-    came.reverse()
-    replaced = [k for k, _ in came if k in seen]
-    if len(live) - len(came) != len(seen) - len(gone) - len(replaced):
-        came = [(k, h) for k, h in live.items() if seen.get(k) is not h]
-        replaced = [k for k, _ in came if k in seen]
-    entry.delta = ([*gone, *replaced], came)
-    return entry.delta
 
 
 def parts(state: State) -> Iterator[tuple[Name, Any]]:
@@ -240,74 +176,22 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     return _pickle(obj, cut)
 
 
-def _pack_docs(ops: list[Doc | int]) -> list[Any]:
-    """Index changes with each Doc's fingerprints as one uint64 array (8 bytes each, no per-int pickling)."""
-    out: list[Any] = []
-    for op in ops:
-        if isinstance(op, Doc):
-            state = {f.name: getattr(op, f.name) for f in fields(Doc)}
-            with contextlib.suppress(OverflowError, TypeError, ValueError):  # not 64-bit unsigned: kept as the list
-                state["hashes"] = np.asarray(op.hashes, dtype=np.uint64)
-            out.append(state)
-        else:
-            out.append(op)
-    return out
-
-
-def _unpack_docs(packed: list[Any]) -> list[Doc | int]:
-    out: list[Doc | int] = []
-    for op in packed:
-        if isinstance(op, dict):
-            hashes = op["hashes"]
-            out.append(Doc(**{**op, "hashes": hashes.tolist() if isinstance(hashes, np.ndarray) else hashes}))
-        else:
-            out.append(op)
-    return out
-
-
-def _pack_spread(delta: SpreadChanges) -> tuple[int, list[tuple[int, np.ndarray, np.ndarray]]]:
-    # Offsets are sorted: their gaps are small numbers, which compress to about a byte each.
-    return delta.inserts, [(row, np.diff(offsets, prepend=np.uint32(0)), values) for row, offsets, values in delta.rows]
-
-
-def _unpack_spread(packed: tuple[int, list[tuple[int, np.ndarray, np.ndarray]]]) -> SpreadChanges:
-    inserts, rows = packed
-    return SpreadChanges(inserts, [(row, np.cumsum(gaps, dtype=np.uint64), values) for row, gaps, values in rows])
-
-
 def changes(name: Name, obj: Any) -> bytes | None:
-    """The piece's changes since its last `mark` (a pickle; `pack` gives its stored form), b"" if there are none,
-    None if only a whole copy will do."""
+    """The piece's changes since its last `mark` (a pickle of its own pack; `pack` here gives its stored form), b""
+    if there are none, None if only a whole copy will do. Every piece packs its own (detectors/signals/base.py
+    `Piece`): this file knows none of their types."""
     if not incremental(name):
         return None
-    if name[0] == "wait":
-        waited = _waiting_changes(obj)
-        if waited is None:
-            return None
-        return _pickle(waited, lambda o: None) if waited[0] or waited[1] else b""
-    if isinstance(obj, (Deduper, MixupLedger)):
-        ids = obj.changes()
-        if ids is None:
-            return None
-        return _dumps(ids) if ids[0] or ids[1] else b""
     delta = obj.changes()
     if delta is None:
         return None
-    if not isinstance(obj, (ContentIndex, TenantSpread)):  # a piece of a type this file has no packing for yet
-        return None
-    # No bit set means no insert counted either (a rotation makes changes() None).
-    if not (delta.rows if isinstance(delta, SpreadChanges) else delta):
-        return b""
-    if isinstance(delta, SpreadChanges):
-        return _dumps(_pack_spread(delta))
-    return _dumps(_pack_docs(delta))
+    packed = obj.pack(delta)
+    return _dumps(packed) if packed else b""
 
 
 def mark(name: Name, obj: Any) -> None:
     """The piece was copied: its changes count from here."""
-    if name[0] == "wait":
-        _mark_waiting(obj)
-    elif incremental(name):
+    if incremental(name):
         obj.mark()
 
 
@@ -335,20 +219,12 @@ def assemble(
         if not incremental(name):
             continue
         obj = load(blobs[0])
+        if name[0] == "wait":
+            obj = upgrade(obj)  # stored as a plain dict before the halves copied themselves
+        if len(blobs) > 1 and not callable(getattr(obj, "replay", None)):
+            raise TypeError(f"piece {name}: {type(obj).__name__} has changes but cannot replay them")
         for blob in blobs[1:]:
-            if name[0] == "wait":
-                gone, came = load(blob)
-                for k in gone:
-                    obj.pop(k, None)
-                obj.update(came)
-            elif isinstance(obj, ContentIndex):
-                obj.replay(_unpack_docs(load(blob)))
-            elif isinstance(obj, TenantSpread):
-                obj.replay(_unpack_spread(load(blob)))
-            elif isinstance(obj, (Deduper, MixupLedger)):
-                obj.replay(load(blob))
-            else:
-                raise TypeError(f"piece {name}: {type(obj).__name__} has changes but no way here to replay them")
+            obj.replay(obj.unpack(load(blob)))
         known[name] = obj
     for name, blobs in pieces.items():
         if name[0] == "dm":

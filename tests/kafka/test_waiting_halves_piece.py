@@ -9,12 +9,15 @@ checkpoint after a few changes writes those, not the waiting halves."""
 
 from __future__ import annotations
 
-from collections import Counter
+import pickle
+import zlib
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from detectors.waiting import Waiting
 from streams.kafka import pieces
 from streams.kafka.checkpoint import Checkpointer
 from streams.kafka.stages import JoinState
@@ -99,3 +102,38 @@ def test_the_partition_piece_names_the_waiting_halves_instead_of_holding_them() 
     state.joiner._responses.clear()
     without = len(pieces.whole(pieces.JOIN, state, Counter()))
     assert with_halves == without
+
+
+def test_halves_stored_as_a_plain_dict_before_they_copied_themselves_restore() -> None:
+    # A release before detectors/waiting.py stored the halves as a plain OrderedDict and their changes as
+    # (keys gone, halves come): such a snapshot restores as the halves it held, which now copy themselves.
+    state = JoinState.fresh(S.detection)
+    requests = state.joiner._requests
+    for i in range(5):
+        requests[f"r{i}"] = Half(f"r{i}", i)
+    counters: Counter[str] = Counter()
+    stored = {name: [pieces.pack(name, pieces.whole(name, obj, counters), True)] for name, obj in pieces.parts(state)}
+    old_whole = zlib.compress(pickle.dumps(OrderedDict(requests), protocol=pickle.HIGHEST_PROTOCOL), 1)
+    old_changes = pickle.dumps((["r0"], [("n9", Half("n9", 9))]), protocol=pickle.HIGHEST_PROTOCOL)
+    stored[pieces.WAIT_REQ] = [old_whole, old_changes]
+    got = pieces.assemble(stored, S.detection, counters)
+    assert isinstance(got, JoinState) and isinstance(got.joiner._requests, Waiting)
+    assert [(k, h.n) for k, h in got.joiner._requests.items()] == [
+        ("r1", 1),
+        ("r2", 2),
+        ("r3", 3),
+        ("r4", 4),
+        ("n9", 9),
+    ]
+    got.joiner._requests.mark()
+    got.joiner._requests.pop("r1")
+    assert got.joiner._requests.changes() == (["r1"], [])
+
+
+def test_a_copy_of_the_halves_holds_the_halves_not_the_trail_of_their_changes() -> None:
+    halves = Waiting([("a", Half("a", 1))])
+    halves.mark()
+    halves["b"] = Half("b", 2)
+    assert halves.changes() is not None
+    copy = pickle.loads(pickle.dumps(halves))
+    assert list(copy.items()) == list(halves.items()) and copy.changes() is None  # never marked: a whole copy
