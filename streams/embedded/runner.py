@@ -16,6 +16,7 @@ from detectors.front import weak_canaries
 from detectors.incidents import Incident
 from detectors.monitor import Monitor, Observed
 from detectors.ordering import FUTURE_TS, EventClock
+from detectors.pipeline import whole
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import Event, EventError
 from streams.inputs.corpus import load_public
@@ -74,7 +75,7 @@ class EmbeddedRunner:
         # A failing sink is counted in the run's counters (sink_errors.*) and does not stop the run.
         self.sinks = SinkSet(sinks, self.result.counters)
         self.rejects = Rejects(rejects_out, listener=self.sinks.on_reject)
-        self.monitor = Monitor(settings.detection, public=load_public(settings), owns=owns)
+        self.monitor = whole(settings.detection, public=load_public(settings), owns=owns)
         self.result.monitor = self.monitor
         self._progress = Counter[str]()
         self._readers: list[LineReader] = []

@@ -48,9 +48,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.monitor import make_fingerprinter
-from detectors.public import PublicSet
-from detectors.settings import DetectionSettings
+from detectors.pipeline import DetectionSettings, PublicSet, make_fingerprinter
 from streams.kafka import pieces
 from streams.kafka.pieces import Name, process_id
 from streams.kafka.stages import DomainState, JoinState

@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from detectors.back import new_holds
+from detectors.pipeline import new_holds
 from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.stages import DomainResult, DomainStage, DomainState
 from streams.settings import Settings

@@ -40,11 +40,17 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.monitor import Monitor, Observed, make_fingerprinter
-from detectors.ordering import EventClock
-from detectors.public import PublicSet
-from detectors.session_prints import SessionPrints, session_cache
-from detectors.settings import DetectionSettings
+from detectors.pipeline import (
+    DetectionSettings,
+    EventClock,
+    Monitor,
+    Observed,
+    PublicSet,
+    SessionPrints,
+    make_fingerprinter,
+    session_cache,
+    whole,
+)
 from schemas.events import Event, Fingerprint
 from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
@@ -77,7 +83,7 @@ class DirectState(DomainState):
 
     @classmethod
     def fresh_direct(cls, s: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> DirectState:
-        monitor = Monitor(s, public, counters=counters)
+        monitor = whole(s, public, counters)
         return cls(monitor.table, monitor=monitor, clock=EventClock(s.max_future_skew_s))
 
 

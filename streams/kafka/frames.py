@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from detectors.reorder import OrderKey
+from detectors.pipeline import OrderKey
 
 VERSION = 2
 INPUT = "input"  # Source.topic of an item caused by an input-topic message

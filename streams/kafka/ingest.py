@@ -11,10 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from detectors.canaries import CanaryPolicy, CanaryRegistry
-from detectors.ingest import Ingest
-from detectors.monitor import make_fingerprinter
-from detectors.ordering import EventClock
+from detectors.pipeline import CanaryPolicy, EventClock, ingest_apart
 from schemas.events import Canary, Event, Fingerprint, Request
 from streams.kafka import records
 from streams.kafka.frames import INPUT, Item, Source
@@ -39,10 +36,8 @@ class IngestStage:
         self.kafka = settings.kafka
         self.max_bytes = settings.ingest.max_event_bytes
         self.counters = counters
-        self.fingerprinter = make_fingerprinter(settings.detection)
-        # The registry only for its keyed hashes: markers and outputs become token keys here, where the text is. No
-        # session cache: a prompt's prints go on the wire, and the cache's carry sentence ends that a source lacks.
-        self.ingest = Ingest(self.fingerprinter, CanaryRegistry(self.fingerprinter), scan_always=True)
+        self.ingest = ingest_apart(settings.detection)  # the core's text step: markers and texts become keys here
+        self.fingerprinter = self.ingest.fingerprinter
         self.policy = CanaryPolicy(settings.detection.canary_tenants)
         self.max_skew_s = settings.detection.max_future_skew_s
         self.clocks: dict[int, EventClock] = {}  # input partition -> its accepted event time

@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from detectors.front import weak_canaries
-from detectors.ordering import FUTURE_TS, EventClock
+from detectors.pipeline import FUTURE_TS, EventClock, weak_canaries
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, dropped_canaries, parse_event
 from streams.kafka.frames import INPUT, Source
 from streams.kafka.stages import DeadLetter

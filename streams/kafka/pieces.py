@@ -36,12 +36,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from detectors.domain import DomainMonitor
-from detectors.fingerprint import Fingerprinter
-from detectors.monitor import make_fingerprinter
-from detectors.public import PublicSet
-from detectors.settings import DetectionSettings
-from detectors.waiting import upgrade
+from detectors.pipeline import DetectionSettings, DomainMonitor, Fingerprinter, PublicSet, make_fingerprinter, upgrade
 from streams.kafka.direct import DirectState
 from streams.kafka.stages import DomainState, JoinState
 

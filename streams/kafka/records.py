@@ -33,8 +33,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from detectors.fingerprint import positions_of, sentences_of
-from detectors.ingest import Plant
+from detectors.pipeline import Plant, positions_of, sentences_of
 from schemas.events import CacheStats, Canary, Fingerprint, Request, Response, Usage
 from schemas.exchange import CanaryHit, Exchange, TextFingerprint
 

@@ -20,15 +20,24 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from detectors.back import Back, DomainTable, count_alerts, route_exchange
-from detectors.canaries import CanaryRegistry
-from detectors.dedup import Deduper
-from detectors.front import Front
-from detectors.join import Joiner
-from detectors.monitor import make_fingerprinter
-from detectors.public import PublicSet
-from detectors.reorder import EventTimeBuffer, OrderKey, order_key
-from detectors.settings import DetectionSettings
+from detectors.pipeline import (
+    Back,
+    Deduper,
+    DetectionSettings,
+    DomainTable,
+    EventTimeBuffer,
+    Front,
+    Joiner,
+    OrderKey,
+    PublicSet,
+    count_alerts,
+    join_apart,
+    join_state,
+    judge_apart,
+    judge_state,
+    order_key,
+    route_exchange,
+)
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, EventError
 from schemas.exchange import CanaryHit, Exchange
@@ -121,8 +130,7 @@ class JoinState:
 
     @classmethod
     def fresh(cls, s: DetectionSettings) -> JoinState:
-        joiner = Joiner(s, CanaryRegistry(make_fingerprinter(s), s.max_canaries))
-        return cls(joiner, Deduper(s.dedup_window, s.dedup_window_s))
+        return cls(*join_state(s))
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # A checkpoint written before `keys` and `held` existed restores with them empty (its hits were scanned).
@@ -170,7 +178,7 @@ class JoinStage:
     def handle(self, st: JoinState, partition: int, offset: int, batch: Batch, now: float) -> JoinResult:
         res = JoinResult()
         out = _ToDomain(Source(JOIN, partition), offset, self.kafka.internal_partitions)
-        front = Front(st.joiner, st.dedup, None, self.counters)  # canary policy: checked at ingest
+        front = join_apart(st.joiner, st.dedup, self.counters)
         last = st.last
         for it in batch.items:
             # A position already applied is a replay of an upstream that restarted (checked inline: per item).
@@ -327,7 +335,7 @@ class DomainState:
 
     @classmethod
     def fresh(cls, s: DetectionSettings, counters: Counter[str], public: PublicSet | None = None) -> DomainState:
-        return cls(DomainTable(s, counters, public))
+        return cls(judge_state(s, counters, public))
 
 
 @dataclass(slots=True)
@@ -357,7 +365,7 @@ class DomainStage:
 
     def handle(self, st: DomainState, partition: int, batch: Batch, now: float) -> DomainResult:
         res = DomainResult()
-        back = Back(st.table)
+        back = judge_apart(st.table)
         last = st.last
         for it in batch.items:
             pos = (it.offset, it.seq)  # replays skipped as in JoinStage.handle
@@ -385,7 +393,7 @@ class DomainStage:
         """The worker's clock (issue 40): the partition's held findings due by `wall` (UNIX s) are judged
         (`Back.mature`), so a cold domain's finding comes out when the input has gone quiet; the core reads no clock."""
         res = DomainResult()
-        res.alerts = count_alerts(self.counters, Back(st.table).mature(wall, st.released))
+        res.alerts = count_alerts(self.counters, judge_apart(st.table).mature(wall, st.released))
         if res.alerts:
             self._publish(res, partition)
         return res
