@@ -94,13 +94,19 @@ class Front:
         """An admitted event, counted: its text through ingest, then the exchanges a request or response completes.
         A canary event registers its marker; cache stats pass (the caller hands them to the back: no join)."""
         self.counters[EVENT_KEYS[event.type]] += 1
-        ingest = self.ingest
-        if ingest is None or not ingest.needed(event):
-            if event.type == "response":
+        # Text-free traffic skips the stage (`Ingest.needed`, inlined: this is the per-event path of every runner;
+        # a staged join partition, with no ingest of its own, is sent text-free records only).
+        if event.type == "response":
+            if event.output_text is None:
                 return self.joiner.observe_response(event)
-            if event.type == "request":
+        elif event.type == "request":
+            if event.prompt_text is None and not event.canaries:
                 return self.joiner.observe_request(event)
+        elif event.type != "canary":
             return []
+        ingest = self.ingest
+        if ingest is None:
+            raise ValueError("text or markers reached a join without an ingest stage: records are sent text-free")
         printed = ingest(event)
         ev = printed.event
         if ev.type == "response":

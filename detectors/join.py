@@ -96,8 +96,9 @@ class Joiner:
             # Markers the receiver sends itself (its history re-sending an answer that carried one): an output
             # repeating them is its own context, not a new leak (the first one was judged when it happened).
             prompt_hits = self.canaries.scan_keys(keys)
-        for p in plants:  # after the scan: a probe's own marker in its prompt is not its own context
-            self.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
+        if plants:  # after the scan: a probe's own marker in its prompt is not its own context
+            for p in plants:
+                self.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
         rid = req.request_id
         ts = req.ts
         resp = self._responses.pop(rid, None)

@@ -125,33 +125,35 @@ class DirectStage:
         monitor.unowned = unowned
         moved = st.moved
         observe = monitor.observe_evaluated
-        for msg in messages:
+        positions, source = self.positions, Source(INPUT, partition)
+
+        def begin(msg: InputMessage) -> EventClock | None:
             counters["direct.messages"] += 1
-            self.positions[partition] = msg.offset
+            positions[partition] = msg.offset
             if msg.offset <= st.offset:
                 counters["direct.replayed_skipped"] += 1
-                continue
+                return None
             st.offset = msg.offset
-            source = Source(INPUT, partition)
+            return clock
 
-            def step(event: Event, line: bytes, line_no: int | None, msg: InputMessage = msg) -> Observed | None:
-                if self._away(event, home, moved, monitor, line, msg, line_no, res):
-                    return None
-                return observe(event)
+        def step(msg: InputMessage, event: Event, line: bytes, line_no: int | None) -> Observed | None:
+            if self._away(event, home, moved, monitor, line, msg, line_no, res):
+                return None
+            return observe(event)
 
-            for event, _, observed in intake(msg, clock, wall, self.max_bytes, counters, res.dead, step):
-                res.event_types.append(event.type)
-                if unowned:
-                    self._misrouted(unowned, home, source, msg.offset, res)
-                if observed.alerts:
-                    res.alerts += observed.alerts
-                if observed.evaluated:
-                    res.evaluated += observed.evaluated
-                ts = event.ts
-                if ts > res.newest:
-                    res.newest = ts
-                if observed.resolved:
-                    res.resolved += observed.resolved
+        for msg, event, observed in intake(messages, begin, wall, self.max_bytes, counters, res.dead, step):
+            res.event_types.append(event.type)
+            if unowned:
+                self._misrouted(unowned, home, source, msg.offset, res)
+            if observed.alerts:
+                res.alerts += observed.alerts
+            if observed.evaluated:
+                res.evaluated += observed.evaluated
+            ts = event.ts
+            if ts > res.newest:
+                res.newest = ts
+            if observed.resolved:
+                res.resolved += observed.resolved
         if res.newest > self.input_max.get(partition, NEG_INF):
             self.input_max[partition] = res.newest
         publish(res.alerts, res.resolved, res.published, res.dead, counters, Source(INPUT, partition))

@@ -9,6 +9,7 @@ but for the event-time marks it publishes per input partition. Wall-clock time i
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from detectors.pipeline import CanaryPolicy, EventClock, ingest_apart
@@ -53,26 +54,35 @@ class IngestStage:
     def read(self, messages: list[InputMessage], now: float, wall: float) -> IngestResult:
         """`now`: monotonic seconds (idleness); `wall`: the wall clock (UNIX s), the bound of event time."""
         res = IngestResult()
-        for msg in messages:
+        last: InputMessage | None = None
+        seq = 0  # position of each item within its message: stable, since it depends on content only
+        events = intake(messages, self._begin_at(now), wall, self.max_bytes, self.counters, res.dead, self._step)
+        for msg, event, routed in events:
+            p = msg.partition
+            if event.ts > res.newest.get(p, NEG_INF):
+                res.newest[p] = event.ts
+            res.event_types.append(event.type)
+            if msg is not last:
+                last, seq = msg, 0
+            source = Source(INPUT, p)
+            for q, kind, payload in routed:
+                res.to_join.setdefault(q, []).append(Item(source, msg.offset, seq, kind, payload))
+                seq += 1
+        return res
+
+    def _begin_at(self, now: float) -> Callable[[InputMessage], EventClock]:
+        def begin(msg: InputMessage) -> EventClock:
             self.counters["ingest.messages"] += 1
             self.positions[msg.partition] = msg.offset
             self.input_heard[msg.partition] = now
             clock = self.clocks.get(msg.partition)
             if clock is None:
                 clock = self.clocks[msg.partition] = EventClock(self.max_skew_s)
-            source = Source(INPUT, msg.partition)
-            seq = 0  # position of each item within its message: stable, since it depends on content only
-            step = self._step
-            for event, _, routed in intake(msg, clock, wall, self.max_bytes, self.counters, res.dead, step):
-                if event.ts > res.newest.get(msg.partition, NEG_INF):
-                    res.newest[msg.partition] = event.ts
-                res.event_types.append(event.type)
-                for q, kind, payload in routed:
-                    res.to_join.setdefault(q, []).append(Item(source, msg.offset, seq, kind, payload))
-                    seq += 1
-        return res
+            return clock
 
-    def _step(self, event: Event, line: bytes, line_no: int | None) -> list[tuple[int, str, bytes]]:
+        return begin
+
+    def _step(self, msg: InputMessage, event: Event, line: bytes, line_no: int | None) -> list[tuple[int, str, bytes]]:
         return self._records(event)
 
     def _records(self, event: Event) -> list[tuple[int, str, bytes]]:

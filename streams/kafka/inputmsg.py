@@ -99,43 +99,49 @@ def reason_of(exc: Exception, otherwise: str = "invalid") -> tuple[str, str]:
 
 
 def intake(
-    msg: InputMessage,
-    clock: EventClock,
+    messages: list[InputMessage],
+    begin: Callable[[InputMessage], EventClock | None],
     wall: float,
     max_bytes: int,
     counters: Counter[str],
     dead: list[DeadLetter],
-    step: Callable[[Event, bytes, int | None], T | None],
-) -> Iterator[tuple[Event, int | None, T]]:
-    """The events of one input message that the topology's `step` took, with their line and what `step` made.
+    step: Callable[[InputMessage, Event, bytes, int | None], T | None],
+) -> Iterator[tuple[InputMessage, Event, T]]:
+    """The events of input messages that the topology's `step` took, each with its message and what `step` made.
 
-    Each line is validated and bounded by the wall clock `wall` (`parse_bounded`), then handed to `step`; its time
-    is admitted to `clock` once `step` used it. `step` returns None for an event it sent elsewhere (the direct
-    stage's re-route): neither counted nor timed here. What fails, in validation or in `step`, is dead-lettered
-    with its reason (an EventError's own, else `internal_error`, logged: a bug must not stop the worker); a kept
-    event is counted (`ingest.<type>`) and warned of when markers were dropped from it (`weak_canary`)."""
-    source = Source(INPUT, msg.partition)
-    if msg.value is None:
-        dead.append(DeadLetter(b"", "invalid", "empty message (tombstone)", source, msg.offset, key=msg.key))
-        return
-    for line_no, line in message_lines(msg):
-        try:
-            event = parse_bounded(line, max_bytes, clock, wall)
-            made = step(event, line, line_no)
-            if made is None:
-                continue
-            clock.admit(event.ts, wall)
-        except Exception as exc:
-            if not isinstance(exc, (EventError, ValueError)):  # a bug, not bad input
-                log.exception("intake: partition %s offset %s failed", msg.partition, msg.offset)
-            reason, detail = reason_of(exc, "internal_error")
-            dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
+    `begin(msg)` is the stage's bookkeeping of a message: the event clock of its partition, or None to pass over it (a
+    replay of what the state covers). Each line is validated and bounded by the wall clock `wall` (`parse_bounded`),
+    then handed to `step`; its time is admitted to the clock once `step` used it. `step` returns None for an event it
+    sent elsewhere (the direct stage's re-route): neither counted nor timed here. What fails, in validation or in
+    `step`, is dead-lettered with its reason (an EventError's own, else `internal_error`, logged: a bug must not stop
+    the worker); a kept event is counted (`ingest.<type>`) and warned of when markers were dropped from it
+    (`weak_canary`). One generator for the whole batch: this is the per-event path of both Kafka topologies."""
+    for msg in messages:
+        clock = begin(msg)
+        if clock is None:
             continue
-        counters[f"ingest.{event.type}"] += 1
-        warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
-        if warning is not None:
-            dead.append(warning)
-        yield event, line_no, made
+        source = Source(INPUT, msg.partition)
+        if msg.value is None:
+            dead.append(DeadLetter(b"", "invalid", "empty message (tombstone)", source, msg.offset, key=msg.key))
+            continue
+        for line_no, line in message_lines(msg):
+            try:
+                event = parse_bounded(line, max_bytes, clock, wall)
+                made = step(msg, event, line, line_no)
+                if made is None:
+                    continue
+                clock.admit(event.ts, wall)
+            except Exception as exc:
+                if not isinstance(exc, (EventError, ValueError)):  # a bug, not bad input
+                    log.exception("intake: partition %s offset %s failed", msg.partition, msg.offset)
+                reason, detail = reason_of(exc, "internal_error")
+                dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
+                continue
+            counters[f"ingest.{event.type}"] += 1
+            warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
+            if warning is not None:
+                dead.append(warning)
+            yield msg, event, made
 
 
 def is_placed(headers: Any) -> bool:
