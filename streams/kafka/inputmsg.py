@@ -19,6 +19,7 @@ from streams.kafka.stages import DeadLetter
 from streams.routing import PLACED
 
 log = logging.getLogger("crosstalk.intake")
+_INGESTED = {t: f"ingest.{t}" for t in ("request", "response", "cache_stats", "canary")}
 T = TypeVar("T")
 
 # The direct stage reads a fetched batch in slices of about this many bytes of input, sending each slice's alerts before
@@ -130,17 +131,20 @@ def intake(
                 made = step(msg, event, line, line_no)
                 if made is None:
                     continue
-                clock.admit(event.ts, wall)
+                ts = event.ts
+                if ts > clock.high_water:  # bounded already (`parse_bounded`): admitting is raising the mark
+                    clock.high_water = ts
             except Exception as exc:
                 if not isinstance(exc, (EventError, ValueError)):  # a bug, not bad input
                     log.exception("intake: partition %s offset %s failed", msg.partition, msg.offset)
                 reason, detail = reason_of(exc, "internal_error")
                 dead.append(DeadLetter(line, reason, detail, source, msg.offset, line_no, msg.key))
                 continue
-            counters[f"ingest.{event.type}"] += 1
-            warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
-            if warning is not None:
-                dead.append(warning)
+            counters[_INGESTED[event.type]] += 1
+            if dropped_canaries(event):  # markers that are not markers, dropped at validation: nearly never
+                warning = dropped_warning(event, source, msg.offset, line_no, msg.key, counters)
+                if warning is not None:
+                    dead.append(warning)
             yield msg, event, made
 
 
