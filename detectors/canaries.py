@@ -163,6 +163,13 @@ class _Marker:
 
 
 class CanaryRegistry:
+    # A piece (detectors/signals/base.py `Piece`): since the last mark, the token keys set (new markers, and earlier
+    # plants replacing a marker's time) and how many were evicted; None: never marked. Class defaults, so that a
+    # registry pickled before it was a piece restores unmarked.
+    _since: list[int] | None = None
+    _evicted_since = 0
+    _held_at_mark = 0
+
     def __init__(self, fingerprinter: Fingerprinter, max_markers: int = 100_000) -> None:
         self.fingerprinter = fingerprinter
         self.max_markers = max_markers
@@ -197,16 +204,62 @@ class CanaryRegistry:
         (`scan_keys(until=...)`); had a later re-plant read first set the time, an output between the two plants
         would miss the marker (a canary leak judged as plain contamination, on the real broker with two workers)."""
         known = self._markers.get(token_key)
+        since = self._since
         if known is not None:
             if ts < known.ts:
                 self._markers[token_key] = _Marker(marker_id, tenant_id, session_id, ts)
+                if since is not None:
+                    since.append(token_key)
             return False
         if len(self._markers) >= self.max_markers:
             del self._markers[self._order.popleft()]
             self.evicted += 1
+            self._evicted_since += 1
         self._markers[token_key] = _Marker(marker_id, tenant_id, session_id, ts)
         self._order.append(token_key)
+        if since is not None:
+            since.append(token_key)
         return True
+
+    def mark(self) -> None:
+        """A checkpoint copied the registry: changes count from here."""
+        self._since = []
+        self._evicted_since = 0
+        self._held_at_mark = len(self._markers)
+
+    def changes(self) -> tuple[int, list[tuple[int, _Marker]]] | None:
+        """(markers evicted from the front, (token key, marker) set since, in order) since the mark; None when only a
+        whole copy will do (never marked, or more evicted than were held at the mark: some of the new went too)."""
+        since = self._since
+        if since is None or self._evicted_since > self._held_at_mark:
+            return None
+        markers = self._markers
+        return self._evicted_since, [(k, markers[k]) for k in dict.fromkeys(since) if k in markers]
+
+    def replay(self, changes: tuple[int, list[tuple[int, _Marker]]]) -> None:
+        evicted, came = changes
+        markers, order = self._markers, self._order
+        for _ in range(evicted):
+            del markers[order.popleft()]
+        self.evicted += evicted
+        for k, m in came:
+            if k not in markers:
+                order.append(k)
+            markers[k] = m
+
+    @staticmethod
+    def pack(changes: tuple[int, list[tuple[int, _Marker]]]) -> tuple[int, list[tuple[int, _Marker]]] | tuple[()]:
+        return changes if changes[0] or changes[1] else ()
+
+    @staticmethod
+    def unpack(packed: tuple[int, list[tuple[int, _Marker]]]) -> tuple[int, list[tuple[int, _Marker]]]:
+        return packed
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        for trail in ("_since", "_evicted_since", "_held_at_mark"):  # the trail of changes is not part of a copy
+            state.pop(trail, None)
+        return state
 
     def register_event(self, canary: Canary) -> bool:
         return self.register(canary.tenant_id, canary.marker, canary.session_id, canary.ts)

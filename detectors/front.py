@@ -15,6 +15,7 @@ from detectors.dedup import Deduper
 from detectors.ingest import Ingest, Plant
 from detectors.join import Joiner
 from detectors.session_prints import session_cache
+from detectors.signals.base import Piece
 from schemas.events import Event, EventError, dropped_canaries
 from schemas.exchange import Exchange
 
@@ -136,6 +137,19 @@ class Front:
     def flush(self) -> list[Exchange]:
         """End of input: every pending half, as an orphan."""
         return self.joiner.flush()
+
+
+def front_pieces(joiner: Joiner, dedup: Deduper) -> dict[tuple[str, ...], Piece]:
+    """The join stage's state that grows with its windows, not with what changed, so a snapshot copies each apart and
+    then as its changes (detectors/signals/base.py `Piece`): the event ids of the dedup window, the halves waiting
+    for their other half, and the planted markers. The names key stored snapshots: never renamed once shipped."""
+    requests, responses = joiner.waiting()
+    return {
+        ("dd",): dedup,
+        ("wait", "request"): requests,
+        ("wait", "response"): responses,
+        ("can",): joiner.canaries,
+    }
 
 
 def in_process(joiner: Joiner) -> Ingest:

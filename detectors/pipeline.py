@@ -25,7 +25,7 @@ from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter, positions_of, sentences_of
-from detectors.front import Front, in_process, weak_canaries
+from detectors.front import Front, front_pieces, in_process, weak_canaries
 from detectors.ingest import Ingest, Plant, Printed
 from detectors.join import Joiner
 from detectors.monitor import Monitor, Observed, make_fingerprinter
@@ -125,6 +125,7 @@ __all__ = [
     "Stage",
     "Waiting",
     "count_alerts",
+    "front_pieces",
     "in_process",
     "ingest_apart",
     "join_apart",

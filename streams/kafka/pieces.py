@@ -12,9 +12,11 @@ A domain partition is cut into
     ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
     ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
                      whole, or the keys that left and the halves that came (detectors/waiting.py)
+    ("can",)         the planted markers: whole, or how many were evicted and the markers set since
+The join stage's pieces (dd, wait, can) are the core's declaration (`front_pieces`), as a domain's are its own.
 Every piece copied as its changes describes them itself (detectors/signals/base.py `Piece`: changes, mark, replay,
 pack, unpack), so this file knows none of their types.
-and a join partition is ("dd",), its two ("wait", half) and ("join",), the rest of it. A direct partition
+and a join partition is ("dd",), its two ("wait", half), ("can",) and ("join",), the rest of it. A direct partition
 (streams/kafka/direct.py) is a domain partition whose ("part",) holds the Monitor, its deduper and waiting
 halves cut out as ("dd",) and ("wait", half): the deduper holds
 every event id of its window, which grows with the window, not with what changed. Pickle persistent ids
@@ -32,11 +34,19 @@ from __future__ import annotations
 import io
 import pickle
 import zlib
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from detectors.pipeline import DetectionSettings, DomainMonitor, Fingerprinter, PublicSet, make_fingerprinter, upgrade
+from detectors.pipeline import (
+    DetectionSettings,
+    DomainMonitor,
+    Fingerprinter,
+    PublicSet,
+    front_pieces,
+    make_fingerprinter,
+    upgrade,
+)
 from streams.kafka.direct import DirectState
 from streams.kafka.stages import DomainState, JoinState
 
@@ -56,34 +66,20 @@ def incremental(name: Name) -> bool:
     return name[0] not in WHOLE
 
 
-def _dedup_of(state: Any) -> Any:
-    """The partition's event-id deduper: it grows with the dedup window, not with what changed."""
+def _front_of(state: Any) -> dict[Name, Any]:
+    """The join stage's pieces the core declares (`front_pieces`: dedup ids, waiting halves, markers), if the state
+    holds a join stage (a join partition, or a direct one's Monitor)."""
     if isinstance(state, JoinState):
-        return state.dedup
-    return state.monitor.dedup if isinstance(state, DirectState) else None
-
-
-def _waiting_of(state: Any) -> tuple[OrderedDict[str, Any], OrderedDict[str, Any]] | None:
-    """The Joiner's waiting halves: up to `max_pending_joins` (200k) of them when a producer loses halves."""
-    if isinstance(state, JoinState):
-        joiner = state.joiner
-    elif isinstance(state, DirectState):
-        joiner = state.monitor.joiner
-    else:
-        return None
-    return joiner.waiting()
+        return front_pieces(state.joiner, state.dedup)
+    if isinstance(state, DirectState):
+        return front_pieces(state.monitor.joiner, state.monitor.dedup)
+    return {}
 
 
 def parts(state: State) -> Iterator[tuple[Name, Any]]:
     """Every piece of the state with the live object it copies; children before their parent (the order
     `assemble` needs)."""
-    dedup = _dedup_of(state)
-    if dedup is not None:
-        yield DEDUP, dedup
-    waiting = _waiting_of(state)
-    if waiting is not None:
-        yield WAIT_REQ, waiting[0]
-        yield WAIT_RESP, waiting[1]
+    yield from _front_of(state).items()
     if isinstance(state, JoinState):
         yield JOIN, state
         return
@@ -134,19 +130,12 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     """A whole copy of one piece (a pickle; `pack` gives its stored form), with its child pieces and the
     process's objects left out by name."""
     if name in (PART, JOIN):
-        dedup = _dedup_of(obj)
-        requests, responses = _waiting_of(obj) or (None, None)
+        front = {id(piece): name for name, piece in _front_of(obj).items()}
 
         def cut(o: object) -> Any:
             if isinstance(o, DomainMonitor):
                 return ("dm", o.cache_domain)
-            if o is dedup and dedup is not None:
-                return DEDUP
-            if o is requests and requests is not None:
-                return WAIT_REQ
-            if o is responses and responses is not None:
-                return WAIT_RESP
-            return process_id(o, counters)
+            return front.get(id(o)) or process_id(o, counters)
 
     elif name[0] == "dm":
         own = {id(piece): (key, name[1]) for key, piece in obj.pieces().items()}
@@ -154,8 +143,8 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
         def cut(o: object) -> Any:
             return own.get(id(o)) or process_id(o, counters)
 
-    elif name[0] == "wait":
-        # Halves hold events and fingerprints (no process objects), but the cut costs nothing to keep.
+    elif name[0] in ("wait", "can"):
+        # Halves hold events and fingerprints, the markers their registry's fingerprinter: the process supplies it.
         def cut(o: object) -> Any:
             return process_id(o, counters)
 

@@ -13,6 +13,7 @@ import pickle
 import zlib
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,3 +138,18 @@ def test_a_copy_of_the_halves_holds_the_halves_not_the_trail_of_their_changes() 
     assert halves.changes() is not None
     copy = pickle.loads(pickle.dumps(halves))
     assert list(copy.items()) == list(halves.items()) and copy.changes() is None  # never marked: a whole copy
+
+
+def test_a_snapshot_whose_markers_rode_in_the_partition_piece_restores_them() -> None:
+    # Before the markers were a piece of their own ("can"), the join piece pickled the registry inline.
+    state = JoinState.fresh(S.detection)
+    state.joiner.canaries.register("probe-a", "CTK-CANARY-3f9a0c1be27d5a60", None, 5.0)
+    counters: Counter[str] = Counter()
+    real = pieces._front_of
+    with mock.patch.object(pieces, "_front_of", lambda s: {k: v for k, v in real(s).items() if k != ("can",)}):
+        stored = {n: [pieces.pack(n, pieces.whole(n, obj, counters), True)] for n, obj in pieces.parts(state)}
+    assert ("can",) not in stored
+    got = pieces.assemble(stored, S.detection, counters)
+    assert isinstance(got, JoinState) and got.joiner.canaries.state_size() == 1
+    keys = got.joiner.canaries.token_keys("seen CTK-CANARY-3f9a0c1be27d5a60 here")
+    assert [h.owner_tenant_id for h in got.joiner.canaries.scan_keys(keys)] == ["probe-a"]
