@@ -18,7 +18,7 @@ Every piece copied as its changes describes them itself (detectors/signals/base.
 pack, unpack), so this file knows none of their types.
 and a join partition is ("dd",), its two ("wait", half), ("can",) and ("join",), the rest of it. A direct partition
 (streams/kafka/direct.py) is a domain partition whose ("part",) holds the Monitor, its deduper and waiting
-halves cut out as ("dd",) and ("wait", half): the deduper holds
+halves cut out as ("dd",) and ("wait", half), its markers as ("can",): the deduper holds
 every event id of its window, which grows with the window, not with what changed. Pickle persistent ids
 make the cuts: where the partition pickles a DomainMonitor it writes the monitor's name, where a monitor
 pickles its index it writes
