@@ -21,6 +21,7 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
+from detectors.changes import StoredAsIs
 from detectors.fingerprint import Fingerprinter, words_of
 from detectors.tokens import normalise
 from schemas.events import MIN_MARKER_HEX, Canary, EventError, Request
@@ -162,7 +163,7 @@ class _Marker:
     ts: float
 
 
-class CanaryRegistry:
+class CanaryRegistry(StoredAsIs):
     # A piece (detectors/signals/base.py `Piece`): since the last mark, the token keys set (new markers, and earlier
     # plants replacing a marker's time) and how many were evicted; None: never marked. Class defaults, so that a
     # registry pickled before it was a piece restores unmarked.
@@ -246,14 +247,6 @@ class CanaryRegistry:
             if k not in markers:
                 order.append(k)
             markers[k] = m
-
-    @staticmethod
-    def pack(changes: tuple[int, list[tuple[int, _Marker]]]) -> tuple[int, list[tuple[int, _Marker]]] | tuple[()]:
-        return changes if changes[0] or changes[1] else ()
-
-    @staticmethod
-    def unpack(packed: tuple[int, list[tuple[int, _Marker]]]) -> tuple[int, list[tuple[int, _Marker]]]:
-        return packed
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()

@@ -6,10 +6,12 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
+from detectors.changes import StoredAsIs
+
 DedupChanges = tuple[int, list[tuple[str, float]]]  # (marked ids that left the front, ids that came, in order)
 
 
-class Deduper:
+class Deduper(StoredAsIs):
     """Remembers event ids for `window_s` of event time, and at most `capacity` of them.
 
     Producers retry within seconds or minutes; an id older than the window is not a retry any more.
@@ -99,15 +101,6 @@ class Deduper:
             order.append(event_id)
             times.append(ts)
         self._front_ts = times[0] if times else float("-inf")
-
-    @staticmethod
-    def pack(changes: DedupChanges) -> DedupChanges | tuple[()]:
-        """`changes()` as stored: itself (ids and times), or () when none left and none came."""
-        return changes if changes[0] or changes[1] else ()
-
-    @staticmethod
-    def unpack(packed: DedupChanges) -> DedupChanges:
-        return packed
 
     def state_size(self) -> int:
         return len(self._seen)

@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from detectors.changes import StoredAsIs
 from detectors.held import Held
 from detectors.settings import DetectionSettings
 from detectors.signals.overlap import OverlapDetector
@@ -126,7 +127,7 @@ def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return held
 
 
-class MixupLedger:
+class MixupLedger(StoredAsIs):
     def __init__(self) -> None:
         # No settings held: a piece is plain data (a checkpoint copies it apart, and the key must not be in it).
         self.recent: deque[Delivery] = deque()
@@ -158,15 +159,6 @@ class MixupLedger:
         self.recent.extend(added)
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
         self._sketch = None
-
-    @staticmethod
-    def pack(changes: tuple[int, list[Delivery]]) -> tuple[int, list[Delivery]] | tuple[()]:
-        """`changes()` as stored: itself (its deliveries are arrays and strings), or () when nothing changed."""
-        return changes if changes[0] or changes[1] else ()
-
-    @staticmethod
-    def unpack(packed: tuple[int, list[Delivery]]) -> tuple[int, list[Delivery]]:
-        return packed
 
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no response, a refusal, or neither

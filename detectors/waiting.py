@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from detectors.changes import StoredAsIs
+
 WaitingChanges = tuple[list[str], list[tuple[str, Any]]]  # (request ids gone, (request id, half) come), in order
 
 
-class Waiting(OrderedDict[str, Any]):
+class Waiting(StoredAsIs, OrderedDict[str, Any]):
     """request id -> its waiting half, in arrival order; a piece (detectors/signals/base.py `Piece`)."""
 
     def __init__(self, *args: Any) -> None:
@@ -65,15 +67,6 @@ class Waiting(OrderedDict[str, Any]):
         for k in gone:
             self.pop(k, None)
         self.update(came)
-
-    @staticmethod
-    def pack(changes: WaitingChanges) -> WaitingChanges | tuple[()]:
-        """`changes()` as stored: itself (halves are events and fingerprints), or () when nothing changed."""
-        return changes if changes[0] or changes[1] else ()
-
-    @staticmethod
-    def unpack(packed: WaitingChanges) -> WaitingChanges:
-        return packed
 
 
 def upgrade(halves: Any) -> Waiting:
