@@ -42,7 +42,8 @@ from streams.sim.evaluate import evaluate, load_alerts  # noqa: E402
 
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
-BLIND_CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page")
+# Leak classes scored one by one, where a profile's labels name them (ours names cross-tenant and cross-session).
+CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page", "cross_session", "cross_tenant")
 # profile -> shape -> (generator parameters, seeds)
 SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "sim": {
@@ -193,10 +194,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         for key in keys:
             alerts = a.work / profile / f"{shape}-s{seed}" / f"alerts-{a.tag}-{key}.jsonl"
             secs = replay(a.root, events, alerts, key)
-            if profile == "ext-v2":
-                f = ext_v2(labels, alerts, events)
-            else:
-                f = ours(labels, alerts, BLIND_CLASSES if profile.startswith("blind-v1") else ())
+            f = ext_v2(labels, alerts, events) if profile == "ext-v2" else ours(labels, alerts, CLASSES)
             runs.append({"profile": profile, "shape": shape, "seed": seed, "key": key, "replay_s": secs, "f": f})
             print(
                 f"[{i + 1}/{len(jobs)}] {profile} {shape} s{seed} {key}: false high {f.get('false_high')}"
@@ -217,6 +215,11 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("exposure", "exposure (≥ 97 %)", False, "share"),
     ("content_only", "content-only (≥ 95 %)", False, "share"),
     ("class:whole_response", "whole response (≥ 95 %)", False, "share"),
+    ("class:worst", "the worst leak class (≥ 95 %)", False, "share"),
+    ("class:prefix_collision", "prefix-cache collision", False, "share"),
+    ("class:spliced_page", "spliced page", False, "share"),
+    ("class:cross_session", "cross-session", False, "share"),
+    ("class:stale_kv_abort", "stale KV after an abort", False, "share"),
     ("attribution", "attribution (≥ 95 %)", False, "share"),
     ("attribution_cjk_source", "CJK-source attribution", False, "share"),
     ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
@@ -225,6 +228,9 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
 
 
 def value(f: dict[str, Any], name: str, kind: str) -> float | None:
+    if name == "class:worst":  # every leak class the labels name must reach the bound, not only the one shown
+        classes = [v for k, v in f.items() if k.startswith("class:") and k != "class:worst" and v is not None]
+        return min(classes) if classes else None
     v = f.get(name)
     if v is None:
         return None
@@ -238,7 +244,9 @@ def value(f: dict[str, Any], name: str, kind: str) -> float | None:
 def pooled(fs: list[dict[str, Any]]) -> dict[str, Any]:
     """One shape and key over its seeds: counts add, shares are weighted by their denominators, delays take the max."""
     out: dict[str, Any] = {"clean_2xx": sum(f.get("clean_2xx") or 0 for f in fs)}
-    for name, _, _, kind in COLUMNS:
+    classes = [k for k in dict.fromkeys(k for f in fs for k in f) if k.startswith("class:")]
+    columns = [(name, kind) for name, _, _, kind in COLUMNS if name != "class:worst"]
+    for name, kind in dict.fromkeys(columns + [(c, "share") for c in classes]):
         if kind in ("rate", "per10k"):
             vals = [f[name] for f in fs if f.get(name) is not None]
             out[name] = sum(vals) if vals else None
@@ -299,7 +307,7 @@ def rescore(path: Path, work: Path) -> dict[str, Any]:
         if r["profile"] == "ext-v2":
             r["f"] = ext_v2(labels, alerts, events)
         else:
-            r["f"] = ours(labels, alerts, BLIND_CLASSES if r["profile"].startswith("blind-v1") else ())
+            r["f"] = ours(labels, alerts, CLASSES)
     report["worst"] = worst(report["runs"])
     return report
 
@@ -344,7 +352,8 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
 
 # The targets (issue 39): (figure, bound, higher is worse).
 TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0, "exposure": 0.97,
-           "content_only": 0.95, "class:whole_response": 0.95, "attribution": 0.95, "delay_s": 60.0}  # fmt: skip
+           "content_only": 0.95, "class:whole_response": 0.95, "class:worst": 0.95, "attribution": 0.95,
+           "delay_s": 60.0}  # fmt: skip
 
 
 def readme_table(report: dict[str, Any]) -> str:

@@ -98,3 +98,21 @@ def test_a_quick_run_scores_every_profile_and_prints_the_readme_table(tmp_path: 
         text=True,
     ).stdout
     assert table.startswith("| target | ours (2 shapes) |") and "| blind-v1b (dev) | blind-v1 (dev) | met |" in table
+
+
+def test_every_leak_class_is_pooled_and_the_worst_class_is_the_target() -> None:
+    runs = [
+        # two seeds of one shape: the spliced-page class pools 1 of 2 and 4 of 4 into 5 of 6; cross-session 0 of 1
+        _run("a", "k1", 1, **{"class:spliced_page": 0.5, "n:spliced_page": 2, "class:whole_response": 1.0}),
+        _run("a", "k1", 2, **{"class:spliced_page": 1.0, "n:spliced_page": 4, "class:cross_session": 0.0}),
+        _run("b", "k1", 1, **{"class:spliced_page": 0.75, "n:spliced_page": 4, "n:whole_response": 1}),
+    ]
+    runs[0]["f"]["n:whole_response"] = 3
+    runs[1]["f"]["n:cross_session"] = 1
+    a = evaluate_all.pooled([r["f"] for r in runs[:2]])
+    assert a["class:spliced_page"] == pytest.approx(5 / 6) and a["class:cross_session"] == 0.0
+    w = evaluate_all.worst(runs)["p"]
+    assert w["class:spliced_page"] == pytest.approx(0.75)  # shape b is worse than shape a pooled
+    assert w["class:worst"] == 0.0  # the class no row of the old table showed
+    table = evaluate_all.readme_table({"worst": {"sim": w}})
+    assert "| the worst leak class (≥ 95 %) | 0.0 % | **no**: ours |" in table
