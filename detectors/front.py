@@ -95,8 +95,8 @@ class Front:
         """An admitted event, counted: its text through ingest, then the exchanges a request or response completes.
         A canary event registers its marker; cache stats pass (the caller hands them to the back: no join)."""
         self.counters[EVENT_KEYS[event.type]] += 1
-        # Text-free traffic skips the stage (`Ingest.needed`, inlined: this is the per-event path of every runner;
-        # a staged join partition, with no ingest of its own, is sent text-free records only).
+        # Text-free traffic skips the stage: tested here, not in a call, since this is every runner's per-event path.
+        # A staged join partition, with no ingest of its own, is sent text-free records only.
         if event.type == "response":
             if event.output_text is None:
                 return self.joiner.observe_response(event)
@@ -128,7 +128,7 @@ class Front:
     def plant(self, plants: list[Plant]) -> None:
         """Markers planted (a canary event's; the staged join's plants of events routed elsewhere)."""
         for p in plants:
-            self.joiner.plant(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
+            self.joiner.plant(p)
 
     def advance(self, ts: float) -> list[Exchange]:
         """Pending halves that expired by event time `ts` (orphans)."""

@@ -72,14 +72,6 @@ class Ingest:
         self.sessions = sessions
         self.scan_always = scan_always
 
-    def needed(self, event: Event) -> bool:
-        """Whether ingest changes the event: it holds text or markers (text-free traffic skips the stage whole)."""
-        if event.type == "response":
-            return event.output_text is not None
-        if event.type == "request":
-            return event.prompt_text is not None or bool(event.canaries)
-        return event.type == "canary"
-
     def __call__(self, event: Event) -> Printed:
         if isinstance(event, Response):
             return self._response(event)

@@ -98,7 +98,7 @@ class Joiner:
             prompt_hits = self.canaries.scan_keys(keys)
         if plants:  # after the scan: a probe's own marker in its prompt is not its own context
             for p in plants:
-                self.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
+                self.plant(p)
         rid = req.request_id
         ts = req.ts
         resp = self._responses.pop(rid, None)
@@ -204,9 +204,9 @@ class Joiner:
         their changes (detectors/waiting.py). Copy them; never change them."""
         return self._requests, self._responses
 
-    def plant(self, token_key: int, marker_id: str, tenant_id: str, session_id: str | None, ts: float) -> bool:
-        """A marker known by its keyed hashes (the staged ingest's plant), as `CanaryRegistry.register_keyed`."""
-        return self.canaries.register_keyed(token_key, marker_id, tenant_id, session_id, ts)
+    def plant(self, p: Plant) -> bool:
+        """A marker known by its keyed hashes (what ingest made of it), as `CanaryRegistry.register_keyed`."""
+        return self.canaries.register_keyed(p.token_key, p.marker_id, p.tenant_id, p.session_id, p.ts)
 
     def marker_hits(
         self, keys: list[int], prompt_keys: list[int] | None, until: float, prompt_until: float

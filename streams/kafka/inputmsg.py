@@ -58,7 +58,7 @@ class InputMessage:
 
 def message_lines(msg: InputMessage) -> Iterator[tuple[int | None, bytes]]:
     """The events of one (non-empty) input message: (line number, line) of each non-blank NDJSON line, or
-    (None, value) for a message of one event. Shared with the direct stage."""
+    (None, value) for a message of one event."""
     assert msg.value is not None
     if not msg.ndjson:
         yield None, msg.value

@@ -13,13 +13,13 @@ A domain partition is cut into
     ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
                      whole, or the keys that left and the halves that came (detectors/waiting.py)
     ("can",)         the planted markers: whole, or how many were evicted and the markers set since
-The join stage's pieces (dd, wait, can) are the core's declaration (`front_pieces`), as a domain's are its own.
-Every piece copied as its changes describes them itself (detectors/signals/base.py `Piece`: changes, mark, replay,
-pack, unpack), so this file knows none of their types.
 and a join partition is ("dd",), its two ("wait", half), ("can",) and ("join",), the rest of it. A direct partition
 (streams/kafka/direct.py) is a domain partition whose ("part",) holds the Monitor, its deduper and waiting
 halves cut out as ("dd",) and ("wait", half), its markers as ("can",): the deduper holds
-every event id of its window, which grows with the window, not with what changed. Pickle persistent ids
+every event id of its window, which grows with the window, not with what changed. The join stage's pieces (dd,
+wait, can) are the core's declaration (`front_pieces`), as a domain's are its own; every piece copied as its changes
+describes them itself (detectors/signals/base.py `Piece`: changes, mark, replay, pack, unpack), so this file knows
+none of their types. Pickle persistent ids
 make the cuts: where the partition pickles a DomainMonitor it writes the monitor's name, where a monitor
 pickles its index it writes
 ("ix", name), and so on; `assemble` puts the same objects back in those places. The persistent ids also

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 from factories import PROBE_MARKER, TEXTS, canary, request, response
 
 from detectors.canaries import CanaryRegistry
@@ -99,11 +100,16 @@ def test_in_one_process_a_text_is_scanned_only_once_a_marker_is_planted() -> Non
 
 
 def test_text_free_events_pass_the_stage_untouched() -> None:
+    # Which events need the stage is decided where they are joined (`Front.join`, on every runner's per-event path): a
+    # front without an ingest stage (a staged join partition) takes text-free events and refuses the others.
     ingest, _ = _ingest()
+    apart = Front(Joiner(S, CanaryRegistry(make_fingerprinter(S))), Deduper(10, 10.0), None, Counter())
     for event in (request("r1", "a", 1.0), response("r1", "a", 2.0)):
-        assert not ingest.needed(event)
         assert ingest(event).event is event
-    assert ingest.needed(canary("probe-a", PROBE_MARKER))
+        apart.join(event)
+    for needs in (canary("probe-a", PROBE_MARKER), request("r2", "a", 3.0, text=TEXTS[0])):
+        with pytest.raises(ValueError, match="without an ingest stage"):
+            apart.join(needs)
 
 
 def test_a_snapshot_from_when_the_join_fingerprinted_text_restores_and_ingests() -> None:
