@@ -18,20 +18,21 @@ framing in frames.py and their records in records.py. This module only moves byt
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
-import faust
-from faust.streams import _current_event  # the task-local current event Faust's tables read
+from faust.streams import _current_event  # the task-local current event Faust's stores read
 from faust.types import TP
 
 from streams import heap
 from streams.inputs.corpus import load_public
 from streams.kafka import checkpoint, frames
 from streams.kafka import consumer as consumer_mod
+from streams.kafka.changelog import ChangelogPartition, WriteLost
 from streams.kafka.clock import HELD_TICK_S, HeldClock
 from streams.kafka.direct import DirectResult, DirectStage, DirectState, process_sessions
 from streams.kafka.health import PipelineHealth
@@ -50,19 +51,13 @@ from streams.kafka.stages import (
     Send,
 )
 from streams.kafka.stall import StallWatch
-from streams.kafka.topics import TopicNames, topic_names
+from streams.kafka.topics import TopicNames, dead_letter_headers, topic_names
 from streams.routing import PLACED
 from streams.settings import Settings
 from streams.sinks import build_sinks
 from streams.sinks.base import SinkSet
 
-H_REASON = "x-crosstalk-reason"
-H_DETAIL = "x-crosstalk-detail"
-H_SRC_TOPIC = "x-crosstalk-source-topic"
-H_SRC_PARTITION = "x-crosstalk-source-partition"
-H_SRC_OFFSET = "x-crosstalk-source-offset"
-H_SRC_LINE = "x-crosstalk-source-line"
-H_SEVERITY = "x-crosstalk-severity"  # "warning" on records of events that were kept (absent: rejected)
+log = logging.getLogger("crosstalk.kafka")
 
 
 class KafkaPipeline(PipelineHealth, HeldClock):
@@ -85,6 +80,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         self.domain = DomainStage(settings, self.counters, started_mono)
         self.direct = DirectStage(settings, self.counters)
         self.checkpoints = checkpoint.Checkpointer(settings.kafka, self.counters)
+        self.changelogs: dict[tuple[str, int], ChangelogPartition] = {}  # (stage, partition): its table's writes
         self.join_states: dict[int, JoinState] = {}
         self.domain_states: dict[int, DomainState] = {}
         self.direct_states: dict[int, DirectState] = {}
@@ -104,7 +100,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         self.sinks.set_behind_source(lambda: self.event_time()["behind_wall_clock_s"])
         self.app = self._build()
 
-    def _build(self) -> faust.App:
+    def _build(self) -> consumer_mod.App:
         k = self.kafka
         app = consumer_mod.App(
             k.app_id,
@@ -205,33 +201,47 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         cast(consumer_mod.BatchGuardConsumer, self.app.consumer).forget_rewinds(revoked)
         if any(tp.topic == self.names.input for tp in revoked):
             self.revocations += 1
+        stages = {self.names.join: "join", self.names.domain: "domain"}
+        if self.kafka.topology == "direct":
+            stages[self.names.input] = "direct"
+        moved = []
         for tp in revoked:
-            if tp.topic == self.names.input and self.kafka.topology == "direct":
+            stage = stages.get(tp.topic)
+            if stage is None:
+                if tp.topic == self.names.input:
+                    self.ingest.forget(tp.partition)
+                continue
+            if stage == "direct":
                 self.direct.forget(tp.partition)
-                self.direct_states.pop(tp.partition, None)
-                self.checkpoints.forget("direct", tp.partition)
-            elif tp.topic == self.names.input:
-                self.ingest.forget(tp.partition)
-            elif tp.topic == self.names.join:
-                self.join_states.pop(tp.partition, None)
-                self.rewinds.forget("join", tp.partition)
-                self.checkpoints.forget("join", tp.partition)
-            elif tp.topic == self.names.domain:
-                self.domain_states.pop(tp.partition, None)
-                self.rewinds.forget("domain", tp.partition)
-                self.checkpoints.forget("domain", tp.partition)
-        # A checkpoint stored between Faust's flush and this handler would otherwise still be in the producer
-        # buffer when the partitions' next owner restores: its late manifest could later win over the next
-        # owner's own. No store happens after the epochs moved above.
-        await self._flush()
+            else:
+                self.rewinds.forget(stage, tp.partition)
+            getattr(self, f"{stage}_states").pop(tp.partition, None)
+            self.checkpoints.forget(stage, tp.partition)
+            moved.append((stage, tp.partition))
+        # A checkpoint stored before this handler may still be on its way to the broker: its late manifest could
+        # win over the next owner's own. No store happens after the epochs moved above.
+        for key in moved:
+            if key in self.changelogs:
+                try:
+                    await self.changelogs[key].written()
+                except WriteLost as exc:  # the next owner restores the checkpoint before it and replays from there
+                    log.warning("%s partition %s: %s", *key, exc)
 
     async def _trim_heap(self) -> None:
         if heap.trim():
             self.counters["heap_trims"] += 1
 
     async def _flush(self) -> None:
-        """Every output so far on the broker (a checkpoint's first step): consumer_mod.flush_all."""
-        await consumer_mod.flush_all(self.app.producer)
+        """Every output so far on the broker (a checkpoint's first step). The outputs go to the Kafka client, not
+        Faust's buffer, which holds table writes only: the checkpointer awaits those itself."""
+        await self.app.producer.flush()
+
+    def _changelog(self, stage: str, partition: int) -> ChangelogPartition:
+        """The partition of the stage's table that its checkpoints write (streams/kafka/changelog.py)."""
+        got = self.changelogs.get((stage, partition))
+        if got is None:  # only the topology's tables exist
+            got = self.changelogs[(stage, partition)] = ChangelogPartition(getattr(self, f"{stage}_table"), partition)
+        return got
 
     # -- output --
     async def _dead_letter(self, dl: DeadLetter) -> None:
@@ -240,19 +250,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         warning = dl.severity == "warning"
         self.counters[f"{'warning' if warning else 'deadletter'}.{dl.reason}"] += 1
         topic = self.names.input if dl.source.topic == frames.INPUT else self.names.join
-        headers = [
-            (H_REASON, dl.reason.encode()),
-            (H_DETAIL, dl.detail[:2000].encode("utf-8", "replace")),
-            (H_SRC_TOPIC, topic.encode()),
-            (H_SRC_PARTITION, str(dl.source.partition).encode()),
-            (H_SRC_OFFSET, str(dl.offset).encode()),
-        ]
-        if dl.line is not None:
-            headers.append((H_SRC_LINE, str(dl.line).encode()))
-        if warning:
-            # Not to be replayed: the event was used; the record says what of it was left out.
-            headers.append((H_SEVERITY, b"warning"))
-        await self.dlq_topic.send(key=dl.key, value=dl.payload, headers=headers)
+        await self.dlq_topic.send(key=dl.key, value=dl.payload, headers=dead_letter_headers(dl, topic))
         if not warning:
             self.sinks.on_reject(dl.reason, dl.detail)
 
@@ -327,8 +325,9 @@ class KafkaPipeline(PipelineHealth, HeldClock):
             consumer_mod.log.warning("stall check failed: %r", exc)
             return
         self.counters["stall_checks"] += 1
-        if consumer.cleared_reread:
-            self.counters["cleared_reread"] = consumer.cleared_reread
+        reread = cast(consumer_mod.App, self.app).read_again
+        if reread is not None and reread.count:
+            self.counters["cleared_reread"] = reread.count
         for tp, _ in stalled:
             stage = "input" if tp.topic == n.input else "join" if tp.topic == n.join else "domain"
             self.counters[f"stalls_reread.{stage}"] += 1
@@ -370,10 +369,10 @@ class KafkaPipeline(PipelineHealth, HeldClock):
             await self._direct_batch(messages, gen)
 
     async def _direct_batch(self, messages: list[Any], gen: int) -> None:
-        """Each partition's messages to its Monitor; acked only via a checkpoint (Checkpointer). Table
-        writes (a checkpoint, the sweep of a restore) go to the changelog partition of the task's current
-        event, so it is set (task-local, the contextvar Faust's tables read) to one of the partition's own
-        messages first, which the checkpoint holding it keeps alive."""
+        """Each partition's messages to its Monitor; acked only via a checkpoint (Checkpointer). A RocksDB store
+        files a table write (a checkpoint, the sweep of a restore) under the partition of the task's current
+        event, so it is set (task-local, the contextvar Faust's stores read) to one of the partition's own
+        messages first, which the checkpoint holding it keeps alive (streams/kafka/changelog.py)."""
         by_partition: dict[int, list[Any]] = {}
         for m in messages:
             by_partition.setdefault(m.partition, []).append(m)
@@ -401,7 +400,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         res = self.direct.read(st, p, msgs, wall())
         if res.dead or res.published or res.event_types or res.reroute:
             await self._direct_out(res)
-        await self.checkpoints.maybe("direct", p, st, self.direct_table, self._flush)
+        await self.checkpoints.maybe("direct", p, st, self._changelog("direct", p), self._flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
         # Events that came to another domain's partition, sent to theirs, and canary copies (streams/kafka/direct.py),
@@ -432,7 +431,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         states: dict[int, Any] = getattr(self, f"{stage}_states")
         st = states.get(partition)
         if st is None:
-            table = getattr(self, f"{stage}_table")  # only the topology's tables exist
+            table = self._changelog(stage, partition)
             st = self.checkpoints.restore(stage, partition, table, self.settings.detection, self.public)
             restored = st is not None
             if st is None and stage == "direct":
@@ -459,7 +458,6 @@ class KafkaPipeline(PipelineHealth, HeldClock):
 
     async def _stateful(self, stage: str, stream: Any, handle: Callable[[Any, int, int, frames.Batch], Any]) -> None:
         """The loop both stateful stages share: handle each message once, ack only via a snapshot."""
-        table = self.join_table if stage == "join" else self.domain_table
         async for ev in stream.noack().events():
             msg = ev.message
             p = msg.partition
@@ -481,7 +479,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
                 else:
                     await handle(st, p, msg.offset, batch)
                 st.offset = msg.offset
-            await self.checkpoints.maybe(stage, p, st, table, self._flush)
+            await self.checkpoints.maybe(stage, p, st, self._changelog(stage, p), self._flush)
 
     async def _join_batch(self, st: JoinState, p: int, offset: int, batch: frames.Batch) -> None:
         res = self.join.handle(st, p, offset, batch, time.monotonic())

@@ -17,8 +17,9 @@ changes are rewritten as a whole copy once they outweigh it (or number CHAIN_MAX
 restore's reading and the table to about twice the state. A domain that expired drops out of the next
 manifest and its versions are deleted.
 
-An input message is acked only after a checkpoint that covers it was written, and the producer is
-flushed before each checkpoint, so a checkpoint never covers an output that could still be lost (ADR 0001).
+An input message is acked only after the broker acknowledged every write of a checkpoint that covers it
+(streams/kafka/changelog.py), and the producer is flushed before each checkpoint, so a checkpoint never covers
+an output that could still be lost, and a commit never passes a checkpoint (ADR 0001).
 The stage waits only for the cut: its pieces pickled at a consistent point, with the input offset and the
 held messages they cover. The flush, the pickles' compression and digests (in a thread: zlib and blake2b
 release the GIL), the piece writes, the manifest and then the acks run in a background task per partition
@@ -50,6 +51,7 @@ from typing import Any
 
 from detectors.pipeline import DetectionSettings, PublicSet, make_fingerprinter
 from streams.kafka import pieces
+from streams.kafka.changelog import ChangelogPartition
 from streams.kafka.pieces import Name, process_id
 from streams.kafka.stages import DomainState, JoinState
 from streams.settings import KafkaSettings
@@ -441,14 +443,22 @@ class Checkpointer:
         if self.epoch.get(key, 0) != epoch:
             self.counters[f"snapshot_abandoned.{stage}"] += 1
             return False
-        # From here on nothing awaits: the store and the acks happen together or (a crash) not at all.
         try:
             done = self.store(cut, table)
+            # The acks wait for the broker: offsets Faust commits must never pass a checkpoint it does not hold.
+            if isinstance(table, ChangelogPartition):
+                await table.written()
         except Exception:
             log.exception("%s: snapshot of partition %s failed", stage, partition)
             self.counters[f"snapshot_errors.{stage}"] += 1
-            # Held again, ahead of those that came since: the next checkpoint covers and acks them.
-            self.held[key] = cut.events + self.held.get(key, [])
+            self.spoiled.add(key)  # the table may lack the cut's changes: the next cut copies every piece whole
+            if self.epoch.get(key, 0) == epoch:
+                # Held again, ahead of those that came since: the next checkpoint covers and acks them.
+                self.held[key] = cut.events + self.held.get(key, [])
+            return False
+        if self.epoch.get(key, 0) != epoch:
+            # Revoked while its writes went out: the next owner restores them, and replays what they cover.
+            self.counters[f"snapshot_abandoned.{stage}"] += 1
             return False
         self.counters[f"snapshots.{stage}"] += 1
         self.counters[f"snapshot_bytes.{stage}.last"] = done.bytes

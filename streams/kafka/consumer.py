@@ -37,6 +37,7 @@ from faust.types import TP, Message
 from mode.utils.objects import cached_property
 from mode.utils.queues import FlowControlEvent
 
+from streams.kafka.readagain import ReadAgain, ReadAgainFlowControl
 from streams.kafka.stall import StallWatch
 
 log = logging.getLogger("crosstalk.kafka")
@@ -104,12 +105,6 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         finally:
             unset_flag(flag_consumer_fetching)
 
-    async def _commit_offsets(self, offsets: Any, start_new_transaction: bool = True) -> bool:
-        # Faust flushes the producer before it commits, but its flush can return with table writes still
-        # in its buffer (see flush_all): the offsets must not pass the snapshots that cover them.
-        await flush_all(self.app.producer)
-        return bool(await super()._commit_offsets(offsets, start_new_transaction))
-
     # TP -> the offset `rewind` sought it back to, until that message is delivered: after the seek the first message
     # of an internal topic's partition is that one, so any other was fetched before the seek (stale) and must
     # neither be delivered nor move the read offset, or the re-read would be dropped as already read.
@@ -126,13 +121,19 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         await super().perform_seek()
 
     async def rewind(self, tp: TP, offset: int) -> None:
-        """Read `tp` again from `offset`. Faust's `seek_wait`, not `seek`: the Kafka client runs in the consumer's
-        own thread, and `seek` changed its fetcher's records under a fetch in progress there (a KeyError that
-        crashed the worker); `seek_wait` seeks in that thread, between fetches, and moves the read offset back."""
+        """Read `tp` again from `offset`, and return once sought (`reread`)."""
+        await self.reread({tp: offset})
+
+    def reread(self, partitions: dict[TP, int]) -> asyncio.Future[None]:
+        """Read each partition again from its offset, passing over any message fetched before the seek until that one
+        comes (`_sought`, at once); the seek runs in the task returned. Faust's `seek_wait`, not `seek`: the Kafka
+        client runs in the consumer's own thread, and `seek` changed its fetcher's records under a fetch in progress
+        there (a KeyError that crashed the worker); `seek_wait` seeks in that thread, between fetches, and moves the
+        read offset back."""
         if self._sought is None:
             self._sought = {}
-        self._sought[tp] = offset
-        await self._seek_again({tp: offset})
+        self._sought.update(partitions)
+        return asyncio.ensure_future(self._seek_again(partitions))
 
     async def _seek_again(self, partitions: dict[TP, int]) -> None:
         """Faust's `seek_wait`, and what was delivered of those partitions forgotten: their next offset to read is where
@@ -209,50 +210,6 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
             for topic, messages in handed.items():
                 await handlers[topic](messages)
 
-    cleared_reread = 0  # partitions read again because the stream buffers holding their messages were cleared
-
-    def read_again_cleared(self, lowest: dict[TP, int]) -> None:
-        """Stream messages were in the buffers Faust's flow control just cleared (`ReadAgainFlowControl`), `lowest`
-        the first of each partition. While the flow is on, that is the end of a table recovery: the stream partitions
-        were resumed and sought to their committed offsets while the flow was already on (for the changelogs), so
-        what was fetched meanwhile was delivered into the buffers that the flow control's resume, which follows,
-        clears. The client's position has moved past those messages: without a seek nobody reads them. Each such
-        partition is sought to its first cleared message, and messages fetched before that seek are passed over
-        until that one comes (`_sought`: it exists, it was just here). With the flow stopped (a rebalance) the clear is
-        Faust's own intent: the next assignment seeks every partition to its committed offset."""
-        if not self.flow_active:
-            return
-        changelogs = self.app.tables.changelog_topics
-        assigned = self.assignment()
-        tps = {tp: o for tp, o in lowest.items() if tp.topic not in changelogs and tp in assigned}
-        if not tps:
-            return
-        if self._sought is None:
-            self._sought = {}
-        for tp, offset in tps.items():
-            self._sought[tp] = offset
-            log.warning(
-                "%s partition %s: messages from offset %s were cleared from the stream buffers unread; reading "
-                "them again",
-                tp.topic,
-                tp.partition,
-                offset,
-            )
-        self.cleared_reread += len(tps)
-        task = asyncio.ensure_future(self._seek_again(tps))
-        if self._seeks is None:
-            self._seeks = set()
-        self._seeks.add(task)  # held until done: the loop keeps only a weak reference
-        task.add_done_callback(self._seek_done)
-
-    _seeks: set[asyncio.Future[None]] | None = None
-
-    def _seek_done(self, task: asyncio.Future[None]) -> None:
-        if self._seeks is not None:
-            self._seeks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("reading cleared messages again failed: %r", task.exception())
-
     def fetchable(self, topics: set[str]) -> list[TP]:
         """Assigned partitions of `topics` the consumer fetches now: none while the flow is stopped or a rebalance
         runs; none that flow control took out (a full stream buffer) or that Faust paused."""
@@ -319,78 +276,6 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         return done
 
 
-class ReadAgainFlowControl(FlowControlEvent):
-    """Faust's flow control, which clears every stream buffer when it resumes, telling the consumer which partitions'
-    messages it cleared and the first offset of each (`BatchGuardConsumer.read_again_cleared`)."""
-
-    on_clear: Callable[[dict[TP, int]], None] | None = None
-
-    def clear(self) -> None:
-        lowest: dict[TP, int] = {}
-        if self.on_clear is not None:
-            for queue in self._queues:
-                for item in list(getattr(queue, "_queue", ())):  # an asyncio.Queue's items; a channel's are events
-                    message = getattr(item, "message", None)
-                    tp, offset = getattr(message, "tp", None), getattr(message, "offset", None)
-                    if isinstance(tp, tuple) and isinstance(offset, int):
-                        key = cast(TP, tp)
-                        if offset < lowest.get(key, offset + 1):
-                            lowest[key] = offset
-        super().clear()
-        if lowest and self.on_clear is not None:
-            self.on_clear(lowest)
-
-
-class _Reached:
-    """The barrier's "channel": resolves its future when the buffer's sending task publishes the barrier."""
-
-    __slots__ = ("reached",)
-
-    def __init__(self, reached: asyncio.Future[None]) -> None:
-        self.reached = reached
-
-    async def publish_message(self, fut: Any, wait: bool = False) -> None:
-        if not self.reached.done():
-            self.reached.set_result(None)
-
-
-class _Barrier:
-    """A stand-in for a message in Faust's producer buffer: its "channel" resolves a future when the buffer's
-    one sending task reaches it, i.e. once everything put before it has been handed to the Kafka client. No
-    reference cycle (the buffer publishes `fut.message.channel.publish_message(fut)`): a barrier per commit is
-    freed at once, not left to the collector's rare full passes (the soak's census counted them rising)."""
-
-    __slots__ = ("message", "reached")
-
-    def __init__(self) -> None:
-        self.reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.message = _BarrierMessage(_Reached(self.reached))
-
-
-class _BarrierMessage:
-    __slots__ = ("channel",)
-
-    def __init__(self, channel: _Reached) -> None:
-        self.channel = channel
-
-
-async def flush_all(producer: Any) -> None:
-    """Everything produced so far, on the broker. Faust's `Producer.flush` gives up on its own buffer (table
-    writes go through it) after 0.1 s without a send and then flushes only what the Kafka client already
-    holds: on a busy machine a commit could then pass snapshot writes still waiting in that buffer, and a
-    crash right after lost state whose offsets were committed (alerts missing after a restart). The buffer
-    sends in order with one task, so a barrier put behind everything is reached only when all of it is
-    with the client; the client's flush then waits for the broker."""
-    buffer = producer.buffer
-    # A threaded producer's buffer runs on its own loop; a buffer not started sends nothing to wait for.
-    if buffer.started and not buffer.should_stop and not producer.app.conf.producer_threaded:
-        barrier = _Barrier()
-        buffer.put(barrier)
-        # Returns early if the buffer stops meanwhile (a worker shutting down sends nothing more).
-        await buffer.wait(barrier.reached)
-    await producer.flush()
-
-
 class HeldMessage:
     """A message handed to a batch handler, held until processed: `ack()` as a Faust event's."""
 
@@ -420,6 +305,7 @@ class App(faust.App):
         super().__init__(*args, **kwargs)
         self.batch_handlers: dict[str, BatchHandler] = {}
         self.fetch_max_wait_ms = fetch_max_wait_ms  # the consumer's fetch long-poll (FetchWaitThread)
+        self.read_again: ReadAgain | None = None  # the flow control's, once built (streams/kafka/readagain.py)
 
     def _new_transport(self) -> Any:
         return BatchGuardTransport(self.conf.broker_consumer, self)
@@ -427,16 +313,10 @@ class App(faust.App):
     @cached_property
     def flow_control(self) -> FlowControlEvent:
         control = ReadAgainFlowControl(loop=self.loop)
-        # Looked up when it clears: the consumer exists by then (the first clear is a rebalance's).
-        control.on_clear = lambda lowest: cast(BatchGuardConsumer, self.consumer).read_again_cleared(lowest)
+        control.on_clear = self.read_again = ReadAgain(
+            lambda: cast(BatchGuardConsumer, self.consumer), lambda: self.tables.changelog_topics
+        )
         return control
-
-    async def _producer_flush(self, logger: Any) -> None:
-        # At a revocation, before the partitions go to their next owner: what a revoked worker still had
-        # buffered (a checkpoint's pieces, its manifest) must not land after the next owner restored.
-        if self._producer is not None:
-            logger.info("Flush producer buffer...")
-            await flush_all(self._producer)
 
 
 class Rewinds:

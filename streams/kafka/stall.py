@@ -7,7 +7,7 @@ its read position. Nothing came for it until the worker was restarted; meanwhile
 join gave up on the responses still in it, and their requests came out as orphans.
 
 The cause found (a recovery's end clears stream buffers that already hold fetched messages) is mended where it
-happens (`ReadAgainFlowControl` in streams/kafka/consumer.py). This watch is the net for any other: every
+happens (streams/kafka/readagain.py). This watch is the net for any other: every
 `stall_check_s` the worker asks the broker for the end of each fetchable partition, and one whose next offset to read
 has not moved for `stall_s` (and over a few of the consumer's fetch rounds, so a consumer blocked by back-pressure,
 which fetches nothing, never counts) while the end lies past it is read again from its committed offset. A partition

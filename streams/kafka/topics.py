@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -17,6 +18,35 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streams.producer import admin_client
 from streams.settings import KafkaSettings, Settings
+
+if TYPE_CHECKING:
+    from streams.kafka.stages import DeadLetter
+
+H_REASON = "x-crosstalk-reason"
+H_DETAIL = "x-crosstalk-detail"
+H_SRC_TOPIC = "x-crosstalk-source-topic"
+H_SRC_PARTITION = "x-crosstalk-source-partition"
+H_SRC_OFFSET = "x-crosstalk-source-offset"
+H_SRC_LINE = "x-crosstalk-source-line"
+H_SEVERITY = "x-crosstalk-severity"  # "warning" on records of events that were kept (absent: rejected)
+
+
+def dead_letter_headers(dl: DeadLetter, topic: str) -> list[tuple[str, bytes]]:
+    """What a dead letter says of itself: the reason, and where it came from (topic, partition, offset, and the line
+    within a batched input message)."""
+    headers = [
+        (H_REASON, dl.reason.encode()),
+        (H_DETAIL, dl.detail[:2000].encode("utf-8", "replace")),
+        (H_SRC_TOPIC, topic.encode()),
+        (H_SRC_PARTITION, str(dl.source.partition).encode()),
+        (H_SRC_OFFSET, str(dl.offset).encode()),
+    ]
+    if dl.line is not None:
+        headers.append((H_SRC_LINE, str(dl.line).encode()))
+    if dl.severity == "warning":
+        # Not to be replayed: the event was used; the record says what of it was left out.
+        headers.append((H_SEVERITY, b"warning"))
+    return headers
 
 
 @dataclass(frozen=True)

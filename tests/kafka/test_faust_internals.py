@@ -1,7 +1,8 @@
 """The Faust internals the Kafka shell builds on, pinned by their source (ADR 0012).
 
-streams/kafka/consumer.py overrides Faust's fetch loop, commit and fetch long-poll, and its app the transport and the
-producer flush; streams/kafka/app.py sets the task-local current event that tables write their changelog by. None of
+streams/kafka/consumer.py overrides Faust's fetch loop and fetch long-poll, and its app the transport;
+streams/kafka/readagain.py corrects the flow control's clear at a recovery's end; streams/kafka/app.py sets the
+task-local current event that a RocksDB store files a write by. None of
 these is Faust's public API. Each is named here with a digest of the source the override follows: a Faust release
 that changes one fails this test, which says what to re-read, before any broker test can fail in a way that points
 elsewhere."""
@@ -19,16 +20,8 @@ import pytest
 FOLLOWED = {
     # what BatchGuardConsumer._drain_messages re-implements (one guard per fetched batch, not per message)
     "faust.transport.consumer.Consumer._drain_messages": "44a2500309e83c63",
-    # what BatchGuardConsumer._commit_offsets wraps (flush everything before offsets pass the snapshots)
-    "faust.transport.consumer.Consumer._commit_offsets": "1a69799041188441",
     # App._new_transport: how the app builds its transport (ours returns BatchGuardTransport)
     "faust.app.base.App._new_transport": "42db531312dd776f",
-    # App._producer_flush: called at a revocation (ours waits for the producer's buffer, flush_all)
-    "faust.app.base.App._producer_flush": "35c92baa028d57bd",
-    # flush_all puts a barrier into the producer's buffer and waits for the buffer's one sending task to reach it
-    "faust.transport.producer.ProducerBuffer.put": "bf26dfbc01d91088",
-    "faust.transport.producer.ProducerBuffer._send_pending": "4a9d5f932b56bc68",
-    "faust.transport.producer.ProducerBuffer.wait": "6a532eb86923612f",
     # FetchWaitThread: how Faust builds its aiokafka consumer (fetch_max_wait_ms hard-coded at 1500; ours sets the
     # consumer's attribute after it) and which thread class its consumer makes (BatchGuardConsumer returns ours)
     "faust.transport.drivers.aiokafka.AIOKafkaConsumerThread._create_worker_consumer": "c2701bfc3e6f6cad",
@@ -46,8 +39,8 @@ FOLLOWED = {
     "mode.utils.queues.FlowControlEvent.clear": "dda5e40d80288a8f",
     "faust.tables.recovery.Recovery.on_recovery_completed": "6ef567acf072e46d",
     "faust.tables.recovery.Recovery._resume_streams": "d986a6710c1aca98",
-    # a table writes its changelog to the partition of the current event (app.py sets it for the direct topology)
-    "faust.tables.base.Collection.partition_for_key": "3b2291811b8dd791",
+    # a RocksDB store files a key under the partition of the current event (app.py sets it for the direct topology)
+    "faust.stores.rocksdb.Store._set": "4227e561e288d941",
 }
 
 
@@ -72,7 +65,7 @@ def test_the_current_event_is_the_context_variable_tables_read() -> None:
     from faust import streams
 
     assert isinstance(streams._current_event, contextvars.ContextVar)
-    assert "current_event()" in inspect.getsource(_resolve("faust.tables.base.Collection.partition_for_key"))
+    assert "current_event()" in inspect.getsource(_resolve("faust.stores.rocksdb.Store._set"))
 
 
 def test_the_digest_sees_a_change() -> None:

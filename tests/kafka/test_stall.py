@@ -1,7 +1,8 @@
 """A partition the consumer stopped delivering (streams/kafka/stall.py, and its use in streams/kafka/consumer.py and
 ingest.py), without a broker: found only while the consumer fetches, read again once until it moves on, never called
-idle while the broker holds messages for it; and messages a recovery's end clears from the stream buffers, read again.
-The broker restart test (tests/broker/test_kafka_runtime.py) is where both were seen."""
+idle while the broker holds messages for it. Messages a recovery's end clears from the stream buffers are read again
+by streams/kafka/readagain.py (tests/kafka/test_readagain.py). The broker restart test
+(tests/broker/test_kafka_runtime.py) is where both were seen."""
 
 from __future__ import annotations
 
@@ -105,9 +106,6 @@ class Consumer:
     async def rewind(self, tp: TP, offset: int) -> None:
         self.seeks.append(("rewind", tp, offset))
 
-    cleared_reread = 0
-    _seeks: set[Any] | None = None
-    _seek_done = BatchGuardConsumer._seek_done
     _seek_again = BatchGuardConsumer._seek_again
     fetchable = BatchGuardConsumer.fetchable
     next_offsets = BatchGuardConsumer.next_offsets
@@ -191,46 +189,3 @@ def test_the_watch_knows_which_partitions_are_read_to_their_end() -> None:
     assert w.caught_up() == {A}
     w.forget()
     assert w.caught_up() == set()
-
-
-def test_the_flow_control_tells_which_partitions_it_cleared_and_from_which_offset() -> None:
-    from mode.utils.queues import FlowControlQueue
-
-    from streams.kafka.consumer import ReadAgainFlowControl
-
-    async def run() -> tuple[list[dict[TP, int]], int]:
-        control = ReadAgainFlowControl()
-        told: list[dict[TP, int]] = []
-        control.on_clear = told.append
-        channel = FlowControlQueue(flow_control=control, clear_on_resume=True)
-        for tp, offset in ((A, 424), (A, 425), (B, 17), (A, 426)):
-            channel.put_nowait(SimpleNamespace(message=SimpleNamespace(tp=tp, offset=offset)))
-        channel.put_nowait(object())  # not a message: ignored
-        control.resume()  # Faust's recovery resumes the flow control as its last step, which clears the buffers
-        return told, channel.qsize()
-
-    told, left = asyncio.run(run())
-    assert told == [{A: 424, B: 17}] and left == 0
-
-
-def test_messages_cleared_while_the_flow_is_on_are_read_again_from_the_first_one() -> None:
-    changelog = TP("t-changelog", 0)
-    c = Consumer({A, B, changelog}, {})
-    c.app.tables = SimpleNamespace(changelog_topics={"t-changelog"})
-    c._delivered = {A: 581}
-    read_again = BatchGuardConsumer.read_again_cleared
-
-    async def run(flow: bool) -> None:
-        c.flow_active = flow
-        read_again(c, {A: 424, changelog: 9, TP("in", 7): 3})  # type: ignore[arg-type]
-        for _ in range(3):
-            await asyncio.sleep(0)
-
-    asyncio.run(run(False))  # a rebalance's clear: the assignment seeks to the committed offsets
-    assert c.seeks == [] and not c._sought
-    asyncio.run(run(True))  # the end of a recovery: stream partitions resumed while the flow was on
-    # Not the changelog (recovery reads it), not a partition no longer assigned; messages fetched before the seek are
-    # passed over until 424 comes again, and the stall watch no longer counts 581 as delivered.
-    assert c.seeks == [("seek", A, 424)]
-    assert c._sought == {A: 424} and c._delivered == {}
-    assert c.cleared_reread == 1
