@@ -1,4 +1,4 @@
-"""The cluster fault bench's moving parts (the cluster itself: streams/testing/kafkacluster.py): a paced producer
+"""The cluster fault bench's moving parts (the cluster itself: tests/support/kafkacluster.py): a paced producer
 that counts what the cluster refused, an alert reader that stamps every alert's arrival, and the workers, started
 again as a supervisor would if one exits on its own.
 """
@@ -14,8 +14,8 @@ import orjson
 
 from streams.producer import make_producer, produce_file
 from streams.settings import KafkaSettings
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.workerproc import WorkerProcess
+from tests.support.kafkanames import KafkaNames
+from tests.support.workerproc import WorkerProcess
 
 LEADER = 1  # the node that leads every input and alerts partition (fault a kills it)
 

@@ -17,7 +17,7 @@ import orjson
 from _kafka_input import one_per_input_partition, one_per_partition, overlong_pair, prefill_stats
 
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
+from tests.support.rawevents import tick_events
 
 
 def pulse_domains(input_partitions: int, internal_partitions: int) -> list[str]:

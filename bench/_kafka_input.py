@@ -1,7 +1,7 @@
 """The Kafka benchmark's inputs: simulator lines as keyed messages, end markers and ticks, batched messages.
 
 End markers: one over-long request per domain partition (an alert every time), after every real event;
-then ticks (streams/testing/rawevents.py) push event time past everything. When the markers' alerts have
+then ticks (tests/support/rawevents.py) push event time past everything. When the markers' alerts have
 all come out, every domain partition has processed everything before them.
 """
 
@@ -14,7 +14,7 @@ import orjson
 
 from streams.routing import input_partition_of, partition_of
 from streams.settings import Settings
-from streams.testing.rawevents import key_of, tick_events
+from tests.support.rawevents import key_of, tick_events
 
 PREFILL_CAPACITY = 681_280
 OVERLONG_TOKENS = 900_000

@@ -14,9 +14,9 @@ import orjson
 from _kafka_input import domain_key_of, overlong_pair, prefill_stats
 from _kafka_throughput import start_worker
 
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.rawevents import key_of
-from streams.testing.workerproc import wait_up
+from tests.support.kafkanames import KafkaNames
+from tests.support.rawevents import key_of
+from tests.support.workerproc import wait_up
 
 # Low-latency settings of the latency run: watermarks follow the newest event at once, in 50 ms steps.
 LOW_LATENCY_ENV = {"CROSSTALK_KAFKA__WATERMARK_LATENESS_S": "0", "CROSSTALK_KAFKA__WATERMARK_STEP_S": "0.05"}

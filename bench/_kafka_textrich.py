@@ -35,8 +35,8 @@ from _kafka_latency import live_latency
 from _kafka_throughput import publish, run_workers, start_worker
 
 from streams.settings import Settings
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.workerproc import wait_up
+from tests.support.kafkanames import KafkaNames
+from tests.support.workerproc import wait_up
 
 MAX_MESSAGE_BYTES = 4 << 20  # a batch of agent histories stays well under the producer's 8 MiB request
 SLOWER = 0.7  # each trial of the sustained-rate search runs at this share of the previous one
@@ -187,7 +187,7 @@ def run_textrich(
 ) -> dict[str, Any]:
     """The text-rich core and the direct worker on the same text-rich events; then the direct topology's latency at a
     sustained rate on text-free traffic (from half `free_rate`, its end-to-end rate) and on the text-rich traffic."""
-    from streams.testing.workerproc import kafka_env
+    from tests.support.workerproc import kafka_env
 
     key = kafka_env(args.bootstrap, "x")["CROSSTALK_DETECTION__FINGERPRINT_KEY"]  # the workers' key
     lines, path = textrich_lines(args)

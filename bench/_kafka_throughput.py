@@ -16,8 +16,8 @@ import orjson
 
 from schemas.events import NDJSON_CONTENT_TYPE
 from streams.settings import Settings
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.workerproc import WorkerProcess
+from tests.support.kafkanames import KafkaNames
+from tests.support.workerproc import WorkerProcess
 
 # Events, not messages: a batched message carries many.
 INGEST_EVENT_KEYS = {"ingest.request", "ingest.response", "ingest.cache_stats", "ingest.canary"}
@@ -120,8 +120,8 @@ def core_ceiling(lines: list[bytes]) -> dict[str, float]:
     m.flush()
     t_core = time.perf_counter() - t0
     # The workers' own stage classes (ingest -> join -> domain, frames and records included) wired in
-    # memory: what the stages cost without Faust and Kafka (streams/testing/stagepipe.py).
-    from streams.testing.stagepipe import StagePipeline, feed_lines
+    # memory: what the stages cost without Faust and Kafka (tests/support/stagepipe.py).
+    from tests.support.stagepipe import StagePipeline, feed_lines
 
     pipe = StagePipeline(Settings())
     t0 = time.perf_counter()

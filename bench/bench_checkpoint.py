@@ -1,7 +1,7 @@
 """Benchmark: checkpoint time and bytes of the Kafka domain partitions, whole vs incremental, at today's index
 size and at 10x it (issue 16, target 4).
 
-The domain partitions are built by the worker's own stage classes without a broker (streams/testing/stagepipe)
+The domain partitions are built by the worker's own stage classes without a broker (tests/support/stagepipe)
 from a simulated run: "1x" is the first 180 s of a simulation the Kafka benchmark's snapshot figures came from (rate 4
 requests/s), "10x" the same 180 s at ten times the rate (ten times the texts in each domain's index; the 900 s
 index window keeps all of them). For each size, in one run:
@@ -36,7 +36,7 @@ from streams.kafka import checkpoint
 from streams.kafka.checkpoint import Checkpointer
 from streams.kafka.stages import JoinState
 from streams.settings import Settings
-from streams.testing.stagepipe import StagePipeline
+from tests.support.stagepipe import StagePipeline
 
 NAME = "bench_checkpoint"
 

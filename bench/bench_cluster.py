@@ -38,8 +38,8 @@ import orjson
 from _cluster_faults import LEADER, AlertReader, Producing, Workers
 from _cluster_input import build
 
-from streams.testing.kafkacluster import Cluster, create_led_topics, leaders
-from streams.testing.kafkanames import KafkaNames
+from tests.support.kafkacluster import Cluster, create_led_topics, leaders
+from tests.support.kafkanames import KafkaNames
 
 TOPOLOGIES = ("direct", "staged")
 

@@ -31,7 +31,7 @@ In one run, on text-free simulator traffic:
 This file is the command line and the order of the runs; the parts: bench/_kafka_input.py (messages, end
 markers), bench/_kafka_throughput.py (baseline, ceilings, worker runs), bench/_kafka_latency.py (live
 latency), bench/_kafka_report.py (tables, targets, figure, result file). Topics, workers and ticks come
-from streams/testing/, shared with the Kafka tests.
+from tests/support/, shared with the Kafka tests.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from _kafka_textrich import run_textrich, textrich_tables, textrich_targets
 from _kafka_throughput import core_ceiling, publish, raw_consume, run_workers
 
 from streams.settings import Settings
-from streams.testing.kafkanames import KafkaNames
+from tests.support.kafkanames import KafkaNames
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 DIRECT_ENV = {"CROSSTALK_KAFKA__TOPOLOGY": "direct"}

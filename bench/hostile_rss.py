@@ -1,6 +1,6 @@
 """Peak RSS and wall time of `crosstalk scrape --once` and `crosstalk probe` against hostile peers (issue 25).
 
-Each case starts `python -m streams.testing.hostile` in a process of its own (so its memory is not counted),
+Each case starts `python -m tests.support.hostile` in a process of its own (so its memory is not counted),
 then the command under test, polls the command's VmHWM every 0.2 s, and kills it at `--cap-s` seconds or
 `--max-rss-mb` (the unfixed tree grows without end on some cases; the machine is shared).
 
@@ -50,7 +50,7 @@ def _hwm_kb(pid: int) -> int:
 def run_case(name: str, root: Path, cap_s: float, max_rss_mb: int) -> dict[str, object]:
     server_flags, kind, mode, extra = CASES[name]
     server = subprocess.Popen(
-        [sys.executable, "-m", "streams.testing.hostile", *server_flags], cwd=HERE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "tests.support.hostile", *server_flags], cwd=HERE, stdout=subprocess.PIPE, text=True
     )
     assert server.stdout is not None
     base = server.stdout.readline().strip()

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from streams.testing.otlp_attacks import (  # noqa: E402
+from tests.support.otlp_attacks import (  # noqa: E402
     bomb_body,
     empty_spans_json,
     empty_spans_proto,
@@ -44,7 +44,7 @@ from streams.testing.otlp_attacks import (  # noqa: E402
     start_receiver,
     stop_receiver,
 )
-from streams.testing.workerproc import free_port  # noqa: E402
+from tests.support.workerproc import free_port  # noqa: E402
 
 
 class Sampler(threading.Thread):
@@ -144,7 +144,7 @@ def scenario_slowloris(port: int, pid: int, n: int, seconds: float) -> dict[str,
 
 
 def big_body(spans: int) -> bytes:
-    from streams.testing.otlp import export_request, span_of
+    from tests.support.otlp import export_request, span_of
 
     batch = []
     for i in range(spans):

@@ -27,8 +27,8 @@ import _common as c
 import orjson
 
 from streams.producer import produce_file
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.workerproc import WorkerProcess
+from tests.support.kafkanames import KafkaNames
+from tests.support.workerproc import WorkerProcess
 
 FIGURE = c.ROOT / "docs" / "img" / "soak-rss.png"
 

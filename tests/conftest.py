@@ -13,8 +13,8 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 from parity import three_runners_agree  # noqa: F401  (autouse: tests/detectors scenarios in every runner)
 
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.workerproc import WorkerProcess
+from tests.support.kafkanames import KafkaNames
+from tests.support.workerproc import WorkerProcess
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:19092"
 # Workers refuse to start without a configured fingerprint key; the test processes and the workers they

@@ -43,8 +43,8 @@ from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.inputmsg import InputMessage
 from streams.routing import domain_key, input_partition_of
 from streams.settings import Settings
-from streams.testing.rawevents import key_of, tick_events
-from streams.testing.stagepipe import StagePipeline
+from tests.support.rawevents import key_of, tick_events
+from tests.support.stagepipe import StagePipeline
 
 
 @dataclass
@@ -133,7 +133,7 @@ def run_three(settings: Settings, lines: list[bytes]) -> Parity:
     out = Parity()
     with (
         mock.patch("streams.embedded.runner.load_public", _public_once),
-        mock.patch("streams.testing.stagepipe.load_public", _public_once),
+        mock.patch("tests.support.stagepipe.load_public", _public_once),
     ):
         out.add("embedded", embedded(settings, lines))
         out.add("direct", direct(settings, lines))

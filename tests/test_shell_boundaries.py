@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Highest first. A new room is placed here on purpose (test_every_room_has_a_layer), not by accident.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("testing",),  # fixtures and fakes for the tests and benchmarks: nothing of the product imports them
     ("cli",),  # the commands: parse arguments, build the adapters and wire them together
     ("embedded", "kafka"),  # the runners: the detectors in-process, or as Faust workers on Kafka
     ("inputs", "sinks", "probe", "report", "integrations", "sim"),  # the adapters

@@ -1,4 +1,5 @@
-"""What the wheel ships: the product's packages, and not the test and bench support in streams/testing (issue 41)."""
+"""What the wheel ships: the product's packages, and nothing of the tests or their support in tests/support (issue 41),
+which no module of the product may import."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def _shipped() -> list[str]:
 def test_the_wheel_ships_the_product_and_not_its_test_support() -> None:
     shipped = _shipped()
     assert {"schemas", "detectors", "detectors.signals", "streams", "streams.kafka", "streams.cli"} <= set(shipped)
-    assert not [p for p in shipped if p == "streams.testing" or p.startswith("streams.testing.")]
+    assert not [p for p in shipped if p == "tests" or p.startswith(("tests.", "streams.testing"))]
 
 
 def test_no_shipped_module_imports_the_test_support() -> None:
@@ -35,18 +36,17 @@ def test_no_shipped_module_imports_the_test_support() -> None:
                 if isinstance(node, ast.ImportFrom) and node.module == "streams":
                     names += [f"streams.{a.name}" for a in node.names]
                 names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
-                if any(n == "streams.testing" or n.startswith("streams.testing.") for n in names):
+                if any(n == "tests" or n.startswith("tests.") for n in names):
                     offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
 
 
 @pytest.mark.slow
 def test_the_built_wheel_holds_no_test_support(tmp_path: Path) -> None:
-    # The package list alone is not enough: setuptools copies an excluded package's files as its parent's data
-    # unless exclude-package-data says otherwise. Build the wheel and read it.
+    # The package list alone is not enough (setuptools can copy files as a package's data): build the wheel, read it.
     cmd = [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w"]  # the build-system it declares
     subprocess.run([*cmd, str(tmp_path)], check=True, capture_output=True, timeout=600)
     (wheel,) = tmp_path.glob("crosstalk-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert not [n for n in names if n.startswith("streams/testing/")]
+    assert not [n for n in names if n.startswith(("tests/", "streams/testing/"))]
     assert "streams/kafka/worker.py" in names and "streams/report/templates/report.html.j2" in names

@@ -37,6 +37,7 @@ class ChangelogPartition(MutableMapping[bytes, bytes]):
         self.table = table
         self.partition = partition
         self.sent: list[asyncio.Future[Any]] = []  # changelog messages not yet known to be on the broker
+        self._prune_at = 64
 
     def __getitem__(self, key: bytes) -> bytes:
         return self.table.data[key]
@@ -57,9 +58,10 @@ class ChangelogPartition(MutableMapping[bytes, bytes]):
         return len(self.table.data)
 
     def _keep(self, fut: asyncio.Future[Any]) -> None:
-        if len(self.sent) > 64:  # a partition written often but never awaited (restores' sweeps) stays small
-            self.sent = [f for f in self.sent if not f.done() or f.cancelled() or f.exception() is not None]
         self.sent.append(fut)
+        if len(self.sent) > self._prune_at:  # written often but never awaited (restores' sweeps): stays small
+            self.sent = [f for f in self.sent if not f.done() or f.cancelled() or f.exception() is not None]
+            self._prune_at = max(64, 2 * len(self.sent))  # amortized: a checkpoint's many writes in flight at once
 
     async def written(self, timeout_s: float = WRITE_TIMEOUT_S) -> None:
         """Return once every write so far is on the broker; raise `WriteLost` if one failed or timed out. Several

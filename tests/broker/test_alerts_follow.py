@@ -16,9 +16,9 @@ from kafka import KafkaProducer
 from kafka.admin import NewTopic
 
 from streams.producer import admin_client
-from streams.testing.alerts import RESOLVED, SAMPLE, alert
-from streams.testing.kafkanames import KafkaNames
-from streams.testing.recipes import ROOT
+from tests.support.alerts import RESOLVED, SAMPLE, alert
+from tests.support.kafkanames import KafkaNames
+from tests.support.recipes import ROOT
 
 pytestmark = pytest.mark.kafka
 

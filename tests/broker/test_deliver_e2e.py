@@ -20,7 +20,7 @@ from streams.kafka.deliver import DeliveryConsumer
 from streams.producer import produce_file
 from streams.settings import WebhookReceiver, WebhookSettings
 from streams.sinks.webhook import verify_signature
-from streams.testing.rawevents import tick_events
+from tests.support.rawevents import tick_events
 
 pytestmark = pytest.mark.kafka
 

@@ -21,9 +21,9 @@ from conftest import wait_for
 from kafka import KafkaConsumer
 
 from streams.producer import produce_file, response_domains
-from streams.testing.incident import incident_with_ticks, split_lines
-from streams.testing.kafkacluster import Cluster, create_led_topics, free_bases, leaders
-from streams.testing.kafkanames import KafkaNames
+from tests.support.incident import incident_with_ticks, split_lines
+from tests.support.kafkacluster import Cluster, create_led_topics, free_bases, leaders
+from tests.support.kafkanames import KafkaNames
 
 Workers = Any  # fixture of tests/conftest.py
 

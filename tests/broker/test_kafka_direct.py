@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from streams.producer import produce_file, response_domains
 from streams.routing import input_partition_of
-from streams.testing.incident import incident_with_ticks, split_lines
+from tests.support.incident import incident_with_ticks, split_lines
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 

@@ -22,7 +22,7 @@ from kafka import KafkaConsumer
 from streams.embedded.runner import EmbeddedRunner
 from streams.producer import produce_file
 from streams.settings import Settings
-from streams.testing.incident import incident_with_ticks
+from tests.support.incident import incident_with_ticks
 
 pytestmark = pytest.mark.kafka
 WAIT_S = 150.0

@@ -18,7 +18,7 @@ from kafka.structs import OffsetAndMetadata
 
 from streams.producer import produce_file
 from streams.settings import Settings
-from streams.testing.incident import incident_with_ticks, split_lines
+from tests.support.incident import incident_with_ticks, split_lines
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 
@@ -103,7 +103,7 @@ def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: 
 def test_incident_through_kafka_gives_the_embedded_alert_ids(
     kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
 ) -> None:
-    from streams.testing.otlpcollector import OtlpReceiver  # loopback OTLP/HTTP, decodes the protobuf
+    from tests.support.otlpcollector import OtlpReceiver  # loopback OTLP/HTTP, decodes the protobuf
 
     otlp = OtlpReceiver()
     w = workers.start(

@@ -10,7 +10,7 @@ from conftest import Workers, consume_records, wait_for
 from factories import weak_canary_story
 from kafka import KafkaProducer
 
-from streams.testing.kafkanames import KafkaNames
+from tests.support.kafkanames import KafkaNames
 
 T0 = 1_780_000_000.0
 

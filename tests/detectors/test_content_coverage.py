@@ -20,7 +20,7 @@ from detectors.signals.pages import min_cover, page_run
 from detectors.winnowing import kgram_hashes
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import TextFingerprint
-from streams.testing.stockphrases import passage_words
+from tests.support.stockphrases import passage_words
 
 KEY = "coverage-tests"
 

@@ -32,7 +32,7 @@ def text_steps(root: Path) -> list[str]:
     for package in ("detectors", "streams"):
         for path in sorted((root / package).rglob("*.py")):
             rel = str(path.relative_to(root))
-            if rel in TEXT_STEP or rel.startswith("streams/testing/"):
+            if rel in TEXT_STEP or rel.startswith("tests/support/"):
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 f = node.func if isinstance(node, ast.Call) else None

@@ -13,8 +13,8 @@ import pytest
 from conftest import wait_for
 
 from streams.cli.alerts import Filter, Viewer, read_file
-from streams.testing.alerts import RESOLVED, SAMPLE, alert
-from streams.testing.recipes import ROOT
+from tests.support.alerts import RESOLVED, SAMPLE, alert
+from tests.support.recipes import ROOT
 
 
 def _write(path: Path, *records: bytes, mode: str = "wb") -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.testing.recipes import ROOT
+from tests.support.recipes import ROOT
 
 STUB = """#!/bin/sh
 echo "$@" >> "$(dirname "$0")/../calls"

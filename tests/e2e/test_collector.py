@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from conftest import consume_records, wait_for
 
-from streams.testing.chatserver import ChatServer
-from streams.testing.recipes import commands, exports, leading_env, recipe
-from streams.testing.workerproc import free_port
+from tests.support.chatserver import ChatServer
+from tests.support.recipes import commands, exports, leading_env, recipe
+from tests.support.workerproc import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = Path(os.environ.get("CROSSTALK_OTELCOL", ROOT / ".tools" / "bin" / "otelcol-crosstalk"))

@@ -26,9 +26,9 @@ import pytest
 from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.settings import Settings
-from streams.testing.chatserver import LeakyServer
-from streams.testing.recipes import commands, exports, leading_env, recipe
-from streams.testing.workerproc import free_port
+from tests.support.chatserver import LeakyServer
+from tests.support.recipes import commands, exports, leading_env, recipe
+from tests.support.workerproc import free_port
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")

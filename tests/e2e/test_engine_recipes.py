@@ -17,8 +17,8 @@ import pytest
 
 from streams.inputs.scrape import Scraper
 from streams.settings import load_settings
-from streams.testing.engines import Engines, sglang_text
-from streams.testing.recipes import ROOT, commands, recipe
+from tests.support.engines import Engines, sglang_text
+from tests.support.recipes import ROOT, commands, recipe
 
 pytestmark = pytest.mark.slow  # CLI runs as subprocesses
 

@@ -1,4 +1,4 @@
-"""The gateway recipes of docs/connect.md, run from the document's own text (streams/testing/recipes.py).
+"""The gateway recipes of docs/connect.md, run from the document's own text (tests/support/recipes.py).
 
 Envoy AI Gateway: the Helm values the document shows (`envoy-values`) say where the spans go, which request
 header becomes which span attribute, and the resource attributes. The spans are the ones Envoy's OpenInference
@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.settings import Settings
-from streams.testing.gateways import envoy_openinference_attrs
-from streams.testing.recipes import recipe
+from tests.support.gateways import envoy_openinference_attrs
+from tests.support.recipes import recipe
 
 SECRET = "initech's layoffs of two hundred staff in the austin office are announced on monday, not before"
 WARM = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0.0}

@@ -1,4 +1,4 @@
-"""docs/connect.md shows the tested files and install lines as they are (streams/testing/recipes.py)."""
+"""docs/connect.md shows the tested files and install lines as they are (tests/support/recipes.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.testing.recipes import ROOT, includes, pip_requirements, recipe
+from tests.support.recipes import ROOT, includes, pip_requirements, recipe
 
 
 def _extra(name: str) -> list[str]:
@@ -29,7 +29,7 @@ def test_the_client_install_line_is_the_tested_extra() -> None:
 
 
 def test_the_doc_includes_a_file_that_exists(tmp_path: Path) -> None:
-    from streams.testing.recipes import includes as read
+    from tests.support.recipes import includes as read
 
     doc = tmp_path / "d.md"
     doc.write_text("<!-- include: deploy/nope.yaml -->\n```yaml\na: 1\n```\n")

@@ -17,9 +17,9 @@ import orjson
 import pytest
 from conftest import wait_for
 
-from streams.testing.engines import Engines, sglang_text, vllm_text
-from streams.testing.recipes import ROOT, commands, recipe
-from streams.testing.workerproc import free_port
+from tests.support.engines import Engines, sglang_text, vllm_text
+from tests.support.recipes import ROOT, commands, recipe
+from tests.support.workerproc import free_port
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

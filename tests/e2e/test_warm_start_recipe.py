@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.testing.recipes import commands, recipe
+from tests.support.recipes import commands, recipe
 
 KEY = "warm-start-recipe-key"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from streams.testing.otlp import export_request, span_of
+from tests.support.otlp import export_request, span_of
 
 T_NOW = time.time() - 600.0  # recent: the live core refuses spans from the future, not from the past
 

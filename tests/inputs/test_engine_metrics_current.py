@@ -18,7 +18,7 @@ from streams.inputs.engine_metrics import samples, sglang_reading, sglang_role, 
 from streams.inputs.scrape import Scraper
 from streams.kafka import records
 from streams.settings import Settings
-from streams.testing.engines import Engines, sglang_pd_text, vllm_current_text, vllm_text
+from tests.support.engines import Engines, sglang_pd_text, vllm_current_text, vllm_text
 
 
 @pytest.fixture

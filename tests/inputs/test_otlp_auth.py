@@ -23,7 +23,7 @@ from streams.inputs.otlp_auth import UnsafeBind, check_bind
 from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import JsonlOutput
 from streams.settings import Settings
-from streams.testing.otlp import export_request
+from tests.support.otlp import export_request
 
 TOKEN_A = "gw-a-token-0123456789abcdef"
 TOKEN_B = "gw-b-token-fedcba9876543210"
@@ -260,7 +260,7 @@ def test_an_authorization_header_aiohttp_cannot_parse_is_not_logged(jsonl: Any, 
 
 @pytest.mark.slow  # a receiver process
 def test_the_receiver_process_never_writes_a_malformed_token_to_stderr(tmp_path: Any) -> None:
-    from streams.testing.workerproc import free_port
+    from tests.support.workerproc import free_port
 
     port, err = free_port(), tmp_path / "stderr.txt"
     env = {**os.environ, "CROSSTALK_OTLP__PORT": str(port), "CROSSTALK_DETECTION__FINGERPRINT_KEY": "k" * 32,

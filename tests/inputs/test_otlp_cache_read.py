@@ -23,7 +23,7 @@ from streams.inputs.otlp_http import OtlpReceiver
 from streams.kafka import records
 from streams.outputs import FunctionOutput
 from streams.settings import Settings
-from streams.testing.gateways import envoy_openinference_attrs
+from tests.support.gateways import envoy_openinference_attrs
 
 KEY: dict[str, Any] = {"fingerprint_key": "k" * 32}
 CACHE_READ = "gen_ai.usage.cache_read.input_tokens"

@@ -12,8 +12,8 @@ import httpx
 import orjson
 from conftest import wait_for
 
-from streams.testing.otlp import export_request, span_of
-from streams.testing.workerproc import free_port
+from tests.support.otlp import export_request, span_of
+from tests.support.workerproc import free_port
 
 
 def test_otlp_command_receives_json_and_protobuf_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from otlp_hostile import good_span
 from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import JsonlOutput
 from streams.settings import Settings
-from streams.testing.otlp import export_request
-from streams.testing.otlp_attacks import empty_spans_json, empty_spans_proto, pb_field, pb_request
+from tests.support.otlp import export_request
+from tests.support.otlp_attacks import empty_spans_json, empty_spans_proto, pb_field, pb_request
 
 PROTO_GZIP = {"content-type": "application/x-protobuf", "content-encoding": "gzip"}
 JSON_GZIP = {"content-type": "application/json", "content-encoding": "gzip"}

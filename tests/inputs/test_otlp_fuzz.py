@@ -199,7 +199,7 @@ shape = st.fixed_dictionaries(
 def _amplified(sh: dict[str, int]) -> tuple[bytes, int, int]:
     """A payload of empty messages at every level (spans, a span's events and attributes, an array value's
     values); its encoding, the messages (protobuf) or JSON values it decodes to, and its spans."""
-    from streams.testing.otlp_attacks import pb_field, pb_request
+    from tests.support.otlp_attacks import pb_field, pb_request
 
     spans = 1 + sh["spans"]
     if sh["proto"]:

@@ -23,8 +23,8 @@ from conftest import wait_for
 from factories import TEXTS
 
 from streams.inputs.otlp_receiver import TICK_S
-from streams.testing.otlp import export_request, span_of
-from streams.testing.workerproc import free_port
+from tests.support.otlp import export_request, span_of
+from tests.support.workerproc import free_port
 
 HOLD_S = 4.0  # overlap_hold_s for the test (600 s by default)
 

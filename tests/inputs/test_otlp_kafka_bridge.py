@@ -23,7 +23,7 @@ from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.otlp_http import bridge_kafka
 from streams.kafka.topics import admin_client, ensure_topics
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
+from tests.support.rawevents import tick_events
 
 pytestmark = pytest.mark.kafka
 
@@ -266,7 +266,7 @@ def test_bridge_without_a_broker_fails_once_with_a_clear_message(tmp_path: Any) 
     import subprocess
     import sys
 
-    from streams.testing.workerproc import free_port
+    from tests.support.workerproc import free_port
 
     env = {
         **os.environ,

@@ -24,8 +24,8 @@ from streams.inputs.otlp_logs import DETAILS_EVENT, LogRecord
 from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.outputs import FunctionOutput
 from streams.settings import Settings
-from streams.testing.chatserver import LeakyServer
-from streams.testing.recipes import exports, recipe
+from tests.support.chatserver import LeakyServer
+from tests.support.recipes import exports, recipe
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")

@@ -17,7 +17,7 @@ from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.otlp import SpanMapper, spans_from_json
 from streams.settings import Settings
 from streams.sim.simulate import SimConfig, iter_simulation
-from streams.testing.otlp import export_request, span_of, to_otlp_lines
+from tests.support.otlp import export_request, span_of, to_otlp_lines
 
 SECRET = "the quarterly numbers of acme corp are confidential and must never reach another customer ever again"
 

@@ -20,9 +20,9 @@ from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import JsonlOutput
 from streams.settings import Settings
-from streams.testing.chatserver import ANSWER
-from streams.testing.chatserver import ChatServer as BaseChatServer
-from streams.testing.otlp import export_request, span_of
+from tests.support.chatserver import ANSWER
+from tests.support.chatserver import ChatServer as BaseChatServer
+from tests.support.otlp import export_request, span_of
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("opentelemetry.instrumentation.openai_v2")

@@ -24,7 +24,7 @@ from streams.inputs.otlp_decode import Span
 from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import FunctionOutput
 from streams.settings import Settings
-from streams.testing.gateways import envoy_openinference_attrs
+from tests.support.gateways import envoy_openinference_attrs
 
 SECRET = "acme's merger with globex closes on the ninth of march at four hundred million dollars and nobody else knows"
 
@@ -111,7 +111,7 @@ def test_the_openinference_openai_instrumentation_through_the_real_exporter_rais
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
     from streams.embedded.output import EmbeddedOutput
-    from streams.testing.chatserver import ChatServer
+    from tests.support.chatserver import ChatServer
 
     chat = ChatServer()
     chat.start()

@@ -17,7 +17,7 @@ from streams.embedded.output import EmbeddedOutput
 from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import JsonlOutput
 from streams.settings import Settings
-from streams.testing.otlp import export_request
+from tests.support.otlp import export_request
 
 SETTINGS = Settings(detection={"overlap_warmup_docs": 0, "overlap_warmup_s": 0.0})
 JSON = {"content-type": "application/json"}

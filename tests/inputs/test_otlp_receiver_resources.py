@@ -25,9 +25,9 @@ from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import JsonlOutput
 from streams.outputs.base import Produced, Refused
 from streams.settings import Settings
-from streams.testing.otlp import export_request
-from streams.testing.otlp_attacks import bomb_body, closed_by_peer, post_raw, rss_mib, start_receiver, stop_receiver
-from streams.testing.workerproc import free_port
+from tests.support.otlp import export_request
+from tests.support.otlp_attacks import bomb_body, closed_by_peer, post_raw, rss_mib, start_receiver, stop_receiver
+from tests.support.workerproc import free_port
 
 GZIP_JSON = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
 

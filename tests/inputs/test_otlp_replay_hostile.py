@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 from otlp_hostile import CASES, T_NOW, batch, good_span, with_attr
 
-from streams.testing.otlp import export_request
+from tests.support.otlp import export_request
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import pytest
 from streams.inputs.otlp_http import OtlpReceiver
 from streams.outputs import JsonlOutput
 from streams.settings import Settings
-from streams.testing.workerproc import free_port
+from tests.support.workerproc import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

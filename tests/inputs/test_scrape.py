@@ -19,7 +19,7 @@ from streams.cli.main import main as cli_main
 from streams.inputs.engine_metrics import MetricsError, sglang_reading, vllm_reading
 from streams.inputs.scrape import Scraper, serve
 from streams.settings import Settings
-from streams.testing.engines import Engines, sglang_text, vllm_text
+from tests.support.engines import Engines, sglang_text, vllm_text
 
 
 def test_engine_mappings() -> None:

@@ -24,8 +24,8 @@ import pytest
 from streams.cli.main import main as cli_main
 from streams.inputs.scrape import Scraper, serve
 from streams.settings import Settings
-from streams.testing.engines import Engines, sglang_text, vllm_text
-from streams.testing.hostile import HostileServer
+from tests.support.engines import Engines, sglang_text, vllm_text
+from tests.support.hostile import HostileServer
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD_SG = sglang_text(681_280, 612_000)

@@ -23,7 +23,7 @@ from conftest import consume_records, wait_for  # noqa: E402
 from streams.inputs.scrape import KafkaPublisher, Scraper, limits_app  # noqa: E402
 from streams.integrations.litellm import CrosstalkLogger  # noqa: E402
 from streams.kafka.topics import ensure_topics  # noqa: E402
-from streams.testing.engines import Engines, sglang_text  # noqa: E402
+from tests.support.engines import Engines, sglang_text  # noqa: E402
 
 SECRET = " ".join(f"confidential{i} quarterly figure{i} of acme" for i in range(12))
 LONG = " ".join(f"word{i}" for i in range(600))  # ~1,200 tokens: over a 500-token pool

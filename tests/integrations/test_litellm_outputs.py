@@ -17,7 +17,7 @@ from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.integrations.litellm import CrosstalkLogger
 from streams.outputs import FunctionOutput
 from streams.settings import Settings
-from streams.testing.workerproc import free_port
+from tests.support.workerproc import free_port
 
 TEXT = "a prompt about the acme quarterly figures that only acme should ever see again"
 

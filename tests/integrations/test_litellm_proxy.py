@@ -26,10 +26,10 @@ from test_litellm import CAPACITY, LONG, LimitsServer, scraped  # noqa: E402
 from schemas.events import parse_event_obj  # noqa: E402
 from streams.embedded.runner import EmbeddedRunner  # noqa: E402
 from streams.settings import Settings  # noqa: E402
-from streams.testing.chatserver import ChatServer  # noqa: E402
-from streams.testing.engines import Engines  # noqa: E402
-from streams.testing.recipes import ROOT, commands, exports, recipe  # noqa: E402
-from streams.testing.workerproc import free_port  # noqa: E402
+from tests.support.chatserver import ChatServer  # noqa: E402
+from tests.support.engines import Engines  # noqa: E402
+from tests.support.recipes import ROOT, commands, exports, recipe  # noqa: E402
+from tests.support.workerproc import free_port  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 LITELLM = Path(sys.executable).parent / "litellm"

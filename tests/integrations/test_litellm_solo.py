@@ -25,10 +25,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("litellm")
 openai = pytest.importorskip("openai")
 
-from streams.testing.chatserver import ChatServer  # noqa: E402
-from streams.testing.engines import Engines, sglang_text  # noqa: E402
-from streams.testing.recipes import ROOT, commands, exports, leading_env, recipe  # noqa: E402
-from streams.testing.workerproc import free_port  # noqa: E402
+from tests.support.chatserver import ChatServer  # noqa: E402
+from tests.support.engines import Engines, sglang_text  # noqa: E402
+from tests.support.recipes import ROOT, commands, exports, leading_env, recipe  # noqa: E402
+from tests.support.workerproc import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 LITELLM = Path(sys.executable).parent / "litellm"

@@ -10,8 +10,8 @@ from factories import PROBE_MARKER, TEXTS
 
 from streams.routing import input_partition_of
 from streams.settings import Settings
-from streams.testing.rawevents import key_of, tick_events
-from streams.testing.stagepipe import StagePipeline
+from tests.support.rawevents import key_of, tick_events
+from tests.support.stagepipe import StagePipeline
 
 T0 = 1_780_000_000.0
 

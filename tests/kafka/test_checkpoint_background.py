@@ -18,7 +18,7 @@ from streams.kafka import checkpoint
 from streams.kafka.checkpoint import Checkpointer
 from streams.kafka.stages import DomainState
 from streams.settings import Settings
-from streams.testing.stagepipe import StagePipeline
+from tests.support.stagepipe import StagePipeline
 
 Log = list[tuple[str, Any]]
 

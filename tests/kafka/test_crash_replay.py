@@ -1,5 +1,5 @@
 """Workers that die at random points and restart from their checkpoints and committed offsets give the embedded
-runner's alerts, in both topologies (streams/testing/crashworld.py: durable in-memory topics, the workers' own
+runner's alerts, in both topologies (tests/support/crashworld.py: durable in-memory topics, the workers' own
 stages and Checkpointer, seeded schedules). The broker tests kill real workers; these try many more cuts."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from streams.producer import response_domains
 from streams.settings import Settings
-from streams.testing.crashworld import DirectWorld, Schedule, StagedWorld
-from streams.testing.incident import incident_with_ticks
+from tests.support.crashworld import DirectWorld, Schedule, StagedWorld
+from tests.support.incident import incident_with_ticks
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DomainResult
 from streams.settings import Settings
-from streams.testing.stagepipe import StagePipeline
+from tests.support.stagepipe import StagePipeline
 
 HOLD = 600.0
 COLD = {"fingerprint_key": "held-clock-tests", "overlap_warmup_docs": 10**6, "overlap_warmup_slow_docs": 10**6}

@@ -13,7 +13,7 @@ from schemas.events import Fingerprint, Request, Response, Usage, parse_event
 from streams.kafka import frames, records
 from streams.kafka.stages import JoinStage, JoinState
 from streams.settings import Settings
-from streams.testing.stagepipe import StagePipeline
+from tests.support.stagepipe import StagePipeline
 
 REQ = {"type": "request", "event_id": "q", "ts": 1_780_000_000.25, "request_id": "r", "tenant_id": "t",
        "model": "m", "prompt_tokens": 812345, "session_id": "s", "cache_domain": "d"}  # fmt: skip

@@ -16,7 +16,7 @@ from streams.kafka import checkpoint
 from streams.kafka.checkpoint import Checkpointer, Written
 from streams.kafka.stages import DomainState
 from streams.settings import Settings
-from streams.testing.stagepipe import StagePipeline
+from tests.support.stagepipe import StagePipeline
 
 KEY = "incremental-test-key"
 

@@ -15,8 +15,8 @@ from detectors import fingerprint
 from schemas.alert import Alert
 from streams.embedded.runner import EmbeddedRunner
 from streams.kafka import records
-from streams.testing.stagepipe import run_lines
-from streams.testing.stockphrases import PAGE_SEEDS, STOCK_SEEDS, receivers, settings, traffic
+from tests.support.stagepipe import run_lines
+from tests.support.stockphrases import PAGE_SEEDS, STOCK_SEEDS, receivers, settings, traffic
 
 
 def _alerts(alerts: list[Alert]) -> set[tuple[str, str, str, str | None, str | None]]:

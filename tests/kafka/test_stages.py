@@ -1,5 +1,5 @@
 """The Kafka stages without a broker: the worker's own stage classes, frames and records, wired in memory
-(streams/testing/stagepipe.py). The same properties are tested against the real broker in
+(tests/support/stagepipe.py). The same properties are tested against the real broker in
 tests/broker/test_kafka_runtime.py; these run in seconds and pinpoint the stage that breaks."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from streams.kafka.ingest import IngestStage
 from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DomainStage, DomainState
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
-from streams.testing.stagepipe import StagePipeline, run_lines
+from tests.support.rawevents import tick_events
+from tests.support.stagepipe import StagePipeline, run_lines
 
 KEY = "unit-test-fingerprint-key"
 MARKER = "CTK-CANARY-5f1c0a9e2b7d4c31a8e6f0d2"

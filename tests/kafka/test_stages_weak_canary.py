@@ -14,8 +14,8 @@ from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import DeadLetter
 from streams.routing import input_partition_of
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
-from streams.testing.stagepipe import run_lines
+from tests.support.rawevents import tick_events
+from tests.support.stagepipe import run_lines
 
 T0 = 1_780_000_000.0
 

@@ -11,7 +11,7 @@ from streams.kafka import frames
 from streams.kafka.frames import Batch
 from streams.kafka.stages import NEG_INF, DomainStage, DomainState, JoinStage, JoinState
 from streams.settings import Settings
-from streams.testing.stagepipe import StagePipeline
+from tests.support.stagepipe import StagePipeline
 
 S = Settings(detection={"fingerprint_key": "k"}, kafka={"watermark_idle_s": 30.0, "watermark_stalled_s": 300.0})
 PARTS = S.kafka.internal_partitions

@@ -15,7 +15,7 @@ from streams.inputs.otlp_receiver import OtlpReceiver
 from streams.outputs import FunctionOutput
 from streams.outputs.otlp import OtlpOutput
 from streams.settings import Settings
-from streams.testing.workerproc import free_port
+from tests.support.workerproc import free_port
 
 SECRET = "the merger memo says initech pays forty dollars a share, closing the week after the audit finishes"
 

@@ -25,7 +25,7 @@ from streams.cli.main import main
 from streams.probe.identities import MarkerBook
 from streams.probe.run import Prober
 from streams.settings import Settings
-from streams.testing.hostile import HostileServer
+from tests.support.hostile import HostileServer
 
 REPO = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT = 3 * 2**30
@@ -176,7 +176,7 @@ def test_a_pool_read_as_no_token_count_falls_back_to_window_fractions(
 ) -> None:
     from streams.sim.serving.core import EngineConfig
     from streams.sim.serving.server import EngineThread, LiveEngine
-    from streams.testing.engines import Engines, sglang_text
+    from tests.support.engines import Engines, sglang_text
 
     metrics = Engines()
     url = metrics.add("sg", sglang_text(681_280, 0).replace("681280.0", value), None)

@@ -23,7 +23,7 @@ import pytest
 from streams.cli.main import main
 from streams.embedded.runner import EmbeddedRunner
 from streams.settings import load_settings
-from streams.testing.hostile import HostileServer
+from tests.support.hostile import HostileServer
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "probe-large-key"  # a test key, not a secret

@@ -13,7 +13,7 @@ from kafka import KafkaConsumer
 
 from streams.embedded.runner import EmbeddedRunner
 from streams.producer import GatewayProducer
-from streams.testing.stockphrases import PAGE_SEEDS, STOCK_SEEDS, receivers, settings, traffic
+from tests.support.stockphrases import PAGE_SEEDS, STOCK_SEEDS, receivers, settings, traffic
 
 pytestmark = pytest.mark.kafka
 

@@ -16,7 +16,7 @@ from schemas.events import Request, Response, Usage
 from schemas.exchange import Exchange
 from streams.settings import OtelSettings
 from streams.sinks.otel import OtelSink
-from streams.testing.otlpcollector import OtlpReceiver
+from tests.support.otlpcollector import OtlpReceiver
 
 T0 = 1_780_000_000.0
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

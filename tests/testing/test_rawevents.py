@@ -1,4 +1,4 @@
-"""The raw-event helpers shared by the Kafka tests and the benchmark (streams/testing/rawevents.py)."""
+"""The raw-event helpers shared by the Kafka tests and the benchmark (tests/support/rawevents.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from kafka.partitioner.default import murmur2
 from schemas.events import CacheStats, parse_event_obj
 from streams.routing import partition_of, routing_key
 from streams.settings import KafkaSettings
-from streams.testing.rawevents import key_of, tick_events
+from tests.support.rawevents import key_of, tick_events
 
 EVENTS: list[dict[str, Any]] = [
     {"type": "request", "event_id": "q1", "ts": 10.0, "request_id": "req-1", "tenant_id": "acme", "model": "m",

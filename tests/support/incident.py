@@ -11,7 +11,7 @@ import orjson
 
 from streams.embedded.runner import EmbeddedRunner
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
+from tests.support.rawevents import tick_events
 
 
 def incident_with_ticks(directory: Path, duration_s: float = 240.0, fault_at_s: float = 80.0) -> dict[str, Any]:

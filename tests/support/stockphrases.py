@@ -18,7 +18,7 @@ import orjson
 
 from detectors.settings import DetectionSettings
 from streams.settings import Settings
-from streams.testing.rawevents import tick_events
+from tests.support.rawevents import tick_events
 
 KEY = "staged-coverage-key"
 # With KEY: the 8-word passages that winnowing turns into a run of 3 (found with the count rule, seeds 0..399).

@@ -32,8 +32,8 @@ from streams.kafka.stages import DomainStage, DomainState, JoinStage, JoinState,
 from streams.producer import direct_placement
 from streams.routing import input_partition_of, routing_key
 from streams.settings import Settings
-from streams.testing.rawevents import key_of
-from streams.testing.stagepipe import encode_send
+from tests.support.rawevents import key_of
+from tests.support.stagepipe import encode_send
 
 WALL = 2e9  # the wall clock the stages bound event time by: far after any simulated event
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.settings import Settings
-from streams.testing.workerproc import kafka_env
+from tests.support.workerproc import kafka_env
 
 
 def _unique(prefix: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streams.testing.kafkanames import KafkaNames
+from tests.support.kafkanames import KafkaNames
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "kafka-cluster.sh"

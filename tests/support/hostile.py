@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from streams.testing.engines import sglang_text
+from tests.support.engines import sglang_text
 
 _FILLER_LINE = b'sglang:e2e_request_latency_seconds_bucket{le="0.1",model_name="glm-5.3",tp_rank="0"} 1.0\n'
 _MARKER = re.compile(r"[A-Za-z][A-Za-z0-9-]*-([0-9a-f]{24,})")
@@ -203,7 +203,7 @@ class HostileServer:
 
 
 def main() -> None:
-    """`python -m streams.testing.hostile [--big-bytes N] ...`: print the base URL, serve until killed (the RSS
+    """`python -m tests.support.hostile [--big-bytes N] ...`: print the base URL, serve until killed (the RSS
     measurements run the server in a process of its own)."""
     import argparse
     import time
