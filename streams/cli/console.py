@@ -77,14 +77,18 @@ def print_summary(result: RunResult, console: Console = err) -> None:
 
 
 def print_evaluation(ev: Evaluation, console: Console | None = None) -> None:
+    from streams.sim.evaluate import TARGET_SHOWN as shown
+
     console = console or Console(file=sys.stdout, highlight=False)
     t = Table(title="crosstalk: evaluation against ground truth")
     t.add_column("figure")
     t.add_column("value", justify="right")
     t.add_column("target", justify="right")
     t.add_row("responses / contaminated / clean 2xx", f"{ev.responses:,} / {ev.contaminated:,} / {ev.clean_2xx:,}", "")
-    t.add_row("exposure recall", f"{ev.exposure_recall:.2%} ({ev.flagged_contaminated}/{ev.contaminated})", "≥ 99 %")
-    t.add_row("attribution accuracy", f"{ev.attribution_accuracy:.2%} ({ev.attributed}/{ev.contaminated})", "≥ 95 %")
+    exposure = f"{ev.exposure_recall:.2%} ({ev.flagged_contaminated}/{ev.contaminated})"
+    t.add_row("exposure recall", exposure, shown["exposure recall"])
+    attribution = f"{ev.attribution_accuracy:.2%} ({ev.attributed}/{ev.contaminated})"
+    t.add_row("attribution accuracy", attribution, shown["attribution accuracy"])
     t.add_row(
         "  … naming any tenant whose pages leaked", f"{ev.attribution_any_source:.2%} ({ev.attributed_any_source})", ""
     )
@@ -93,7 +97,8 @@ def print_evaluation(ev: Evaluation, console: Console | None = None) -> None:
         f"{ev.misnamed_source_alerts} of {ev.source_alerts}",
         "",
     )
-    t.add_row("false-alarm rate", f"{ev.false_alarm_rate:.3%} ({ev.false_alarms}/{ev.clean_2xx})", "≤ 0.1 %")
+    false_alarms = f"{ev.false_alarm_rate:.3%} ({ev.false_alarms}/{ev.clean_2xx})"
+    t.add_row("false-alarm rate", false_alarms, shown["false-alarm rate"])
     delay = "n/a" if ev.detection_delay_s is None else f"{ev.detection_delay_s:.1f} s"
-    t.add_row("detection delay (event time)", delay, "≤ 60 s")
+    t.add_row("detection delay (event time)", delay, shown["detection delay (event time)"])
     console.print(t)
