@@ -13,6 +13,7 @@ import contextvars
 import hashlib
 import importlib
 import inspect
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,6 +67,14 @@ def test_the_current_event_is_the_context_variable_tables_read() -> None:
 
     assert isinstance(streams._current_event, contextvars.ContextVar)
     assert "current_event()" in inspect.getsource(_resolve("faust.stores.rocksdb.Store._set"))
+
+
+def test_every_pinned_internal_is_named_in_the_adr() -> None:
+    # ADR 0012 says why each is needed and counts them (issue 41): a pin added here without its row is caught.
+    adr = (Path(__file__).resolve().parents[2] / "docs/adr/0012-faust-internals.md").read_text()
+    missing = [d for d in FOLLOWED if ".".join(d.rsplit(".", 2)[-2:]) not in adr]
+    assert missing == []
+    assert f"| {len(FOLLOWED)} |" in adr.split("## Count")[1].split("\n\n")[1].splitlines()[-1]
 
 
 def test_the_digest_sees_a_change() -> None:
