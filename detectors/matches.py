@@ -186,6 +186,13 @@ class Overlap:
             ),
         )
 
+    def named_sources(self) -> list[str]:
+        """The sources a verdict may name, in rank order: those with a long passage. One whose long passages are all
+        text other tenants had too (no evidence of its own: `shared_min_tenants`) proves nothing of its own, so while
+        another's passages carry evidence it takes no place, neither named nor crowding out a source that is."""
+        ranked = [t for t in self.ranked_tenants() if self.tokens.get(t)]
+        return [t for t in ranked if self.long_evidence.get(t, 0.0) > 0.0] or ranked
+
     def best_session(self) -> tuple[str, int] | None:
         if not self.by_session:
             return None

@@ -232,7 +232,7 @@ class OverlapDetector(HeldJudge):
             # of most leaked tokens (ranked first). A dominant source whose own match is vocabulary-like (scatter
             # guard) must not hide the page another source proves.
             assert best is not None
-            tenants = [t for t in ov.ranked_tenants() if ov.tokens.get(t)][:_MAX_OTHER_SOURCES] or [best[0]]
+            tenants = ov.named_sources()[:_MAX_OTHER_SOURCES] or [best[0]]
             signals = self._conclude([self._tenant_signal(ov, t, ov.by_tenant[t], base, warm) for t in tenants])
             named = signals[0].source_tenant_id
             assert named is not None
