@@ -195,3 +195,22 @@ def test_a_longer_page_another_tenant_once_had_still_outweighs_a_shorter_rare_on
     assert ov.evidence["A"] == 6 and ov.evidence["B"] == 8  # A is weaker evidence per match ...
     assert ov.leaked_tokens("A") > ov.leaked_tokens("B")  # ... but the longer page
     assert ov.ranked_tenants()[0] == "A"
+
+
+# --- a source with no evidence of its own is not named (issue 39, the demo under one key in 40) -----------------
+def test_a_source_whose_passages_are_all_shared_text_takes_no_naming_place() -> None:
+    idx = _index()
+    idx.add("A", "sa", "ra", 0, list(range(100, 110)))
+    idx.add("B", "sb", "rb", 0, list(range(200, 208)))
+    idx.add("C", "sc", "rc", 0, list(range(300, 303)))
+    idx.add("Z", "sz", "rz", 0, list(range(400, 406)))
+    out = [*range(100, 110), 1, *range(200, 208), 2, *range(400, 406), 3, *range(300, 303)]
+    # Z's six fingerprints are text other tenants had too, over the long horizon (weight 0); the others are rare.
+    rarity = [0.0 if 400 <= h < 406 else 1.0 for h in out]
+    ov = idx.query("V", "sv", out, set(), [0] * len(out), rarity, long_run=3)
+    assert ov.ranked_tenants()[:3] == ["A", "B", "Z"]  # Z's run is longer than C's: ranked above it
+    assert ov.long_evidence["Z"] == 0.0 and ov.long_evidence["C"] == 3.0
+    assert ov.named_sources() == ["A", "B", "C"]  # three places: the one source that proves nothing takes none
+    # Only shared text: the ranking is kept, as before (the conclusion needs a source).
+    only = idx.query("V", "sv", list(range(400, 406)), set(), [0] * 6, [0.0] * 6, long_run=3)
+    assert only.named_sources() == ["Z"]
