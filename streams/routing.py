@@ -14,6 +14,16 @@ from schemas.events import CacheStats, Event, Request, Response
 # canaries are on every partition already, and it is never re-routed (streams/kafka/direct.py).
 PLACED = "crosstalk-placed"
 
+# Headers of a dead letter, which says why and where it came from instead of holding the original (a worker's:
+# streams/kafka/topics.py `dead_letter_headers`; a shell adapter's: streams/outputs/kafka.py).
+H_REASON = "x-crosstalk-reason"
+H_DETAIL = "x-crosstalk-detail"
+H_SRC_TOPIC = "x-crosstalk-source-topic"
+H_SRC_PARTITION = "x-crosstalk-source-partition"
+H_SRC_OFFSET = "x-crosstalk-source-offset"
+H_SRC_LINE = "x-crosstalk-source-line"
+H_SEVERITY = "x-crosstalk-severity"  # "warning" on records of events that were kept (absent: rejected)
+
 
 def routing_key(event: Event) -> str:
     """The key that co-locates what must meet: both halves of a pair, a domain's stats, a tenant's canaries."""

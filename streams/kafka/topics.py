@@ -17,18 +17,11 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from streams.producer import admin_client
+from streams.routing import H_DETAIL, H_REASON, H_SEVERITY, H_SRC_LINE, H_SRC_OFFSET, H_SRC_PARTITION, H_SRC_TOPIC
 from streams.settings import KafkaSettings, Settings
 
 if TYPE_CHECKING:
     from streams.kafka.stages import DeadLetter
-
-H_REASON = "x-crosstalk-reason"
-H_DETAIL = "x-crosstalk-detail"
-H_SRC_TOPIC = "x-crosstalk-source-topic"
-H_SRC_PARTITION = "x-crosstalk-source-partition"
-H_SRC_OFFSET = "x-crosstalk-source-offset"
-H_SRC_LINE = "x-crosstalk-source-line"
-H_SEVERITY = "x-crosstalk-severity"  # "warning" on records of events that were kept (absent: rejected)
 
 
 def dead_letter_headers(dl: DeadLetter, topic: str) -> list[tuple[str, bytes]]:

@@ -10,14 +10,8 @@ from typing import Any
 import orjson
 
 from streams.outputs.base import Letter, Output, Produced, Refused
+from streams.routing import H_DETAIL, H_REASON, H_SRC_OFFSET, H_SRC_PARTITION, H_SRC_TOPIC
 from streams.settings import Settings
-
-# The dead-letter headers of the workers (streams/kafka/app.py).
-H_REASON = "x-crosstalk-reason"
-H_DETAIL = "x-crosstalk-detail"
-H_SRC_TOPIC = "x-crosstalk-source-topic"
-H_SRC_PARTITION = "x-crosstalk-source-partition"
-H_SRC_OFFSET = "x-crosstalk-source-offset"
 
 
 class KafkaOutput(Output):
