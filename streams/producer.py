@@ -76,12 +76,16 @@ class GatewayProducer:
         *,
         producer: KafkaProducer | None = None,
         send_text: bool = False,
+        packed: bool = True,
     ) -> None:
+        """`packed`: fingerprints in their base64 form (`Fingerprint.hashes_b64`), which a monitor decodes in one pass
+        (docs/textrich.md, target 2); False sends JSON lists, for monitors older than the packed form."""
         self.settings = settings or load_settings()
         det: DetectionSettings = self.settings.detection
         self.topic = self.settings.kafka.input_topic
         self.fingerprinter = Fingerprinter(det.fingerprint_key, det.k, det.w)
         self.send_text = send_text  # True only where the monitor is trusted to see raw text
+        self.packed = packed
         self.max_bytes = self.settings.ingest.max_event_bytes
         self._producer = producer or make_producer(self.settings.kafka)
         self.counts: Counter[str] = Counter()
@@ -89,7 +93,7 @@ class GatewayProducer:
         self._held: OrderedDict[str, tuple[bytes, list[tuple[str, bytes]]]] = OrderedDict()  # direct: waiting requests
 
     def _fingerprint(self, text: str) -> Fingerprint:
-        return self.fingerprinter.fingerprint(text)
+        return self.fingerprinter.fingerprint(text, self.packed)
 
     def prepare(self, event: Mapping[str, Any] | Event) -> tuple[Event, bytes]:
         """Validate and replace text by fingerprints; raises EventError for an invalid event."""
