@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         c.log(args, f"{len(lines):,} events, {text_mb:.1f} MB of text, one domain; fingerprinting at the edge ...")
         t_edge, _, edge_lines = best_cpu(edge, repeat)
         edge_file.write_bytes(b"\n".join(edge_lines) + b"\n")
+        # The gateway library's wire form: packed prints (base64), by default (docs/contract.md).
+        edge_mb, packed = sum(map(len, edge_lines)) / c.MB, sum(b'"hashes_b64"' in line for line in edge_lines)
 
         def replay(p: Path) -> Any:
             return EmbeddedRunner(settings).run_files([str(p)])
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         "hot_text_events_s": n / t_text,
         "hot_text_mb_s": text_mb / t_text,
         "edge_cpu_s": t_edge,
+        "edge_wire_mb": edge_mb,
+        "edge_packed_events": packed,
         "hot_prints_cpu_s": t_prints,
         "hot_prints_events_s": n / t_prints,
         "alerts_text": len(ids_text),

@@ -40,7 +40,7 @@ from detectors.sentences import SentencePrint, Sentences
 from detectors.tokens import CHAR, CLASS, FOLD, PAD, SCHEME, SEP, TABLE_END, WORD, Units, normalise, words_of
 from detectors.winnowing import kgram_hashes, minima_positions, window_minima
 from detectors.wordtable import MIN_BITS, WordTable
-from schemas.events import Fingerprint, pack
+from schemas.events import MAX_HASHES, Fingerprint, pack
 from schemas.exchange import TextFingerprint
 
 try:
@@ -441,11 +441,11 @@ class Fingerprinter(WordTable):
         positions as base64 (`hashes_b64`), which a monitor decodes in one pass instead of an int at a time. A
         packed print is built as it goes on the wire, without validation (valid by construction): its `hashes` are
         empty until a reader validates it (`Fingerprint.model_validate`), which unpacks them."""
-        fields = self.wire_fields(self.fingerprint_text(text), packed)
+        tp = self.fingerprint_text(text)
+        fields = self.wire_fields(tp, packed and len(tp.hashes) <= MAX_HASHES)  # past it, validation refuses the lists
         if "hashes_b64" not in fields:
             return Fingerprint(**fields)
-        # Every field given: pydantic's construct would otherwise inspect the hashes' default factory per call.
-        return Fingerprint.model_construct(**{**_PACKED_DEFAULTS, **fields})
+        return Fingerprint.model_construct(**{**_PACKED_DEFAULTS, **fields})  # all given: no default factory run
 
     def wire_fields(self, tp: TextFingerprint, packed: bool = False) -> dict[str, Any]:
         """The fields of `tp`'s wire `Fingerprint` under this fingerprinter's parameters: the hashes, the k-gram

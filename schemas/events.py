@@ -101,8 +101,9 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
 
-# Base64 characters of the largest packed print (1,000,000 hashes of 8 bytes).
-_PACKED_MAX = 4 * (8_000_000 // 3 + 1)
+MAX_HASHES = 1_000_000  # the most fingerprints one print holds
+# Base64 characters of the largest packed print (MAX_HASHES hashes of 8 bytes).
+_PACKED_MAX = 4 * (8 * MAX_HASHES // 3 + 1)
 
 
 def unpack(text: str, code: str, field: str) -> list[int]:
@@ -147,7 +148,7 @@ class Fingerprint(_Model):
     words: NonNegInt = Field(description="number of units (words, or CJK/Thai... characters) in the text")
     hashes: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] = Field(
         default_factory=list,
-        max_length=1_000_000,
+        max_length=MAX_HASHES,
         description="selected 64-bit fingerprints, in text order (or packed: `hashes_b64`)",
     )
     # Optional (added after winnow-v2 shipped, same scheme): a producer that omits it keeps the run-count rule,
@@ -156,7 +157,7 @@ class Fingerprint(_Model):
     # a constraint checked per item (the hashes' validation is most of a fingerprinted event's).
     positions: list[int] | None = Field(
         default=None,
-        max_length=1_000_000,
+        max_length=MAX_HASHES,
         description="k-gram position (offset of its first unit) of each of `hashes` where it was first selected: "
         "as many as the hashes, strictly increasing, from 0 to at most words - k",
         json_schema_extra={"items": {"type": "integer", "minimum": 0, "maximum": 2**53}},
@@ -216,7 +217,7 @@ class Fingerprint(_Model):
         if self.hashes or self.positions is not None:
             raise PydanticCustomError("fingerprint_packed", "give hashes_b64 or hashes (and positions), not both")
         hashes = unpack(packed, "Q", "hashes_b64")
-        if len(hashes) > 1_000_000:
+        if len(hashes) > MAX_HASHES:
             raise PydanticCustomError("fingerprint_packed", "hashes_b64 holds more than 1,000,000 hashes")
         positions = None if packed_pos is None else unpack(packed_pos, "I", "positions_b64")
         # A frozen model: the decoded lists take the fields' places once, before anything reads them.

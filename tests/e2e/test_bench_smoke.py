@@ -62,6 +62,14 @@ def test_bench_script_runs_tiny(name: str, tmp_path: Path) -> None:
     assert "==" in proc.stdout  # printed a report
 
 
+def test_bench_hotdomain_measures_the_packed_edge_prints(tmp_path: Path) -> None:
+    # The remedy of issue 43's target 2: the gateways' prints go packed, and the domain reads them to the same texts.
+    _, doc = _run_tiny("bench_hotdomain", tmp_path)
+    fig = doc["figures"]
+    assert fig["edge_packed_events"] > 0 and fig["edge_wire_mb"] > 0
+    assert fig["rejects_prints"] == 0 and fig["alerts_prints"] > 0
+
+
 @pytest.mark.kafka
 def test_bench_kafka_runs_tiny(kafka_bootstrap: str, tmp_path: Path) -> None:
     proc, doc = _run_tiny("bench_kafka", tmp_path, "--no-defaults-latency", "--bootstrap", kafka_bootstrap)

@@ -88,6 +88,18 @@ def test_a_packed_print_holds_at_most_a_million_hashes_as_the_list_does() -> Non
         Fingerprint.model_validate_json(orjson.dumps(fp))
 
 
+def test_a_print_past_the_limit_is_never_packed_so_validation_refuses_it_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A packed print is built without validation; one with more hashes than a print may hold goes through the lists,
+    # whose validation refuses it at the producer (the OTLP receiver's text_too_long), not downstream.
+    import detectors.fingerprint as module
+
+    monkeypatch.setattr(module, "MAX_HASHES", 3)
+    fp = FPR.fingerprint(TEXT, packed=True)
+    assert len(fp.hashes) > 3 and fp.hashes_b64 is None
+
+
 def test_the_json_schema_names_the_packed_fields() -> None:
     fp = schemas()["response"]["$defs"]["Fingerprint"]
     assert {"hashes_b64", "positions_b64"} <= set(fp["properties"]) and "hashes" not in fp.get("required", [])
