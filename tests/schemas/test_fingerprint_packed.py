@@ -11,22 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
-from detectors.fingerprint import Fingerprinter
 from schemas.events import EventError, Fingerprint, pack, parse_event, unpack
 from schemas.export import schemas
 from streams.embedded.runner import EmbeddedRunner
 from streams.producer import GatewayProducer
+
+# The positions tests' text and response event: the packed form must read back as their lists do.
+from tests.schemas.test_fingerprint_positions import FPR, TEXT, _event
 from tests.support.stockphrases import settings, traffic
-
-KEY = "packed-tests"
-FPR = Fingerprinter(KEY, 5, 4)
-TEXT = "the scheduler keeps a complete record of which pages were handed to which request and when 日本語のテキスト"
-RESPONSE = {"type": "response", "event_id": "p1", "ts": 1_787_821_200.0, "request_id": "r1", "tenant_id": "acme",
-            "model": "m", "cache_domain": "d1", "status_code": 200}  # fmt: skip
-
-
-def _event(fp: dict[str, Any]) -> bytes:
-    return orjson.dumps(RESPONSE | {"output_fingerprint": fp})
 
 
 def _print(ev: bytes) -> Fingerprint:
