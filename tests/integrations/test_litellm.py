@@ -20,6 +20,7 @@ litellm = pytest.importorskip("litellm")
 
 from conftest import consume_records, wait_for  # noqa: E402
 
+from schemas.events import unpack  # noqa: E402
 from streams.inputs.scrape import KafkaPublisher, Scraper, limits_app  # noqa: E402
 from streams.integrations.litellm import CrosstalkLogger  # noqa: E402
 from streams.kafka.topics import ensure_topics  # noqa: E402
@@ -118,7 +119,8 @@ def test_callback_publishes_fingerprinted_events_with_the_gateway_count(kafka_na
     assert req["prompt_tokens"] == gateway_count > 0
     assert resp["cache_domain"] == "glm53-pd-1" and resp["status_code"] == 200 and resp["finish_reason"] == "stop"
     assert resp["usage"]["input_tokens"] is not None  # the engine's own count, next to the gateway's
-    assert req["prompt_fingerprint"]["hashes"] and resp["output_fingerprint"]["words"] == 2
+    # Through the gateway library: packed prints (docs/contract.md), the hashes as base64.
+    assert unpack(req["prompt_fingerprint"]["hashes_b64"], "Q", "hashes") and resp["output_fingerprint"]["words"] == 2
     assert all(b"confidential" not in r.value and b"Noted" not in r.value for r in recs)  # no text left LiteLLM
 
 
