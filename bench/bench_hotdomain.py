@@ -8,8 +8,9 @@ multilingual file with every event moved into one cache domain ("hot"). Measured
   and fingerprints the text (the default, direct topology);
 * the gateway's own work, fingerprinting at the edge (`GatewayProducer.prepare`, the producer library of
   streams/producer.py, no broker): text replaced by its keyed fingerprints before it leaves the gateway;
-* the core on the edge-fingerprinted file: the domain's ceiling once that work runs elsewhere (in the gateways, or
-  on the staged topology's ingest workers, which do the same work on other processes).
+* the core on the edge-fingerprinted file: the domain's ceiling once that work runs elsewhere (in the gateways);
+* the staged topology's judge stage alone on the exchange records its join stage hands on (bench/_staged_judge.py):
+  the domain's ceiling when ingest and join run on other workers (the Kafka hops not included).
 
 The alerts of the two replays are compared: edge prints carry no text, so canary markers are matched through their
 fingerprints and not by the word scan, and a session's history is fingerprinted whole at the gateway.
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as c
 import orjson
+from _staged_judge import judge, record_mb, sequence
 from bench_textrich import KEY, TEXT_FIELDS, best_cpu, ensure_data, memory
 
 from detectors.settings import DetectionSettings
@@ -76,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         t_text, w_text, r_text = best_cpu(lambda: replay(text_file), repeat)
         c.log(args, f"text {t_text:.2f}s CPU; replaying the edge prints ...")
         t_prints, w_prints, r_prints = best_cpu(lambda: replay(edge_file), repeat)
+        c.log(args, f"edge prints {t_prints:.2f}s CPU; the staged topology's judge stage alone ...")
+        staged = sequence(settings.detection, lines)
+        t_staged, w_staged, staged_alerts = best_cpu(lambda: judge(settings.detection, staged), repeat)
 
     n = len(lines)
     mem = memory(r_text.monitor)  # the one domain at the end of the file: its index's window (900 s) is full
@@ -93,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         "edge_packed_events": packed,
         "hot_prints_cpu_s": t_prints,
         "hot_prints_events_s": n / t_prints,
+        "staged_judge_cpu_s": t_staged,
+        "staged_judge_events_s": n / t_staged,
+        "staged_record_mb": record_mb(staged),
+        "alerts_staged": staged_alerts,
         "alerts_text": len(ids_text),
         "alerts_prints": len(ids_prints),
         "alerts_both": len(ids_text & ids_prints),
@@ -112,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
          "events/s": n / t_edge, "MB/s of text": text_mb / t_edge, "alerts": "-"},
         {"what": "one domain, edge fingerprints", "CPU s": t_prints, "wall s": w_prints,
          "events/s": n / t_prints, "MB/s of text": text_mb / t_prints, "alerts": len(ids_prints)},
+        {"what": "one domain, the staged judge stage alone", "CPU s": t_staged, "wall s": w_staged,
+         "events/s": n / t_staged, "MB/s of text": text_mb / t_staged, "alerts": staged_alerts},
     ]  # fmt: skip
     mem_rows = [
         {"what": "content index (native postings)", "MB": mem["native_bytes"] / c.MB,
@@ -131,13 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         params={"path": str(path), "events": n, "text_mb": text_mb, "repeat": repeat, "domain": HOT},
         figures=figures,
         baseline={"hot_text_events_s": n / t_text},
-        ratio={"edge_prints_over_text": gain},
+        ratio={"edge_prints_over_text": gain, "staged_judge_over_text": t_text / t_staged},
         tables=tables,
     )
     c.report("one hot cache domain", tables, None, out)
     print(
         f"ceiling of one domain: {n / t_text:,.0f} events/s with text, {n / t_prints:,.0f} with edge prints "
-        f"({gain:.2f}x); alerts {len(ids_text)} / {len(ids_prints)}, {len(ids_text & ids_prints)} the same ids"
+        f"({gain:.2f}x), {n / t_staged:,.0f} on the staged judge stage alone ({t_text / t_staged:.2f}x); alerts "
+        f"{len(ids_text)} / {len(ids_prints)} ({len(ids_text & ids_prints)} the same ids) / {staged_alerts}"
     )
     return 0
 

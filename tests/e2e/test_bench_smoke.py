@@ -68,6 +68,8 @@ def test_bench_hotdomain_measures_the_packed_edge_prints(tmp_path: Path) -> None
     fig = doc["figures"]
     assert fig["edge_packed_events"] > 0 and fig["edge_wire_mb"] > 0
     assert fig["rejects_prints"] == 0 and fig["alerts_prints"] > 0
+    # ... and the staged topology's judge stage alone, on the exchange records its join stage hands on.
+    assert fig["staged_judge_events_s"] > 0 and fig["staged_record_mb"] > 0 and fig["alerts_staged"] > 0
 
 
 @pytest.mark.kafka
