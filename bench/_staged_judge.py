@@ -34,7 +34,7 @@ def sequence(settings: DetectionSettings, lines: list[bytes]) -> list[Item]:
         observed = monitor.observe_evaluated(event)
         out += [("ex", records.exchange_record(ex)) for ex, _ in observed.evaluated]
         if event.type == "cache_stats":
-            out.append(("stats", records.event_record(event)))  # type: ignore[arg-type]
+            out.append(("stats", records.event_record(event)))
     out += [("ex", records.exchange_record(ex)) for ex, _ in monitor.flush_evaluated().evaluated]
     return out
 
@@ -46,7 +46,7 @@ def judge(settings: DetectionSettings, items: list[Item]) -> int:
         if kind == "ex":
             alerts += len(back.route(records.exchange_from_record(value), None))
         elif kind == "stats":
-            alerts += len(back.stats(records.event_from_record(value)[0]))  # type: ignore[arg-type]
+            alerts += len(back.stats(records.event_from_record(value)[0]))
         else:
             alerts += len(back.advance(value))
     return alerts + len(back.flush())
@@ -54,6 +54,3 @@ def judge(settings: DetectionSettings, items: list[Item]) -> int:
 
 def record_mb(items: list[Item]) -> float:
     return sum(len(v) for k, v in items if k != "time") / (1 << 20)
-
-
-__all__ = ["judge", "record_mb", "sequence"]

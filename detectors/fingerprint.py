@@ -454,7 +454,7 @@ class Fingerprinter(WordTable):
         event size limit, stay a list)."""
         positions = positions_of(tp)
         prints: dict[str, Any] = {"hashes": tp.hashes, "positions": positions}
-        if packed and (positions is None or not positions or positions[-1] < 2**32):
+        if packed and (not positions or positions[-1] < 2**32):
             prints = {"hashes_b64": pack(tp.hashes, "Q")}
             if positions is not None:
                 prints["positions_b64"] = pack(positions, "I")

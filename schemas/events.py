@@ -104,6 +104,9 @@ class _Model(BaseModel):
 MAX_HASHES = 1_000_000  # the most fingerprints one print holds
 # Base64 characters of the largest packed print (MAX_HASHES hashes of 8 bytes).
 _PACKED_MAX = 4 * (8 * MAX_HASHES // 3 + 1)
+# The packed widths are the wire's: a platform whose array types differ could not read a packed print at all.
+if array("Q").itemsize != 8 or array("I").itemsize != 4:
+    raise ImportError("packed fingerprints need 8-byte 'Q' and 4-byte 'I' arrays")
 
 
 def unpack(text: str, code: str, field: str) -> list[int]:
@@ -113,11 +116,11 @@ def unpack(text: str, code: str, field: str) -> list[int]:
     except (binascii.Error, ValueError):
         raise PydanticCustomError("fingerprint_packed", "{field} is not standard base64", {"field": field}) from None
     out = array(code)
-    if out.itemsize != (8 if code == "Q" else 4) or len(raw) % out.itemsize:
+    if len(raw) % out.itemsize:
         raise PydanticCustomError(
             "fingerprint_packed",
             "{field} is not a whole number of {n}-byte integers",
-            {"field": field, "n": 8 if code == "Q" else 4},
+            {"field": field, "n": out.itemsize},
         )
     out.frombytes(raw)
     if sys.byteorder == "big":
