@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from detectors.domain import DomainMonitor
+from detectors.fleet import Digest, Fleet, digest_of
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
+from detectors.signals.base import Piece
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, Request, Response
 from schemas.exchange import Exchange
@@ -70,6 +73,44 @@ class DomainTable:
         self.domains: dict[str, DomainMonitor] = {}
         self._activity: OrderedDict[str, float] = OrderedDict()  # least recently active first
         self._flushed: list[Alert] = []
+        # What the model writes, over every domain this table judges and those it only hears of (detectors/fleet.py).
+        self.fleet = Fleet(settings)
+        # Digests of the exchanges this table judged, for a runner that tells other tables (a Kafka partition's); None:
+        # nobody listens.
+        self.told: list[Digest] | None = None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "fleet" not in state:  # a snapshot from before the fleet record: it starts empty
+            self.fleet = Fleet(self.settings)
+        self.__dict__.setdefault("told", None)
+        for dm in self.domains.values():  # each domain's overlap detector reads the table's record
+            dm.overlap.fleet = self.fleet
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"told": None}  # the runner's, not state
+
+    def pieces(self) -> dict[str, Piece]:
+        """The table's own state that a snapshot copies on its own and as its changes (`HasPieces`): the fleet record,
+        which every domain reads (a domain's pickle leaves it out; the table gives it back on load)."""
+        return {"fl": self.fleet}
+
+    def judged(self, ex: Exchange) -> None:
+        """An exchange one of its domains judged (or buffered to judge): the fleet record learns it in its time, and a
+        runner that tells other tables hears of it (`told`)."""
+        if self.settings.common_min_sessions:
+            d = digest_of(ex)
+            if d is not None:
+                self.fleet.push(d)
+                if self.told is not None:
+                    self.told.append(d)
+
+    def hear(self, ex: Exchange) -> None:
+        """An exchange of the fleet that another table judges (a replay job's): only the fleet record learns it."""
+        if self.settings.common_min_sessions:
+            d = digest_of(ex)
+            if d is not None:
+                self.fleet.push(d)
 
     def get(self, name: str, ts: float) -> DomainMonitor:
         """The domain's monitor (created on first use), marked active at event time `ts`."""
@@ -78,6 +119,8 @@ class DomainTable:
             while len(self.domains) >= self.settings.max_domains:
                 self._drop(next(iter(self._activity)), "domains.evicted")
             dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
+            dm.overlap.fleet = self.fleet
+        self.fleet.advance(ts)
         activity = self._activity
         if activity.get(name, _NEG_INF) < ts:
             activity[name] = ts
@@ -139,12 +182,15 @@ class Back:
         if owns is not None and not owns(domain):
             if self.unowned is not None:
                 self.unowned.append(ex)
+            self.table.hear(ex)  # in input order, as the table that judges it learns it
             return []
         return self.exchange(domain, ex, evaluated)
 
     def exchange(self, domain: str, ex: Exchange, evaluated: Evaluated | None = None) -> list[Alert]:
         """An exchange already routed to `domain`, judged by its DomainMonitor."""
-        alerts = self.table.get(domain, ex.ts).observe_exchange(ex)
+        table = self.table
+        alerts = table.get(domain, ex.ts).observe_exchange(ex)
+        table.judged(ex)
         if evaluated is not None:
             evaluated.append((ex, alerts))
         return alerts
@@ -169,6 +215,7 @@ class Back:
         resolves its incidents). `failed`: a domain whose advance raises is recorded here and the others go on (a
         Kafka partition must not stop on one domain's bug); None: it raises."""
         alerts: list[Alert] = []
+        self.table.fleet.advance(ts)  # before held findings are judged again: they read it
         for name, dm in list(self.table.domains.items()):
             # Only buffered input and held findings wait for time; walking idle domains costs O(domains).
             if dm.buffered or dm.holding:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.commonness import TenantSpread
+from detectors.fleet import Fleet
 from detectors.index import ContentIndex
 from detectors.matches import BRIDGE
 from detectors.public import PublicSet
@@ -79,7 +80,19 @@ class HeldJudge:
     index: ContentIndex
     spread: TenantSpread
     model_spread: TenantSpread
+    fleet: Fleet | None
     public: PublicSet | None
+
+    def _model_writing(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per fingerprint: the sessions whose answers held it (0..3) and whether a prompt introduced it first, by this
+        domain's record and the fleet's (detectors/fleet.py): a habit of other domains is one here, and text a prompt
+        authored anywhere stays authored."""
+        sessions = self.model_spread.tenants(keys)
+        authored = self.spread.tagged(AUTHORED, keys)
+        if self.fleet is not None:
+            sessions = np.maximum(sessions, self.fleet.sessions(keys))
+            authored = authored | self.fleet.authored(keys)
+        return sessions, authored
 
     def recheck(self, held: Held, receivers: dict[tuple[str, int], set[str]]) -> list[Signal]:
         """The held response's signals, judged with what the domain knows now: a flagged source none of whose runs
@@ -127,9 +140,8 @@ class HeldJudge:
             # The model's habit (`_common`), with the same provenance: text the model wrote first, in that many
             # sessions' answers besides the held receivers' own (their outputs were learned while cold, so each of
             # them adds a session of its own to the record).
-            fp = np.asarray(run.hashes, dtype=np.uint64)
-            sessions = self.model_spread.tenants(fp).astype(np.int64) - got_n
-            explained |= (sessions >= self.s.common_min_sessions) & ~self.spread.tagged(AUTHORED, fp)
+            sessions, authored = self._model_writing(np.asarray(run.hashes, dtype=np.uint64))
+            explained |= (sessions.astype(np.int64) - got_n >= self.s.common_min_sessions) & ~authored
         if self.public is not None:
             explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
         left = standing((~explained).tolist(), BRIDGE)

@@ -5,13 +5,19 @@
     join    Front  (detectors/front.py)   admission (checks, dedup), pairing, canaries         dedup, waiting halves,
                                                                                                 markers
     judge   Back   (detectors/back.py)    routing by cache domain, domain signals, verdict,    each domain, and the
-                                          time, resolve, expire                                pieces it declares
+                                          time, resolve, expire                                pieces it declares;
+                                                                                               the fleet record
 
 `Monitor` (detectors/monitor.py) chains the three in one process, with event time. A topology is a cut of that chain
 (`TOPOLOGIES`): the embedded runner and the Kafka direct topology run it whole, per process or per input partition;
 the staged topology puts Kafka between the stages, each on its own partitions. A runner builds a stage only through the
 functions here, so no runner composes the core again, and none knows more of the core than this module exports: the
 Kafka shell imports the core through it alone (tests/detectors/test_pipeline.py holds both).
+
+The judge stage's fleet record (detectors/fleet.py) learns every domain's exchanges, judged by this table or not, a
+delay after them: in one process it hears them all; a replay job hears the other jobs' from the input every job reads
+(`DomainTable.hear`); a Kafka partition hears the others' through the fleet topic (streams/kafka/fleet.py,
+`FLEET_HEARS`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter, positions_of, sentences_of
+from detectors.fleet import Digest
 from detectors.front import Front, front_pieces, in_process, weak_canaries
 from detectors.ingest import Ingest, Plant, Printed
 from detectors.join import Joiner
@@ -55,6 +62,14 @@ TOPOLOGIES: dict[str, tuple[tuple[str, ...], ...]] = {
     "embedded": (("ingest", "join", "judge"),),
     "direct": (("ingest", "join", "judge"),),
     "staged": (("ingest",), ("join",), ("judge",)),
+}
+
+
+# How each topology's judge tables hear the exchanges of the fleet that other tables judge.
+FLEET_HEARS: dict[str, str] = {
+    "embedded": "one table judges every domain (`--jobs N`: each job reads every line and hears the others')",
+    "direct": "each input partition tells the fleet topic what it judged and hears every other partition there",
+    "staged": "each domain partition tells the fleet topic what it judged and hears every other partition there",
 }
 
 
@@ -99,6 +114,7 @@ def judge_apart(table: DomainTable) -> Back:
 
 
 __all__ = [
+    "FLEET_HEARS",
     "FUTURE_TS",
     "STAGES",
     "TOPOLOGIES",
@@ -107,6 +123,7 @@ __all__ = [
     "CanaryRegistry",
     "Deduper",
     "DetectionSettings",
+    "Digest",
     "DomainMonitor",
     "DomainTable",
     "EventClock",

@@ -327,7 +327,36 @@ class DetectionSettings(BaseModel):
         "phrase, not evidence (0: off; docs/adr/0004, precision)",
     )
     model_spread_bits_log2: int = Field(
-        default=21, ge=10, le=34, description="bits per filter of the model's stock-phrase record (sessions' outputs)"
+        default=21,
+        ge=10,
+        le=34,
+        description="bits per filter of each domain's record of the model's stock phrases (sessions' outputs)",
+    )
+    fleet_bits_log2: int = Field(
+        default=23,
+        ge=10,
+        le=34,
+        description="bits per filter of the fleet record (what the model wrote in which sessions, and what prompts "
+        "authored, over every domain: detectors/fleet.py); 8 MiB per judge table at 23",
+    )
+    fleet_capacity: int = Field(
+        default=800_000,
+        ge=1000,
+        description="session-fingerprint pairs per generation of the fleet record "
+        "(false-positive rate <= 1 % at the default bits)",
+    )
+    fleet_delay_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="event time after which the fleet record learns an exchange: within it, a Kafka partition hears "
+        "the other partitions' exchanges in time to learn them where one process would (detectors/fleet.py)",
+    )
+    fleet_pending_hashes: int = Field(
+        default=4_000_000,
+        ge=0,
+        description="fingerprints of exchanges waiting their delay, at most (32 MB); beyond it the oldest is learned "
+        "early",
     )
     max_tainted: int = Field(
         default=200_000, ge=0, description="fingerprints of flagged leaks remembered so re-sends stay attributable"

@@ -39,6 +39,7 @@ from detectors.public import PublicSet
 from schemas.events import Event, parse_event
 from streams.embedded.runner import EmbeddedRunner
 from streams.inputs.corpus import load_public
+from streams.kafka import fleet
 from streams.kafka.direct import DirectStage, DirectState
 from streams.kafka.inputmsg import InputMessage
 from streams.routing import domain_key, input_partition_of
@@ -88,19 +89,25 @@ def direct(settings: Settings, lines: list[bytes]) -> list[object]:
     n = settings.kafka.input_partitions
     events = [parse_event(line) for line in lines]
     domain_of = {e.request_id: e.cache_domain for e in events if e.type == "response"}
-    parts: dict[int, list[bytes]] = {q: [] for q in range(n)}
-    for line, ev in zip(lines, events, strict=True):
-        key = domain_key(ev, domain_of) or getattr(ev, "request_id", None)
-        for q in range(n) if ev.type == "canary" or key is None else [input_partition_of(key.encode(), n)]:
-            parts[q].append(line)
+    parts = range(n)
     counters: Counter[str] = Counter()
     stage = DirectStage(settings, counters)
     alerts: list[object] = []
     public = _public_once(settings)  # as the worker gives it (streams/kafka/app.py)
-    for q, qlines in parts.items():
-        st = DirectState.fresh_direct(settings.detection, counters, public)
-        msgs = [InputMessage(q, off, None, line, False, placed=True) for off, line in enumerate(qlines)]
-        alerts += stage.read(st, q, msgs, time.time()).alerts
+    states = {q: DirectState.fresh_direct(settings.detection, counters, public) for q in parts}
+    for st in states.values():
+        fleet.listen(st)
+    # The partitions read side by side, a line at a time in the stream's order (as concurrent consumers would), each
+    # telling the others what it judged (the fleet topic without its lag: streams/kafka/fleet.py).
+    offsets = dict.fromkeys(parts, -1)
+    for line, ev in zip(lines, events, strict=True):
+        key = domain_key(ev, domain_of) or getattr(ev, "request_id", None)
+        for q in range(n) if ev.type == "canary" or key is None else [input_partition_of(key.encode(), n)]:
+            offsets[q] += 1
+            msg = InputMessage(q, offsets[q], None, line, False, placed=True)
+            alerts += stage.read(states[q], q, [msg], time.time()).alerts
+            fleet.deliver(q, fleet.told(states[q]), states, counters)
+    for st in states.values():
         alerts += st.monitor.flush()
     return alerts
 

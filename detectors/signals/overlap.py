@@ -33,6 +33,7 @@ import numpy as np
 
 from detectors.commonness import TenantSpread
 from detectors.fingerprint import positions_of, sentences_of
+from detectors.fleet import Fleet
 from detectors.held import AUTHORED, Held, HeldJudge, HeldRun
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
@@ -82,6 +83,8 @@ class OverlapDetector(HeldJudge):
         # even where only one or two tenants write that language; prompts never count, so a tenant's private
         # text re-sent in all its sessions (its system prompt, its files) does not become common this way.
         self.model_spread = _model_record(settings)
+        # The same over the fleet's domains, learned late (detectors/fleet.py): the table's, never pickled here.
+        self.fleet: Fleet | None = None
         self.public = public
         self.tainted: dict[int, str] = {}  # fingerprint of a flagged leak -> its source tenant (insertion order)
         self.victims: dict[int, str] = {}  # fingerprint of a flagged leak -> the tenant that received it
@@ -112,6 +115,7 @@ class OverlapDetector(HeldJudge):
         # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
         state = self.__dict__.copy()
         state["public"] = None
+        state["fleet"] = None  # the table's: it gives it back (`DomainTable.__setstate__`)
         state["_domain"] = None  # the domain's own object, read while judging
         state["_sentences"] = None
         state["_keys_of"] = None
@@ -125,6 +129,7 @@ class OverlapDetector(HeldJudge):
             self.cold, self.held = None, deque()
         if "victims" not in state:  # from before leaks remembered their receiver: every re-send stays the source's
             self.victims = {}
+        self.__dict__.setdefault("fleet", None)
         self._domain = None
         self._sentences = None
         self._keys_of = None
@@ -167,17 +172,16 @@ class OverlapDetector(HeldJudge):
         """Per fingerprint: common over the long horizon (`spread`: its tenants there, `TenantSpread.tenants`)."""
         common = spread >= self.s.common_min_tenants
         if self.s.common_min_sessions:
-            # The model's habit: in that many sessions' answers. Provenance decides whose text it is: a phrase that
-            # first came from the model (never introduced by a prompt: a greeting, a disclaimer, a stock opener, and
-            # every re-send of it in a multi-turn history) is the model's whatever tenant received it; a phrase a
-            # tenant introduced in a prompt and the model then repeats (told by a system prompt) stays that tenant's
-            # matter until a second tenant holds it. Only fingerprints some tenant had are asked.
+            # The model's habit: in that many sessions' answers (here or in the fleet). Provenance decides whose text
+            # it is: what first came from the model (a greeting, a stock opener, and its re-sends in histories) is
+            # the model's whatever tenant received it; what a tenant's prompt introduced stays that tenant's until a
+            # second tenant holds it. Only fingerprints some tenant had are asked.
             ask = np.flatnonzero((spread >= 1) & ~common)
             if ask.size:
-                asked = keys[ask]
-                habit = self.model_spread.tenants(asked) >= self.s.common_min_sessions
+                sessions, authored = self._model_writing(keys[ask])
+                habit = sessions >= self.s.common_min_sessions
                 if habit.any():
-                    habit &= (spread[ask] >= 2) | ~self.spread.tagged(AUTHORED, asked)
+                    habit &= (spread[ask] >= 2) | ~authored
                     common[ask[habit]] = True
         return common
 

@@ -5,9 +5,12 @@ is event time (orphaned halves, idle domains and incidents move with it), the jo
 duplicate ids and the canary markers. So every job reads every line, in the same event-time order as one process
 would, and runs the same Monitor over all of them, but:
 * it judges only its own domains (`Monitor(owns=...)`, CRC-32 of the domain modulo N), which is where the work is;
-* it validates other jobs' events without their text (never fingerprinted: their exchanges are judged elsewhere), so
-  a job pays reading, decoding and joining for all events but fingerprinting and detection for its own only.
-Event time, joins, duplicates and markers therefore move in every job exactly as in one process, and each domain sees
+* it judges other jobs' exchanges not at all, but its fleet record learns them (`DomainTable.hear`, detectors/fleet.py:
+  what the model writes is learned over every domain), so a job pays reading, decoding, fingerprinting and joining
+  for all events but detection for its own only. With the fleet record off (`common_min_sessions = 0`) it validates
+  other jobs' events without their text, never fingerprinted.
+Event time, joins, duplicates, markers and the fleet record therefore move in every job exactly as in one process (at
+the default `domain_lateness_s` of 0), and each domain sees
 the same exchanges in the same order: the alerts are those of `--jobs 1` (tests/embedded/test_jobs.py).
 
 A request is judged where its response's domain is (`Exchange.cache_domain`): the parent reads the input once before
@@ -63,11 +66,13 @@ def job_of(domain: str, jobs: int) -> int:
 class Partition:
     """Which job owns (writes the rejects of) a line, and which jobs fingerprint its text."""
 
-    def __init__(self, job: int, jobs: int, moved: dict[str, str], max_bytes: int) -> None:
+    def __init__(self, job: int, jobs: int, moved: dict[str, str], max_bytes: int, keep_text: bool = False) -> None:
         self.job = job
         self.jobs = jobs
         self.moved = moved
         self.max_bytes = max_bytes
+        # The fleet record learns every domain's exchanges (detectors/fleet.py): then every job fingerprints all text.
+        self.keep_text = keep_text
         self._owns: dict[str, bool] = {}
 
     def owns(self, domain: str) -> bool:
@@ -112,7 +117,7 @@ class Partition:
         if type(obj) is not dict:
             return parse_event(line, max_bytes=self.max_bytes)
         texts = [f for f in TEXT_FIELDS if obj.get(f) is not None]
-        if not texts or any(type(obj[f]) is not str for f in texts):
+        if self.keep_text or not texts or any(type(obj[f]) is not str for f in texts):
             return parse_event(line, max_bytes=self.max_bytes)
         dom, also = self._domains(obj)
         if (dom is not None and self.owns(dom)) or (also is not None and self.owns(also)):
@@ -232,7 +237,7 @@ def _job_body(
     job: int, jobs: int, settings: Settings, paths: list[str], fmt: str, moved: dict[str, str], now: float | None,
     run_id: str, exchanges: bool, queue: Any,
 ) -> None:  # fmt: skip
-    part = Partition(job, jobs, moved, settings.ingest.max_event_bytes)
+    part = Partition(job, jobs, moved, settings.ingest.max_event_bytes, settings.detection.common_min_sessions > 0)
     outbox = _Outbox(exchanges)
     lines = _Lines()
     runner = EmbeddedRunner(settings, [outbox], owns=part.owns)

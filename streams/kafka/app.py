@@ -35,6 +35,7 @@ from streams.kafka import consumer as consumer_mod
 from streams.kafka.changelog import ChangelogPartition, WriteLost
 from streams.kafka.clock import HELD_TICK_S, HeldClock
 from streams.kafka.direct import DirectResult, DirectStage, DirectState, process_sessions
+from streams.kafka.fleet import FleetTalk
 from streams.kafka.health import PipelineHealth
 from streams.kafka.ingest import IngestStage
 from streams.kafka.inputmsg import SLICE_BYTES, InputMessage
@@ -60,7 +61,7 @@ from streams.sinks.base import SinkSet
 log = logging.getLogger("crosstalk.kafka")
 
 
-class KafkaPipeline(PipelineHealth, HeldClock):
+class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
     """The Faust app of one worker for one Settings, with the counters its web endpoints show."""
 
     def __init__(self, settings: Settings) -> None:
@@ -136,6 +137,8 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         self.domain_topic = raw_topic(n.domain)
         self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
         self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
+        self.fleet_topic = app.topic(n.fleet, value_serializer="raw", key_serializer="raw")
+        app.task(self._read_fleet)  # every partition's digests, for each partition held here (fleet.py)
         parts, store = k.internal_partitions, checkpoint.store_options(k)
         if k.topology == "direct":
             # One stage on the input topic; its table is co-partitioned with it (streams/kafka/direct.py).
@@ -400,6 +403,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
         res = self.direct.read(st, p, msgs, wall())
         if res.dead or res.published or res.event_types or res.reroute:
             await self._direct_out(res)
+        await self._tell(p, st)
         await self.checkpoints.maybe("direct", p, st, self._changelog("direct", p), self._flush)
 
     async def _direct_out(self, res: DirectResult) -> None:
@@ -442,6 +446,8 @@ class KafkaPipeline(PipelineHealth, HeldClock):
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)
             if isinstance(st, DirectState):  # restored or fresh: the process's one cache
                 st.monitor.share_sessions(self.sessions)
+            if isinstance(st, DomainState):  # a judging partition tells and hears the others (fleet.py)
+                self._joined(partition, st)
             if isinstance(st, JoinState):
                 self.join.restored(partition, st, time.monotonic())
             elif stage == "domain":
@@ -490,6 +496,7 @@ class KafkaPipeline(PipelineHealth, HeldClock):
 
     async def _domain_batch(self, st: DomainState, p: int, offset: int, batch: frames.Batch) -> None:
         await self._emit(self.domain.handle(st, p, batch, time.monotonic()))
+        await self._tell(p, st)
 
 
 def build_pipeline(settings: Settings) -> KafkaPipeline:

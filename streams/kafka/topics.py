@@ -56,6 +56,7 @@ class TopicNames:
     direct_table: str
     direct_changelog: str
     assignor_leader: str
+    fleet: str
 
 
 def topic_names(k: KafkaSettings) -> TopicNames:
@@ -73,6 +74,7 @@ def topic_names(k: KafkaSettings) -> TopicNames:
         direct_table="directstate",
         direct_changelog=f"{k.app_id}-directstate-changelog",
         assignor_leader=f"{k.app_id}-__assignor-__leader",
+        fleet=f"{k.app_id}.fleet",
     )
 
 
@@ -86,6 +88,9 @@ def topic_specs(k: KafkaSettings) -> dict[str, tuple[int, dict[str, str]]]:
         n.alerts: (k.alerts_partitions, {}),
         n.deadletter: (1, big),
         n.assignor_leader: (1, {}),
+        # What each judging partition told the others (streams/kafka/fleet.py): read whole by every worker from
+        # `fleet_replay_s` before its start, so a day is plenty.
+        n.fleet: (1, {**big, "retention.ms": str(86_400_000)}),
     }
     if k.topology == "direct":
         # One stage: its state table is co-partitioned with the input (a changelog partition per input one).

@@ -25,6 +25,12 @@ def test_every_topology_is_a_cut_of_the_one_chain() -> None:
         assert tuple(s for run in runs for s in run) == chain, f"{name} leaves out, repeats or reorders a stage"
 
 
+def test_every_topology_says_how_its_judge_tables_hear_the_fleet() -> None:
+    # The fleet record (detectors/fleet.py) is the one state shared across domains: a topology that split the domains
+    # without saying how they hear each other would judge with less than one process does.
+    assert set(pipeline.FLEET_HEARS) == set(pipeline.TOPOLOGIES)
+
+
 def test_the_chain_in_one_process_is_the_declared_stages() -> None:
     kinds = {stage.name: stage.kind for stage in pipeline.STAGES}
     m = pipeline.whole(S)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
+from factories import request, response
 
+from detectors.back import DomainTable
 from streams.embedded.jobs import Jobs, JobsError, job_of, moved_requests
 from streams.embedded.runner import EmbeddedRunner, RunResult
 from streams.settings import Settings
@@ -145,3 +148,57 @@ def test_the_cli_splits_a_replay_and_refuses_stdin(traffic: Path, tmp_path: Path
         cwd=ROOT, env=env, capture_output=True, text=True, input="", timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "standard input can be read only once" in proc.stderr
+
+
+def _fleet_world(path: Path) -> list[str]:
+    """A phrase the model wrote for A in one domain and for C in another, then in R's answer in A's domain: the two
+    domains are judged by different jobs of two. Returns the two domains."""
+    names = [f"dom-{i}" for i in range(20)]
+    d1 = names[0]
+    d2 = next(d for d in names if job_of(d, 2) != job_of(d1, 2))
+    rng = random.Random(5)
+    pool = rng.sample([f"q{i:04d}" for i in range(5000)], 400)
+    phrase, own, other = " ".join(pool[:24]), pool[24:84], pool[84:]
+    events: list[Any] = []
+    for i, (tenant, domain) in enumerate([("A", d1), ("C", d2)]):
+        words = " ".join(other[i * 10 : i * 10 + 10])
+        events += [
+            request(f"s{i}", tenant, 1.0 + i, text=words, session_id=f"s{i}", cache_domain=domain),
+            response(f"s{i}", tenant, 1.5 + i, text=f"{phrase} {words}", session_id=f"s{i}", domain=domain),
+        ]
+    for j in range(40):  # both domains warm up on unrelated traffic
+        words = " ".join(other[100 + j * 5 : 105 + j * 5])
+        dom = d1 if j % 2 else d2
+        events += [
+            request(f"w{j}", f"W{j}", 30.0 + j, text=words, session_id=f"w{j}", cache_domain=dom),
+            response(f"w{j}", f"W{j}", 30.5 + j, text=f"ok {words}", session_id=f"w{j}", domain=dom),
+        ]
+    answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
+    events += [
+        request("r1", "R", 700, text="tell me something", session_id="r", cache_domain=d1),
+        response("r1", "R", 701, text=answer, session_id="r", domain=d1),
+    ]
+    path.write_bytes(b"".join(e.model_dump_json(exclude_none=True).encode() + b"\n" for e in events))
+    return [d1, d2]
+
+
+def _r_flagged(raw: bytes) -> bool:
+    return any(
+        a["tenant_id"] == "R" and a["severity"] in ("high", "critical") for a in map(orjson.loads, raw.splitlines())
+    )
+
+
+def test_each_job_hears_the_other_jobs_exchanges_for_the_fleet_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model's habit is learned over both domains (detectors/fleet.py), though each job judges one of them: R's
+    # answer is the model's phrase in every run, as in one process.
+    path = tmp_path / "fleet.jsonl"
+    _fleet_world(path)
+    _, one, _ = _one(path)
+    _, two, _ = _split(path, 2)
+    assert one == two and not _r_flagged(one)
+    # Control: a job that does not hear the other job's exchanges reads R's answer as a page of A.
+    monkeypatch.setattr(DomainTable, "hear", lambda self, ex: None)
+    _, deaf, _ = _split(path, 2)
+    assert _r_flagged(deaf)

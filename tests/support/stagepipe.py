@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from schemas.alert import Alert
 from streams.inputs.corpus import load_public
-from streams.kafka import frames
+from streams.kafka import fleet, frames
 from streams.kafka.ingest import IngestStage
 from streams.kafka.inputmsg import InputMessage
 from streams.kafka.stages import (
@@ -60,6 +60,8 @@ class StagePipeline:
         self.domain_states = {
             q: DomainState.fresh(settings.detection, self.counters, self.public) for q in range(k.internal_partitions)
         }
+        for st in self.domain_states.values():
+            fleet.listen(st)
         self.join_topic: dict[int, deque[bytes]] = {p: deque() for p in range(k.internal_partitions)}
         self.domain_topic: dict[int, deque[bytes]] = {q: deque() for q in range(k.internal_partitions)}
         self.join_offsets = dict.fromkeys(range(k.internal_partitions), -1)
@@ -105,6 +107,8 @@ class StagePipeline:
         for q, queue in self.domain_topic.items():
             while queue:
                 dr = self.domain.handle(self.domain_states[q], q, frames.decode(queue.popleft()), self.now)
+                # What it judged, to the other domain partitions (the fleet topic, without its lag).
+                fleet.deliver(q, fleet.told(self.domain_states[q]), self.domain_states, self.counters)
                 self.out.alerts += dr.alerts
                 self.out.published += dr.published
                 self.out.dead += dr.dead

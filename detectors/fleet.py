@@ -1,0 +1,199 @@
+"""What the model writes across the fleet: every cache domain's answers in one record, learned late (ADR 0017).
+
+A text the model writes for many sessions is its habit (a stock opener, a disclaimer, the standard translation of a
+famous text), not any tenant's private data. Each domain learns that on its own at once (the overlap detector's
+session record); but a habit spread over five domains was five times new there: the model's usual "Good catch. The
+problem is in the error handling" written once in a domain, and then for a second tenant there, read as a page of the
+first. The fleet record learns every domain's exchanges: which sessions' answers held each fingerprint, and which text
+a prompt introduced before the model had written it anywhere (authored), so that provenance is the fleet's too: a
+tenant's document that the model echoes in other domains stays that tenant's in the domain where it leaks.
+
+It learns an exchange `fleet_delay_s` of event time after it (a `Digest`: the prints, no text), in the order of
+(event time, request id). That delay is what lets the Kafka topologies give every partition the same record: a
+partition publishes the digests of the exchanges it judged and hears those of the others (streams/kafka/fleet.py);
+whatever arrives within the delay is learned exactly where one process would learn it. A digest that comes later is
+learned when it comes (counted `fleet.late`): the record then knows less for a while, which can only keep a text
+evidence longer, never make a leak common.
+
+One per judge table (`DomainTable`: a process, a replay job, a Kafka partition), shared by its domains; bounded by the
+record's fixed size and by `fleet_pending_hashes` for the digests waiting their delay (beyond it the oldest is
+learned early, in the same order everywhere).
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from detectors.commonness import SpreadChanges, TenantSpread
+from detectors.settings import DetectionSettings
+from schemas.exchange import Exchange
+
+# The record's tag for prompt text a tenant introduced (the model had not written it before, anywhere in the fleet).
+AUTHORED = "authored"
+_EMPTY = np.zeros(0, dtype=np.uint64)
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """What the fleet record learns of one exchange: its prints as little-endian uint64, no text."""
+
+    ts: float
+    request_id: str
+    key: str  # tenant and session ("tenant\x1fsession"; a request without a session is one of its own)
+    prompt: bytes
+    output: bytes
+
+    @property
+    def order(self) -> tuple[float, str]:
+        return (self.ts, self.request_id)
+
+    @property
+    def hashes(self) -> int:
+        return (len(self.prompt) + len(self.output)) // 8
+
+
+def digest_of(ex: Exchange) -> Digest | None:
+    """The exchange's digest, or None when it carries no prints (nothing to learn)."""
+    pp, op = ex.prompt_print, ex.output_print
+    prompt = array("Q", pp.hashes).tobytes() if pp is not None and pp.hashes else b""
+    output = array("Q", op.hashes).tobytes() if op is not None and op.hashes else b""
+    if not prompt and not output:
+        return None
+    return Digest(ex.ts, ex.request_id, f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", prompt, output)
+
+
+class FleetChanges(NamedTuple):
+    record: SpreadChanges
+    pushed: list[Digest]  # digests that went to wait since the mark
+    popped: list[tuple[float, str]]  # the order keys of those learned since the mark, once each
+    learned_until: float
+    late: int
+
+
+class Fleet:
+    """The fleet record and the digests waiting their delay: a piece (`detectors/signals/base.py` `Piece`)."""
+
+    def __init__(self, settings: DetectionSettings) -> None:
+        self.record = TenantSpread(settings.fleet_bits_log2, capacity=settings.fleet_capacity,
+                                   epoch_s=settings.spread_epoch_s)  # fmt: skip
+        self.delay_s = settings.fleet_delay_s
+        self.max_pending = settings.fleet_pending_hashes
+        self._pending: list[tuple[tuple[float, str], Digest]] = []  # a heap by (event time, request id)
+        self._pending_hashes = 0
+        self.learned_until = float("-inf")  # event time up to which every digest due was learned
+        self.late = 0  # digests that came after their time (learned when they came)
+        self._trail: tuple[list[Digest], list[tuple[float, str]]] | None = None  # since mark(): pushed, learned
+
+    # --- what the domains read ----------------------------------------------------------------
+    def sessions(self, keys: np.ndarray) -> np.ndarray:
+        """Distinct sessions (0..3) whose answers held each fingerprint, over the fleet."""
+        return self.record.tenants(keys)
+
+    def authored(self, keys: np.ndarray) -> np.ndarray:
+        """Whether a prompt introduced each fingerprint before the model had written it, over the fleet."""
+        return self.record.tagged(AUTHORED, keys)
+
+    # --- what it learns -----------------------------------------------------------------------
+    def push(self, d: Digest) -> None:
+        """A digest of the fleet (judged here or heard from elsewhere): learned once event time passes its delay."""
+        if d.ts + self.delay_s <= self.learned_until:  # its time has passed: learn it now, as it comes
+            self.late += 1
+            self._learn(d)
+            return
+        heapq.heappush(self._pending, (d.order, d))
+        self._pending_hashes += d.hashes
+        if self._trail is not None:
+            self._trail[0].append(d)
+        while self._pending_hashes > self.max_pending and self._pending:  # bounded: the oldest is learned early
+            self._pop()
+
+    def advance(self, ts: float) -> None:
+        """Event time is `ts`: learn every digest whose delay has passed, oldest first."""
+        due = ts - self.delay_s
+        pending = self._pending
+        while pending and pending[0][0][0] <= due:
+            self._pop()
+        if due > self.learned_until:
+            self.learned_until = due
+
+    def _pop(self) -> None:
+        order, d = heapq.heappop(self._pending)
+        self._pending_hashes -= d.hashes
+        if self._trail is not None:
+            self._trail[1].append(order)
+        self._learn(d)
+
+    def _learn(self, d: Digest) -> None:
+        rec = self.record
+        if d.prompt:
+            fp = np.frombuffer(d.prompt, dtype=np.uint64)
+            # Provenance: prompt text the model had not written, anywhere, was introduced by a tenant. A tag met again
+            # is written into the current generation, as `add` copies pairs forward: text a tenant keeps sending
+            # stays authored after the generation that first saw it is gone.
+            new = (rec.tenants(fp) == 0) | rec.tagged(AUTHORED, fp)
+            rec.tag(AUTHORED, fp[new], d.ts)
+        if d.output:
+            rec.add(d.key, np.frombuffer(d.output, dtype=np.uint64), d.ts)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    # --- the piece ----------------------------------------------------------------------------
+    def mark(self) -> None:
+        self.record.mark()
+        self._trail = ([], [])
+
+    def changes(self) -> FleetChanges | None:
+        """None when only a whole copy will do (never marked, or the record rotated since)."""
+        record = self.record.changes()
+        if record is None or self._trail is None:
+            return None
+        return FleetChanges(record, list(self._trail[0]), list(self._trail[1]), self.learned_until, self.late)
+
+    def replay(self, changes: FleetChanges) -> None:
+        """Bring a copy taken at the mark to the live fleet: the record's bytes, then the digests waiting."""
+        if changes.record.rows or changes.record.inserts:
+            self.record.replay(changes.record)
+        gone = Counter(changes.popped)  # a digest heard twice (at least once delivery) waits twice
+        kept = []
+        for item in self._pending + [(d.order, d) for d in changes.pushed]:
+            if gone[item[0]]:
+                gone[item[0]] -= 1
+            else:
+                kept.append(item)
+        heapq.heapify(kept)
+        self._pending = kept
+        self._pending_hashes = sum(d.hashes for _, d in kept)
+        self.learned_until = changes.learned_until
+        self.late = changes.late
+
+    @staticmethod
+    def pack(changes: FleetChanges) -> Any:
+        if not changes.pushed and not changes.popped and not changes.record.rows:
+            return ()
+        pushed = [(d.ts, d.request_id, d.key, d.prompt, d.output) for d in changes.pushed]
+        record = TenantSpread.pack(changes.record)
+        return (record, pushed, changes.popped, changes.learned_until, changes.late)
+
+    @staticmethod
+    def unpack(packed: Any) -> FleetChanges:
+        record, pushed, popped, learned_until, late = packed
+        rec = TenantSpread.unpack(record) if record else SpreadChanges(0, [])
+        return FleetChanges(rec, [Digest(*p) for p in pushed], [(o[0], o[1]) for o in popped], learned_until, late)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_trail"] = None  # what changed since a mark is not part of a copy
+        # Sorted: a sorted list is a heap, and a copy is then the same whatever order the pushes and pops took.
+        state["_pending"] = sorted(self._pending, key=lambda item: item[0])
+        return state
+
+    def state_size(self) -> dict[str, int]:
+        return {"fleet_pending": len(self._pending), "fleet_pending_hashes": self._pending_hashes}

@@ -1,0 +1,227 @@
+"""The fleet record across partitions (detectors/fleet.py): each partition tells the digests of what it judged, and
+hears everyone else's.
+
+    domain/direct partition p --judged--> digests --<app_id>.fleet--> every worker --> each other partition's fleet
+
+A partition's table notes the digests of the exchanges its domains judged (`DomainTable.told`); after each batch
+the worker sends them to the fleet topic as one message keyed by the partition (`encode`), and every worker reads
+the whole topic (`FleetReader`: no consumer group, every partition of it) and hands each message to its partitions
+other than the one that told it (`deliver`). A digest is learned `fleet_delay_s` of event time after its exchange,
+in (event time, request id) order, so whatever arrives within that delay is learned where one process would learn it
+(tests/parity.py runs the in-memory topologies with this delivery); one that arrives later is learned when it
+comes, counted `fleet.late`, and the record knows less meanwhile (a text stays evidence longer, never the reverse).
+
+A restarted worker reads the topic from `fleet_replay_s` before its start: what other partitions told while it was
+down. A digest learned twice changes nothing (the record is a set of pairs and tags). Digests carry fingerprints
+and ids, never text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from detectors.pipeline import Digest
+from streams.kafka.direct import DirectState
+from streams.kafka.stages import DomainState
+from streams.kafka.topics import topic_names, topic_specs
+from streams.settings import Settings
+
+log = logging.getLogger("crosstalk.fleet")
+_HEAD = struct.Struct("<dHHII")  # event time, id and key lengths, prompt and output byte lengths
+_VERSION = b"F1"
+
+
+class FleetFrameError(ValueError):
+    """A fleet message that is not one of ours (counted and skipped: the record only knows less)."""
+
+
+def encode(digests: Iterable[Digest]) -> bytes:
+    parts = [_VERSION]
+    for d in digests:
+        rid, key = d.request_id.encode(), d.key.encode()
+        parts += [_HEAD.pack(d.ts, len(rid), len(key), len(d.prompt), len(d.output)), rid, key, d.prompt, d.output]
+    return b"".join(parts)
+
+
+def decode(blob: bytes) -> list[Digest]:
+    if blob[:2] != _VERSION:
+        raise FleetFrameError("not a fleet message")
+    out, i, n = [], 2, len(blob)
+    while i < n:
+        if i + _HEAD.size > n:
+            raise FleetFrameError("truncated fleet message")
+        ts, lr, lk, lp, lo = _HEAD.unpack_from(blob, i)
+        i += _HEAD.size
+        end = i + lr + lk + lp + lo
+        if end > n or lp % 8 or lo % 8:
+            raise FleetFrameError("truncated fleet message")
+        rid = blob[i : i + lr].decode()
+        key = blob[i + lr : i + lr + lk].decode()
+        j = i + lr + lk
+        out.append(Digest(ts, rid, key, blob[j : j + lp], blob[j + lp : end]))
+        i = end
+    return out
+
+
+def listen(st: DomainState) -> None:
+    """The partition's table notes what it judged for the others (`DomainTable.told`)."""
+    if st.table.told is None:
+        st.table.told = []
+
+
+def told(st: DomainState) -> list[Digest]:
+    """What the partition judged since the last call (and forgets it)."""
+    out = st.table.told or []
+    st.table.told = []
+    return out
+
+
+def deliver(origin: int, digests: list[Digest], states: Mapping[int, DomainState], counters: Counter[str]) -> None:
+    """Digests told by partition `origin` to every other partition held here."""
+    for p, st in states.items():
+        if p == origin:
+            continue
+        fleet = st.table.fleet
+        late = fleet.late
+        for d in digests:
+            fleet.push(d)
+        counters["fleet.heard"] += len(digests)
+        if fleet.late > late:
+            counters["fleet.late"] += fleet.late - late
+
+
+def origin_of(key: bytes | None) -> int | None:
+    try:
+        return int(key) if key is not None else None
+    except ValueError:
+        return None
+
+
+class FleetReader:
+    """Every partition of the fleet topic, read from `replay_s` before the start, handed to `on_message`."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, replay_s: float, on_message: Any, counters: Counter[str]
+    ) -> None:
+        self.bootstrap, self.topic, self.partitions, self.replay_s = bootstrap, topic, partitions, replay_s
+        self.on_message = on_message
+        self.counters = counters
+
+    async def run(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, group_id=None)
+        await consumer.start()
+        try:
+            # Its partition count is the one topics.py created it with (and checks on every start).
+            tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+            consumer.assign(tps)
+            since = int((time.time() - self.replay_s) * 1000)
+            offsets = await consumer.offsets_for_times(dict.fromkeys(tps, since))
+            for tp in tps:
+                found = offsets.get(tp)
+                if found is None:
+                    await consumer.seek_to_end(tp)
+                else:
+                    consumer.seek(tp, found.offset)
+            while True:
+                batches = await consumer.getmany(timeout_ms=500, max_records=500)
+                for records in batches.values():
+                    for rec in records:
+                        self._one(rec.key, rec.value)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
+
+    def _one(self, key: bytes | None, value: bytes | None) -> None:
+        origin = origin_of(key)
+        try:
+            digests = decode(value or b"")
+        except (FleetFrameError, UnicodeDecodeError, struct.error) as exc:
+            self._malformed(f"{type(exc).__name__}: {exc}")
+            return
+        if origin is None:
+            self._malformed(f"key {key!r} names no partition")
+            return
+        self.on_message(origin, digests)
+
+    def _malformed(self, why: str) -> None:
+        # Not ours, or damaged: skipped (the record only knows less), counted, and said once per hundred.
+        n = self.counters["fleet.malformed"]
+        self.counters["fleet.malformed"] += 1
+        if n % 100 == 0:
+            log.warning("fleet topic: a message skipped (%s); %d so far", why, n + 1)
+
+
+class FleetTalk:
+    """The worker's side (a mixin of `KafkaPipeline`, streams/kafka/app.py): tell after each batch, hear always."""
+
+    settings: Settings
+    counters: Counter[str]
+    fleet_topic: Any
+    _recent_hashes: int
+    direct_states: dict[int, DirectState]
+    domain_states: dict[int, DomainState]
+
+    def _states(self) -> dict[int, DomainState]:
+        """The partitions this worker judges: the direct topology's input partitions, or the staged domain ones."""
+        if self.settings.kafka.topology == "direct":
+            return dict(self.direct_states)
+        return dict(self.domain_states)
+
+    async def _tell(self, p: int, st: DomainState) -> None:
+        """What partition `p` judged since its last batch, to the fleet topic (before the checkpoint that acks it,
+        which flushes the producer: a restart re-judges and tells again what was not acked)."""
+        digests = told(st)
+        if digests:
+            await self.fleet_topic.send(key=str(p).encode(), value=encode(digests))
+            self.counters["fleet.told"] += len(digests)
+
+    def _heard(self, origin: int, digests: list[Digest]) -> None:
+        deliver(origin, digests, self._states(), self.counters)
+        # Kept a while for a partition this worker takes on later (`_joined`): it would not hear them again.
+        recent = self._recent()
+        for d in digests:
+            recent.append((origin, d))
+            self._recent_hashes += d.hashes
+        while recent and self._recent_hashes > self.settings.detection.fleet_pending_hashes:
+            self._recent_hashes -= recent.popleft()[1].hashes
+
+    def _recent(self) -> deque[tuple[int, Digest]]:
+        got: deque[tuple[int, Digest]] | None = getattr(self, "_recent_digests", None)
+        if got is None:
+            got = self._recent_digests = deque[tuple[int, Digest]]()
+            self._recent_hashes = 0
+        return got
+
+    def _joined(self, p: int, st: DomainState) -> None:
+        """A partition this worker now judges (fresh or restored): it tells from now on, and hears what the worker
+        heard recently (a restored one learned most of it already: learning a digest again changes nothing)."""
+        listen(st)
+        for origin, d in self._recent():
+            if origin != p:
+                st.table.fleet.push(d)
+                self.counters["fleet.heard"] += 1
+
+    async def _read_fleet(self) -> None:
+        """The fleet topic, read for as long as the worker runs; restarted after a broker error."""
+        k = self.settings.kafka
+        name = topic_names(k).fleet
+        parts = topic_specs(k)[name][0]
+        reader = FleetReader(k.bootstrap, name, parts, k.fleet_replay_s, self._heard, self.counters)
+        while True:
+            try:
+                await reader.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the record only knows less meanwhile: say so, and read again
+                self.counters["fleet.reader_errors"] += 1
+                log.warning("fleet topic reader: %s: %s; reading again in 2 s", type(exc).__name__, exc)
+                await asyncio.sleep(2.0)

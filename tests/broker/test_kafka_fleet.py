@@ -1,0 +1,134 @@
+"""The fleet record across partitions on the real broker (streams/kafka/fleet.py): a partition hears, through the
+fleet topic, what the model wrote on the others, and judges as one process would.
+
+A phrase the model wrote for A in domain d1 and for C in domain d2, on two different partitions, is its habit: R's
+answer with it in d1 is no leak. The control, without C's session, is a leak of A's. Workers run as subprocesses;
+waits are bounded; nothing asserts on wall-clock durations."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import orjson
+import pytest
+from conftest import wait_for
+from factories import request, response
+from kafka import KafkaConsumer, KafkaProducer
+
+from streams.routing import input_partition_of
+
+KafkaNames = Workers = Any  # fixtures of tests/conftest.py
+
+pytestmark = pytest.mark.kafka
+
+WAIT_S = 120.0
+# Warm at once, so that R's answer is judged as it comes (a cold domain's hold is tests/broker/test_quiet_input.py's).
+WARM = {"CROSSTALK_DETECTION__OVERLAP_WARMUP_DOCS": "0", "CROSSTALK_DETECTION__OVERLAP_WARMUP_S": "0"}
+
+
+def _domains(partitions: int, internal: int) -> tuple[str, str]:
+    """Two domains on different input partitions and different internal (domain-stage) partitions."""
+    names = [f"fleet-d{i}" for i in range(64)]
+    d1 = names[0]
+    for d2 in names[1:]:
+        if input_partition_of(d2.encode(), partitions) != input_partition_of(d1.encode(), partitions) and (
+            input_partition_of(d2.encode(), internal) != input_partition_of(d1.encode(), internal)
+        ):
+            return d1, d2
+    raise AssertionError("no two domains on different partitions")
+
+
+def _world(d1: str, d2: str, with_c: bool) -> tuple[list[bytes], list[bytes]]:
+    """(the sessions that teach the phrase, and R's exchange two minutes of event time later), as input lines."""
+    rng = random.Random(11)
+    pool = rng.sample([f"q{i:04d}" for i in range(5000)], 400)
+    phrase, own, other = " ".join(pool[:24]), pool[24:84], pool[84:]
+    base = time.time() - 7200
+    first: list[Any] = []
+    for i, (tenant, domain) in enumerate([("A", d1), ("C", d2)] if with_c else [("A", d1)]):
+        words = " ".join(other[i * 10 : i * 10 + 10])
+        first += [
+            request(f"s{i}", tenant, base + i, text=words, session_id=f"s{i}", cache_domain=domain),
+            response(f"s{i}", tenant, base + i + 0.5, text=f"{phrase} {words}", session_id=f"s{i}", domain=domain),
+        ]
+    for j in range(4):  # d1's own traffic meanwhile
+        words = " ".join(other[200 + j * 10 : 210 + j * 10])
+        first += [
+            request(f"w{j}", f"W{j}", base + 30 + j, text=words, session_id=f"w{j}", cache_domain=d1),
+            response(f"w{j}", f"W{j}", base + 30.5 + j, text=f"ok {words}", session_id=f"w{j}", domain=d1),
+        ]
+    answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
+    second = [
+        request("r1", "R", base + 120, text="tell me something", session_id="r", cache_domain=d1),
+        response("r1", "R", base + 121, text=answer, session_id="r", domain=d1),
+    ]
+    return [e.model_dump_json(exclude_none=True).encode() for e in first], [
+        e.model_dump_json(exclude_none=True).encode() for e in second
+    ]
+
+
+def _send(names: KafkaNames, lines: list[bytes], domain_of: dict[str, str]) -> None:
+    k = names.settings().kafka
+    prod = KafkaProducer(bootstrap_servers=k.bootstrap)
+    for line in lines:
+        key = domain_of[orjson.loads(line)["request_id"]].encode()
+        prod.send(k.input_topic, key=key, value=line, partition=input_partition_of(key, k.input_partitions))
+    prod.flush()
+    prod.close()
+
+
+def _r_alerts(names: KafkaNames, want_any: bool) -> list[dict[str, Any]]:
+    consumer = KafkaConsumer(
+        names.alerts_topic, bootstrap_servers=names.bootstrap, auto_offset_reset="earliest", group_id=None
+    )
+    got: list[dict[str, Any]] = []
+    try:
+        end = time.monotonic() + (WAIT_S if want_any else 20.0)
+        while time.monotonic() < end and not (want_any and got):
+            for records in consumer.poll(timeout_ms=500).values():
+                for r in records:
+                    a = orjson.loads(r.value)
+                    if a.get("tenant_id") == "R" and a.get("severity") in ("high", "critical"):
+                        got.append(a)
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("topology", ["direct", "staged"])
+@pytest.mark.parametrize("with_c", [True, False])
+def test_a_partition_hears_what_the_model_wrote_on_another(
+    kafka_names: KafkaNames, workers: Workers, topology: str, with_c: bool
+) -> None:
+    k = kafka_names.settings().kafka
+    d1, d2 = _domains(k.input_partitions, k.internal_partitions)
+    first, second = _world(d1, d2, with_c)
+    domain_of = {"s0": d1, "s1": d2, "r1": d1} | {f"w{j}": d1 for j in range(4)}
+    w = workers.start(kafka_names, **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
+    assert w.alive(), w.log_tail()
+    _send(kafka_names, first, domain_of)
+
+    stage = "direct" if topology == "direct" else "domain"
+
+    def heard() -> bool:
+        # Every digest told, heard by each of the other partitions this one worker holds.
+        c = w.counters()
+        if not c:
+            return False
+        told, held = c["counters"].get("fleet.told", 0), len(c["partitions"][stage])
+        return told >= (2 if with_c else 1) and c["counters"].get("fleet.heard", 0) >= told * (held - 1)
+
+    try:
+        wait_for(heard, WAIT_S, what="the partitions to tell what they judged, and to hear it")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{w.counters()}\n{w.log_tail(60)}") from None
+    _send(kafka_names, second, domain_of)
+    alerts = _r_alerts(kafka_names, want_any=not with_c)
+    if with_c:
+        # C's session was judged on another partition: heard there, the phrase is the model's habit in d1 too.
+        assert alerts == [], (alerts, w.log_tail(40))
+    else:
+        assert [a["source_tenant_id"] for a in alerts] == ["A"], (alerts, w.log_tail(40))

@@ -1,0 +1,47 @@
+"""The fleet topic's messages and their delivery (streams/kafka/fleet.py), without a broker; the broker's part is
+tests/broker/test_kafka_fleet.py, and every scenario of tests/detectors runs through the in-memory topologies with
+this delivery (tests/parity.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from detectors.pipeline import DetectionSettings, Digest
+from streams.kafka import fleet
+from streams.kafka.stages import DomainState
+
+S = DetectionSettings(fingerprint_key="fleet-feed-test")
+D = [Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8), Digest(2.0, "req-ü", "u\x1fr", b"", b"\x03" * 24)]
+
+
+def test_a_message_carries_its_digests_whole() -> None:
+    assert fleet.decode(fleet.encode(D)) == D
+    assert fleet.decode(fleet.encode([])) == []
+
+
+@pytest.mark.parametrize("blob", [b"", b"{}", b"F1\x00", fleet.encode(D)[:-3], b"F2" + fleet.encode(D)[2:]])
+def test_a_message_not_ours_is_refused_with_a_reason(blob: bytes) -> None:
+    with pytest.raises(fleet.FleetFrameError):
+        fleet.decode(blob)
+
+
+def test_the_reader_counts_what_it_cannot_use_and_goes_on() -> None:
+    counters: Counter[str] = Counter()
+    got: list[tuple[int, list[Digest]]] = []
+    reader = fleet.FleetReader("127.0.0.1:1", "t", 1, 0.0, lambda o, d: got.append((o, d)), counters)
+    reader._one(b"3", b"garbage")
+    reader._one(b"not-a-partition", fleet.encode(D))
+    reader._one(b"3", fleet.encode(D))
+    assert counters["fleet.malformed"] == 2 and got == [(3, D)]
+
+
+def test_digests_go_to_every_partition_but_the_one_that_told_them() -> None:
+    counters: Counter[str] = Counter()
+    states = {p: DomainState.fresh(S, counters) for p in range(3)}
+    for st in states.values():
+        fleet.listen(st)
+    fleet.deliver(1, D, states, counters)
+    assert [states[p].table.fleet.pending for p in range(3)] == [2, 0, 2]
+    assert counters["fleet.heard"] == 4
