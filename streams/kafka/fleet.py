@@ -50,6 +50,27 @@ def encode(digests: Iterable[Digest]) -> bytes:
     return b"".join(parts)
 
 
+def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
+    """The digests as messages of at most `limit` bytes each, and how many were too large for one message alone: those
+    go without their prompt (the record then learns the answer only, which can only keep the prompt's text evidence)."""
+    out: list[bytes] = []
+    run: list[Digest] = []
+    size, cut = 2, 0
+    for d in digests:
+        one = _HEAD.size + len(d.request_id.encode()) + len(d.key.encode()) + len(d.prompt) + len(d.output)
+        if one + 2 > limit:
+            d, cut = Digest(d.ts, d.request_id, d.key, b"", d.output[: (limit // 2) // 8 * 8]), cut + 1
+            one = _HEAD.size + len(d.request_id.encode()) + len(d.key.encode()) + len(d.output)
+        if run and size + one > limit:
+            out.append(encode(run))
+            run, size = [], 2
+        run.append(d)
+        size += one
+    if run:
+        out.append(encode(run))
+    return out, cut
+
+
 def decode(blob: bytes) -> list[Digest]:
     if blob[:2] != _VERSION:
         raise FleetFrameError("not a fleet message")
@@ -180,9 +201,15 @@ class FleetTalk:
         """What partition `p` judged since its last batch, to the fleet topic (before the checkpoint that acks it,
         which flushes the producer: a restart re-judges and tells again what was not acked)."""
         digests = told(st)
-        if digests:
-            await self.fleet_topic.send(key=str(p).encode(), value=encode(digests))
-            self.counters["fleet.told"] += len(digests)
+        if not digests:
+            return
+        # Under the topic's message limit, with room for the record's own framing.
+        messages, cut = split(digests, self.settings.kafka.max_message_bytes - 4096)
+        for value in messages:
+            await self.fleet_topic.send(key=str(p).encode(), value=value)
+        self.counters["fleet.told"] += len(digests)
+        if cut:
+            self.counters["fleet.oversized"] += cut
 
     def _heard(self, origin: int, digests: list[Digest]) -> None:
         deliver(origin, digests, self._states(), self.counters)

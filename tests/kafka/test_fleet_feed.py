@@ -45,3 +45,11 @@ def test_digests_go_to_every_partition_but_the_one_that_told_them() -> None:
     fleet.deliver(1, D, states, counters)
     assert [states[p].table.fleet.pending for p in range(3)] == [2, 0, 2]
     assert counters["fleet.heard"] == 4
+
+
+def test_messages_stay_under_the_limit_and_an_oversized_digest_loses_its_prompt_only() -> None:
+    big = Digest(3.0, "req-big", "t\x1fs", b"\x05" * 4000, b"\x06" * 80)
+    messages, cut = fleet.split([*D, big, *D], 300)
+    assert cut == 1 and all(len(m) <= 300 for m in messages) and len(messages) >= 2
+    got = [d for m in messages for d in fleet.decode(m)]
+    assert got == [*D, Digest(3.0, "req-big", "t\x1fs", b"", b"\x06" * 80), *D]
