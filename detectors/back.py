@@ -15,7 +15,6 @@ from detectors.domain import DomainMonitor
 from detectors.fleet import Digest, Fleet, digest_of
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from detectors.signals.base import Piece
 from schemas.alert import Alert, IncidentResolved
 from schemas.events import CacheStats, Request, Response
 from schemas.exchange import Exchange
@@ -81,19 +80,21 @@ class DomainTable:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "fleet" not in state:  # a snapshot from before the fleet record: it starts empty
+        if self.__dict__.get("fleet") is None:  # never in its snapshot: it starts empty, and its runner refills it
             self.fleet = Fleet(self.settings)
         self.__dict__.setdefault("told", None)
-        for dm in self.domains.values():  # each domain's overlap detector reads the table's record
-            dm.overlap.fleet = self.fleet
+        self.share_fleet(self.fleet)
 
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"told": None}  # the runner's, not state
+        # The fleet record would be most of a partition's snapshot, copied at every checkpoint: a Kafka partition
+        # rebuilds it from what its worker heard (streams/kafka/fleet.py). `told` is the runner's.
+        return self.__dict__ | {"told": None, "fleet": None}
 
-    def pieces(self) -> dict[str, Piece]:
-        """The table's own state that a snapshot copies on its own and as its changes (`HasPieces`): the fleet record,
-        which every domain reads (a domain's pickle leaves it out; the table gives it back on load)."""
-        return {"fl": self.fleet}
+    def share_fleet(self, fleet: Fleet) -> None:
+        """Read (and teach) `fleet` from now on: the record of the process that holds this table."""
+        self.fleet = fleet
+        for dm in self.domains.values():
+            dm.overlap.fleet = fleet
 
     def judged(self, ex: Exchange) -> None:
         """An exchange one of its domains judged (or buffered to judge): the fleet record learns it in its time, and a

@@ -15,7 +15,8 @@ whatever arrives within the delay is learned exactly where one process would lea
 learned when it comes (counted `fleet.late`): the record then knows less for a while, which can only keep a text
 evidence longer, never make a leak common.
 
-One per judge table (`DomainTable`: a process, a replay job, a Kafka partition), shared by its domains; bounded by the
+One per judge table (`DomainTable`: a process, a replay job, a Kafka partition), shared by its domains and advanced
+by its event time; never in a snapshot (a Kafka partition rebuilds it from what its worker heard); bounded by the
 record's fixed size and by `fleet_pending_hashes` for the digests waiting their delay (beyond it the oldest is
 learned early, in the same order everywhere).
 """
@@ -24,13 +25,11 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 import numpy as np
 
-from detectors.commonness import SpreadChanges, TenantSpread
+from detectors.commonness import TenantSpread
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange
 
@@ -68,16 +67,9 @@ def digest_of(ex: Exchange) -> Digest | None:
     return Digest(ex.ts, ex.request_id, f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", prompt, output)
 
 
-class FleetChanges(NamedTuple):
-    record: SpreadChanges
-    pushed: list[Digest]  # digests that went to wait since the mark
-    popped: list[tuple[float, str]]  # the order keys of those learned since the mark, once each
-    learned_until: float
-    late: int
-
-
 class Fleet:
-    """The fleet record and the digests waiting their delay: a piece (`detectors/signals/base.py` `Piece`)."""
+    """The fleet record and the digests waiting their delay. Never a snapshot's: a table pickles without it
+    (`DomainTable.__getstate__`), and a Kafka partition rebuilds its own from what its worker heard."""
 
     def __init__(self, settings: DetectionSettings) -> None:
         self.record = TenantSpread(settings.fleet_bits_log2, capacity=settings.fleet_capacity,
@@ -88,7 +80,6 @@ class Fleet:
         self._pending_hashes = 0
         self.learned_until = float("-inf")  # event time up to which every digest due was learned
         self.late = 0  # digests that came after their time (learned when they came)
-        self._trail: tuple[list[Digest], list[tuple[float, str]]] | None = None  # since mark(): pushed, learned
 
     # --- what the domains read ----------------------------------------------------------------
     def sessions(self, keys: np.ndarray) -> np.ndarray:
@@ -108,8 +99,6 @@ class Fleet:
             return
         heapq.heappush(self._pending, (d.order, d))
         self._pending_hashes += d.hashes
-        if self._trail is not None:
-            self._trail[0].append(d)
         while self._pending_hashes > self.max_pending and self._pending:  # bounded: the oldest is learned early
             self._pop()
 
@@ -123,10 +112,8 @@ class Fleet:
             self.learned_until = due
 
     def _pop(self) -> None:
-        order, d = heapq.heappop(self._pending)
+        _, d = heapq.heappop(self._pending)
         self._pending_hashes -= d.hashes
-        if self._trail is not None:
-            self._trail[1].append(order)
         self._learn(d)
 
     def _learn(self, d: Digest) -> None:
@@ -144,56 +131,6 @@ class Fleet:
     @property
     def pending(self) -> int:
         return len(self._pending)
-
-    # --- the piece ----------------------------------------------------------------------------
-    def mark(self) -> None:
-        self.record.mark()
-        self._trail = ([], [])
-
-    def changes(self) -> FleetChanges | None:
-        """None when only a whole copy will do (never marked, or the record rotated since)."""
-        record = self.record.changes()
-        if record is None or self._trail is None:
-            return None
-        return FleetChanges(record, list(self._trail[0]), list(self._trail[1]), self.learned_until, self.late)
-
-    def replay(self, changes: FleetChanges) -> None:
-        """Bring a copy taken at the mark to the live fleet: the record's bytes, then the digests waiting."""
-        if changes.record.rows or changes.record.inserts:
-            self.record.replay(changes.record)
-        gone = Counter(changes.popped)  # a digest heard twice (at least once delivery) waits twice
-        kept = []
-        for item in self._pending + [(d.order, d) for d in changes.pushed]:
-            if gone[item[0]]:
-                gone[item[0]] -= 1
-            else:
-                kept.append(item)
-        heapq.heapify(kept)
-        self._pending = kept
-        self._pending_hashes = sum(d.hashes for _, d in kept)
-        self.learned_until = changes.learned_until
-        self.late = changes.late
-
-    @staticmethod
-    def pack(changes: FleetChanges) -> Any:
-        if not changes.pushed and not changes.popped and not changes.record.rows:
-            return ()
-        pushed = [(d.ts, d.request_id, d.key, d.prompt, d.output) for d in changes.pushed]
-        record = TenantSpread.pack(changes.record)
-        return (record, pushed, changes.popped, changes.learned_until, changes.late)
-
-    @staticmethod
-    def unpack(packed: Any) -> FleetChanges:
-        record, pushed, popped, learned_until, late = packed
-        rec = TenantSpread.unpack(record) if record else SpreadChanges(0, [])
-        return FleetChanges(rec, [Digest(*p) for p in pushed], [(o[0], o[1]) for o in popped], learned_until, late)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_trail"] = None  # what changed since a mark is not part of a copy
-        # Sorted: a sorted list is a heap, and a copy is then the same whatever order the pushes and pops took.
-        state["_pending"] = sorted(self._pending, key=lambda item: item[0])
-        return state
 
     def state_size(self) -> dict[str, int]:
         return {"fleet_pending": len(self._pending), "fleet_pending_hashes": self._pending_hashes}

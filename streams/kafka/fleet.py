@@ -11,9 +11,12 @@ in (event time, request id) order, so whatever arrives within that delay is lear
 (tests/parity.py runs the in-memory topologies with this delivery); one that arrives later is learned when it
 comes, counted `fleet.late`, and the record knows less meanwhile (a text stays evidence longer, never the reverse).
 
-A restarted worker reads the topic from `fleet_replay_s` before its start: what other partitions told while it was
-down. A digest learned twice changes nothing (the record is a set of pairs and tags). Digests carry fingerprints
-and ids, never text.
+Each partition keeps its own record, advanced by its own event time: partitions of one worker stand at different
+event times (a backlog, a restart), and one record shared by them would show the slower ones what the model wrote
+after their time (ADR 0017, alternatives). A record is never in a snapshot: a partition taken on (fresh or restored)
+learns what its worker heard lately (at most `fleet_pending_hashes` fingerprints), and a starting worker reads the
+topic from `fleet_replay_s` before its start. A digest learned twice changes nothing (the record is a set of pairs
+and tags). Digests carry fingerprints and ids, never text.
 """
 
 from __future__ import annotations
@@ -229,13 +232,15 @@ class FleetTalk:
         return got
 
     def _joined(self, p: int, st: DomainState) -> None:
-        """A partition this worker now judges (fresh or restored): it tells from now on, and hears what the worker
-        heard recently (a restored one learned most of it already: learning a digest again changes nothing)."""
+        """A partition this worker now judges (fresh or restored): it tells from now on, and learns what the worker
+        heard recently."""
         listen(st)
-        for origin, d in self._recent():
-            if origin != p:
-                st.table.fleet.push(d)
-                self.counters["fleet.heard"] += 1
+        # Its record is not in its snapshot (it would be most of it, copied at every checkpoint): rebuilt here from
+        # what this worker heard lately, its own earlier digests too (those it judges again are learned twice,
+        # which changes nothing).
+        for _, d in self._recent():
+            st.table.fleet.push(d)
+            self.counters["fleet.heard"] += 1
 
     async def _read_fleet(self) -> None:
         """The fleet topic, read for as long as the worker runs; restarted after a broker error."""

@@ -9,8 +9,6 @@ A domain partition is cut into
                      ("sp", name)  its TenantSpread: whole, or the bytes set since the last copy
                      ("ms", name)  its model's session record (a TenantSpread keyed by session): likewise
                      and the mix-up ledger ("mx", name): whole, or the deliveries it gained and lost
-    ("fl",)          the table's fleet record (`DomainTable.pieces()`, detectors/fleet.py), which every domain reads:
-                     whole, or the bytes set and the digests that came and were learned since the last copy
     ("dd",)          the event-id deduper: whole, or how many ids left the front and the ids that came
     ("wait", half)   the Joiner's halves waiting for their other half (half: "request", "response"):
                      whole, or the keys that left and the halves that came (detectors/waiting.py)
@@ -78,11 +76,6 @@ def _front_of(state: Any) -> dict[Name, Any]:
     return {}
 
 
-def _table_of(state: Any) -> dict[int, Name]:
-    """The pieces a domain partition's table declares (`DomainTable.pieces`: the fleet record), by object id."""
-    return {id(piece): (key,) for key, piece in state.table.pieces().items()}
-
-
 def parts(state: State) -> Iterator[tuple[Name, Any]]:
     """Every piece of the state with the live object it copies; children before their parent (the order
     `assemble` needs)."""
@@ -90,8 +83,6 @@ def parts(state: State) -> Iterator[tuple[Name, Any]]:
     if isinstance(state, JoinState):
         yield JOIN, state
         return
-    for key, piece in state.table.pieces().items():
-        yield (key,), piece
     for name, dm in state.table.domains.items():
         for key, piece in dm.pieces().items():
             yield (key, name), piece
@@ -140,8 +131,6 @@ def whole(name: Name, obj: Any, counters: Counter[str]) -> bytes:
     process's objects left out by name."""
     if name in (PART, JOIN):
         front = {id(piece): name for name, piece in _front_of(obj).items()}
-        if not isinstance(obj, JoinState):
-            front |= _table_of(obj)
 
         def cut(o: object) -> Any:
             if isinstance(o, DomainMonitor):

@@ -1,9 +1,9 @@
-"""The fleet record across partitions on the real broker (streams/kafka/fleet.py): a partition hears, through the
-fleet topic, what the model wrote on the others, and judges as one process would.
+"""The fleet record across workers on the real broker (streams/kafka/fleet.py): a worker hears, through the fleet
+topic, what the model wrote on the other worker's partitions, and judges as one process would.
 
-A phrase the model wrote for A in domain d1 and for C in domain d2, on two different partitions, is its habit: R's
-answer with it in d1 is no leak. The control, without C's session, is a leak of A's. Workers run as subprocesses;
-waits are bounded; nothing asserts on wall-clock durations."""
+A phrase the model wrote for A in domain d1 and for C in domain d2, judged by two different workers, is its habit:
+R's answer with it in d1 is no leak. The control, without C's session, is a leak of A's. Workers run as
+subprocesses; waits are bounded; nothing asserts on wall-clock durations."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from conftest import wait_for
 from factories import request, response
 from kafka import KafkaConsumer, KafkaProducer
 
-from streams.routing import input_partition_of
+from streams.routing import input_partition_of, partition_of
 
 KafkaNames = Workers = Any  # fixtures of tests/conftest.py
 
@@ -28,16 +28,12 @@ WAIT_S = 120.0
 WARM = {"CROSSTALK_DETECTION__OVERLAP_WARMUP_DOCS": "0", "CROSSTALK_DETECTION__OVERLAP_WARMUP_S": "0"}
 
 
-def _domains(partitions: int, internal: int) -> tuple[str, str]:
-    """Two domains on different input partitions and different internal (domain-stage) partitions."""
-    names = [f"fleet-d{i}" for i in range(64)]
-    d1 = names[0]
-    for d2 in names[1:]:
-        if input_partition_of(d2.encode(), partitions) != input_partition_of(d1.encode(), partitions) and (
-            input_partition_of(d2.encode(), internal) != input_partition_of(d1.encode(), internal)
-        ):
-            return d1, d2
-    raise AssertionError("no two domains on different partitions")
+def _domains(first: list[int], second: list[int], partitions: int, of: Any) -> tuple[str, str]:
+    """A domain judged on one of `first`'s partitions and one on `second`'s (`of`: domain -> partition)."""
+    names = [f"fleet-d{i}" for i in range(256)]
+    d1 = next(d for d in names if of(d, partitions) in first)
+    d2 = next(d for d in names if of(d, partitions) in second)
+    return d1, d2
 
 
 def _world(d1: str, d2: str, with_c: bool) -> tuple[list[bytes], list[bytes]]:
@@ -99,36 +95,48 @@ def _r_alerts(names: KafkaNames, want_any: bool) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("topology", ["direct", "staged"])
 @pytest.mark.parametrize("with_c", [True, False])
-def test_a_partition_hears_what_the_model_wrote_on_another(
+def test_a_worker_hears_what_the_model_wrote_on_another_workers_partitions(
     kafka_names: KafkaNames, workers: Workers, topology: str, with_c: bool
 ) -> None:
     k = kafka_names.settings().kafka
-    d1, d2 = _domains(k.input_partitions, k.internal_partitions)
-    first, second = _world(d1, d2, with_c)
-    domain_of = {"s0": d1, "s1": d2, "r1": d1} | {f"w{j}": d1 for j in range(4)}
-    w = workers.start(kafka_names, **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
-    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
-    assert w.alive(), w.log_tail()
-    _send(kafka_names, first, domain_of)
+    n = k.input_partitions if topology == "direct" else k.internal_partitions
+    # Where a domain is judged: its input partition (direct), or its domain-stage partition (staged).
+    of = (lambda d, q: input_partition_of(d.encode(), q)) if topology == "direct" else partition_of
+    a = workers.start(kafka_names, "a", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
+    b = workers.start(kafka_names, "b", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
 
-    stage = "direct" if topology == "direct" else "domain"
+    def split() -> tuple[list[int], list[int]] | None:
+        # The judging partitions shared out between the two (a partition shows once its state exists: the test
+        # waits for the assignment instead, from the consumer's view).
+        ca, cb = a.counters(), b.counters()
+        if not ca or not cb:
+            return None
+        topic = kafka_names.input_topic if topology == "direct" else f"{kafka_names.app_id}.domain"
+        mine = [[int(tp.rsplit(":", 1)[1]) for tp in c["assigned"] if tp.rsplit(":", 1)[0] == topic] for c in (ca, cb)]
+        return (mine[0], mine[1]) if mine[0] and mine[1] and sorted(mine[0] + mine[1]) == list(range(n)) else None
+
+    first, second = wait_for(split, 90, what="two workers sharing the partitions")
+    d1, d2 = _domains(first, second, n, of)
+    lines, later = _world(d1, d2, with_c)
+    domain_of = {"s0": d1, "s1": d2, "r1": d1} | {f"w{j}": d1 for j in range(4)}
+    _send(kafka_names, lines, domain_of)
 
     def heard() -> bool:
-        # Every digest told, heard by each of the other partitions this one worker holds.
-        c = w.counters()
-        if not c:
+        # C's digest, told by b, heard by a (and A's by b).
+        ca, cb = a.counters(), b.counters()
+        if not ca or not cb:
             return False
-        told, held = c["counters"].get("fleet.told", 0), len(c["partitions"][stage])
-        return told >= (2 if with_c else 1) and c["counters"].get("fleet.heard", 0) >= told * (held - 1)
+        told = ca["counters"].get("fleet.told", 0) + cb["counters"].get("fleet.told", 0)
+        return told >= 5 + with_c and (not with_c or ca["counters"].get("fleet.heard", 0) >= 1)
 
     try:
-        wait_for(heard, WAIT_S, what="the partitions to tell what they judged, and to hear it")
+        wait_for(heard, WAIT_S, what="the workers to tell what they judged, and to hear each other")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{w.counters()}\n{w.log_tail(60)}") from None
-    _send(kafka_names, second, domain_of)
+        raise AssertionError(f"{exc}\n{a.counters()}\n{b.counters()}\n{a.log_tail(40)}") from None
+    _send(kafka_names, later, domain_of)
     alerts = _r_alerts(kafka_names, want_any=not with_c)
     if with_c:
-        # C's session was judged on another partition: heard there, the phrase is the model's habit in d1 too.
-        assert alerts == [], (alerts, w.log_tail(40))
+        # C's session was judged by the other worker: heard, the phrase is the model's habit in d1 too.
+        assert alerts == [], (alerts, a.log_tail(40))
     else:
-        assert [a["source_tenant_id"] for a in alerts] == ["A"], (alerts, w.log_tail(40))
+        assert [x["source_tenant_id"] for x in alerts] == ["A"], (alerts, a.log_tail(40))

@@ -44,7 +44,6 @@ def _traffic(start: int, n: int) -> Iterator[Any]:
 
 def _pieces(m: Monitor) -> dict[str, Any]:
     out: dict[str, Any] = {"-".join(name): piece for name, piece in front_pieces(m.joiner, m.dedup).items()}
-    out |= {f"{key}:table": piece for key, piece in m.table.pieces().items()}  # the fleet record
     for name, dm in m.domains.items():
         out |= {f"{key}:{name}": piece for key, piece in dm.pieces().items()}
     return out
@@ -123,7 +122,7 @@ def test_a_marked_copy_plus_the_packed_changes_is_the_live_piece(name: str) -> N
         m.observe(event)
     changes = piece.changes()
     if changes is None:  # only a whole copy will do (allowed, e.g. a record that rotated), and says so
-        assert name.split(":")[0] in ("sp", "ms", "fl"), f"{name}: marked, yet only a whole copy will do"
+        assert name.split(":")[0] in ("sp", "ms"), f"{name}: marked, yet only a whole copy will do"
         return
     assert not _same(copy, piece), f"{name}: nothing changed, or the copy is not a copy"
     packed = pickle.loads(pickle.dumps(piece.pack(changes)))
@@ -132,17 +131,7 @@ def test_a_marked_copy_plus_the_packed_changes_is_the_live_piece(name: str) -> N
 
 
 def test_every_kind_of_piece_is_checked() -> None:
-    assert {k.split(":")[0] for k in KINDS} >= {
-        "dd",
-        "wait-request",
-        "wait-response",
-        "can",
-        "ix",
-        "sp",
-        "ms",
-        "mx",
-        "fl",
-    }
+    assert {k.split(":")[0] for k in KINDS} >= {"dd", "wait-request", "wait-response", "can", "ix", "sp", "ms", "mx"}
 
 
 def test_the_shell_that_stores_pieces_names_none_of_their_types() -> None:
