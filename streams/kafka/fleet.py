@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import struct
 import time
 from collections import Counter, deque
@@ -82,6 +83,8 @@ def decode(blob: bytes) -> list[Digest]:
         if i + _HEAD.size > n:
             raise FleetFrameError("truncated fleet message")
         ts, lr, lk, lp, lo = _HEAD.unpack_from(blob, i)
+        if not math.isfinite(ts):  # a NaN would break the waiting digests' order for good
+            raise FleetFrameError("an event time that is no number")
         i += _HEAD.size
         end = i + lr + lk + lp + lo
         if end > n or lp % 8 or lo % 8:

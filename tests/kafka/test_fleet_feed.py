@@ -21,7 +21,10 @@ def test_a_message_carries_its_digests_whole() -> None:
     assert fleet.decode(fleet.encode([])) == []
 
 
-@pytest.mark.parametrize("blob", [b"", b"{}", b"F1\x00", fleet.encode(D)[:-3], b"F2" + fleet.encode(D)[2:]])
+NAN = fleet.encode([Digest(float("nan"), "r", "k", b"", b"\x01" * 8)])
+
+
+@pytest.mark.parametrize("blob", [b"", b"{}", b"F1\x00", fleet.encode(D)[:-3], b"F2" + fleet.encode(D)[2:], NAN])
 def test_a_message_not_ours_is_refused_with_a_reason(blob: bytes) -> None:
     with pytest.raises(fleet.FleetFrameError):
         fleet.decode(blob)
