@@ -114,12 +114,9 @@ class OverlapDetector(HeldJudge):
     def __getstate__(self) -> dict[str, Any]:
         # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
         state = self.__dict__.copy()
-        state["public"] = None
-        state["fleet"] = None  # the table's: it gives it back (`DomainTable.__setstate__`)
-        state["_domain"] = None  # the domain's own object, read while judging
-        state["_sentences"] = None
-        state["_keys_of"] = None
-        return state
+        # The fleet record is the table's: it gives it back (`DomainTable.__setstate__`). The domain's own object is
+        # read while judging.
+        return state | dict.fromkeys(("public", "fleet", "_domain", "_sentences", "_keys_of"))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -130,9 +127,7 @@ class OverlapDetector(HeldJudge):
         if "victims" not in state:  # from before leaks remembered their receiver: every re-send stays the source's
             self.victims = {}
         self.__dict__.setdefault("fleet", None)
-        self._domain = None
-        self._sentences = None
-        self._keys_of = None
+        self._domain = self._sentences = self._keys_of = None
 
     def _keys(self, tp: TextFingerprint) -> tuple[array[int], np.ndarray]:
         """`tp.hashes` as uint64 (an array the index keeps, and a numpy view of it for the records), once per text."""

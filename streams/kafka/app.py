@@ -10,9 +10,8 @@ Topology (docs/adr/0001-kafka-topology.md and 0003 have the why):
       v                         v                        v
     dead-letter               dead-letter              dead-letter (internal errors only)
 
-What each stage does with a partition's input lives in streams/kafka/stages.py (no Faust there, unit
-tested without a broker); snapshots and acks in streams/kafka/checkpoint.py; the internal messages'
-framing in frames.py and their records in records.py. This module only moves bytes between them.
+Each stage's work lives in streams/kafka/stages.py (no Faust there, tested without a broker), snapshots and acks in
+checkpoint.py, internal messages in frames.py and records.py, the fleet topic in fleet.py: this module moves bytes.
 """
 
 from __future__ import annotations
@@ -137,8 +136,7 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
         self.domain_topic = raw_topic(n.domain)
         self.alerts_topic = app.topic(n.alerts, value_serializer="raw", key_serializer="raw")
         self.dlq_topic = app.topic(n.deadletter, value_serializer="raw", key_serializer="raw")
-        self.fleet_topic = app.topic(n.fleet, value_serializer="raw", key_serializer="raw")
-        app.task(self._read_fleet)  # every partition's digests, for each partition held here (fleet.py)
+        self._fleet_wire(app, n.fleet)  # every partition's digests, for each partition held here (fleet.py)
         parts, store = k.internal_partitions, checkpoint.store_options(k)
         if k.topology == "direct":
             # One stage on the input topic; its table is co-partitioned with it (streams/kafka/direct.py).
@@ -446,8 +444,7 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
                 st = DomainState.fresh(self.settings.detection, self.counters, self.public)
             if isinstance(st, DirectState):  # restored or fresh: the process's one cache
                 st.monitor.share_sessions(self.sessions)
-            if isinstance(st, DomainState):  # a judging partition tells and hears the others (fleet.py)
-                self._joined(partition, st)
+            self._joined(partition, st)  # a judging partition tells and hears the others (fleet.py)
             if isinstance(st, JoinState):
                 self.join.restored(partition, st, time.monotonic())
             elif stage == "domain":

@@ -234,9 +234,16 @@ class FleetTalk:
             self._recent_hashes = 0
         return got
 
-    def _joined(self, p: int, st: DomainState) -> None:
+    def _fleet_wire(self, app: Any, topic: str) -> None:
+        """The fleet topic to tell on, and its reader, run as long as the app."""
+        self.fleet_topic = app.topic(topic, value_serializer="raw", key_serializer="raw")
+        app.task(self._read_fleet)
+
+    def _joined(self, p: int, st: Any) -> None:
         """A partition this worker now judges (fresh or restored): it tells from now on, and learns what the worker
-        heard recently."""
+        heard recently. A join partition judges nothing."""
+        if not isinstance(st, DomainState):
+            return
         listen(st)
         # Its record is not in its snapshot (it would be most of it, copied at every checkpoint): rebuilt here from
         # what this worker heard lately, its own earlier digests too (those it judges again are learned twice,

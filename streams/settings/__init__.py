@@ -154,12 +154,7 @@ class KafkaSettings(_Section):
         "holding watermarks back: its owner is hung, not caught up (a caught-up input partition is reported idle). "
         "Shorter than a rebalance or a slow worker's pause lets its items through late (domain.late_items)",
     )
-    fleet_replay_s: float = Field(
-        default=600.0,
-        ge=0,
-        description="a starting worker reads the fleet topic (<app_id>.fleet: what each partition judged, as "
-        "fingerprints, for the fleet record; streams/kafka/fleet.py) from this long before its start",
-    )
+    fleet_replay_s: float = Field(600.0, ge=0, description="a starting worker reads the fleet topic from this long ago")
     heartbeat_interval_s: float = Field(
         default=5.0,
         gt=0,
