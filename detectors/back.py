@@ -83,35 +83,30 @@ class DomainTable:
         if self.__dict__.get("fleet") is None:  # never in its snapshot: it starts empty, and its runner refills it
             self.fleet = Fleet(self.settings)
         self.__dict__.setdefault("told", None)
-        self.share_fleet(self.fleet)
+        for dm in self.domains.values():  # each domain's overlap detector reads the table's record
+            dm.overlap.fleet = self.fleet
 
     def __getstate__(self) -> dict[str, Any]:
         # The fleet record would be most of a partition's snapshot, copied at every checkpoint: a Kafka partition
         # rebuilds it from what its worker heard (streams/kafka/fleet.py). `told` is the runner's.
         return self.__dict__ | {"told": None, "fleet": None}
 
-    def share_fleet(self, fleet: Fleet) -> None:
-        """Read (and teach) `fleet` from now on: the record of the process that holds this table."""
-        self.fleet = fleet
-        for dm in self.domains.values():
-            dm.overlap.fleet = fleet
+    def hear(self, ex: Exchange) -> Digest | None:
+        """An exchange of the fleet that another table judges (a replay job's): only the fleet record learns it, in its
+        time. Returns its digest (None: the record is off, or the exchange carries no prints)."""
+        if not self.settings.common_min_sessions:
+            return None
+        d = digest_of(ex)
+        if d is not None:
+            self.fleet.push(d)
+        return d
 
     def judged(self, ex: Exchange) -> None:
-        """An exchange one of its domains judged (or buffered to judge): the fleet record learns it in its time, and a
-        runner that tells other tables hears of it (`told`)."""
-        if self.settings.common_min_sessions:
-            d = digest_of(ex)
-            if d is not None:
-                self.fleet.push(d)
-                if self.told is not None:
-                    self.told.append(d)
-
-    def hear(self, ex: Exchange) -> None:
-        """An exchange of the fleet that another table judges (a replay job's): only the fleet record learns it."""
-        if self.settings.common_min_sessions:
-            d = digest_of(ex)
-            if d is not None:
-                self.fleet.push(d)
+        """An exchange one of its domains judged (or buffered to judge): learned as one heard, and noted for a runner
+        that tells other tables (`told`)."""
+        d = self.hear(ex)
+        if d is not None and self.told is not None:
+            self.told.append(d)
 
     def get(self, name: str, ts: float) -> DomainMonitor:
         """The domain's monitor (created on first use), marked active at event time `ts`."""

@@ -35,7 +35,6 @@ from schemas.exchange import Exchange
 
 # The record's tag for prompt text a tenant introduced (the model had not written it before, anywhere in the fleet).
 AUTHORED = "authored"
-_EMPTY = np.zeros(0, dtype=np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +130,3 @@ class Fleet:
     @property
     def pending(self) -> int:
         return len(self._pending)
-
-    def state_size(self) -> dict[str, int]:
-        return {"fleet_pending": len(self._pending), "fleet_pending_hashes": self._pending_hashes}

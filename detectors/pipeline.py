@@ -31,7 +31,7 @@ from detectors.canaries import CanaryPolicy, CanaryRegistry
 from detectors.dedup import Deduper
 from detectors.domain import DomainMonitor
 from detectors.fingerprint import Fingerprinter, positions_of, sentences_of
-from detectors.fleet import Digest, Fleet
+from detectors.fleet import Digest
 from detectors.front import Front, front_pieces, in_process, weak_canaries
 from detectors.ingest import Ingest, Plant, Printed
 from detectors.join import Joiner
@@ -129,7 +129,6 @@ __all__ = [
     "EventClock",
     "EventTimeBuffer",
     "Fingerprinter",
-    "Fleet",
     "Front",
     "Ingest",
     "Joiner",

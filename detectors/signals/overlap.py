@@ -112,11 +112,10 @@ class OverlapDetector(HeldJudge):
         )
 
     def __getstate__(self) -> dict[str, Any]:
-        # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot.
-        state = self.__dict__.copy()
-        # The fleet record is the table's: it gives it back (`DomainTable.__setstate__`). The domain's own object is
-        # read while judging.
-        return state | dict.fromkeys(("public", "fleet", "_domain", "_sentences", "_keys_of"))
+        # The public corpus belongs to the process (loaded from the operator's file), not to the snapshot; the fleet
+        # record is the table's, which gives it back (`DomainTable.__setstate__`); the domain's own object is read
+        # while judging.
+        return self.__dict__ | dict.fromkeys(("public", "fleet", "_domain", "_sentences", "_keys_of"))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
