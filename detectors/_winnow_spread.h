@@ -2,8 +2,9 @@
  *
  * The same computation as the record's numpy path, one pass per call instead of ~15 numpy passes on small arrays:
  * splitmix64 of each key, Kirsch-Mitzenmacher probe positions, Bloom tests and sets on the generations' bit rows.
- * A generation is a C-contiguous uint8 array of (LEVELS + 1) rows of `nbytes`: row 0 holds (fingerprint, tenant)
- * pairs, rows 1..3 fingerprints by level. Every test of a call reads the bits as they were before the call, as the
+ * A generation is a C-contiguous uint8 array of (levels + 1) rows of `nbytes`: row 0 holds (fingerprint, tenant)
+ * pairs, rows 1..levels fingerprints by level. A record's levels (TenantSpread.levels, 1..SPREAD_MAX_LEVELS) are
+ * read from the size of its generations, so the loops serve every record without a parameter of their own. Every test of a call reads the bits as they were before the call, as the
  * numpy path's does (it tests all keys, then sets), so the two agree bit for bit (property-tested).
  * Pure computation: no I/O, no clock.
  */
@@ -14,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define SPREAD_LEVELS 3
+#define SPREAD_MAX_LEVELS 8
 #define SPREAD_MAX_PROBES 16
 
 static inline uint64_t spread_mix(uint64_t x) {
@@ -82,6 +83,7 @@ static void spread_keys_free(SpreadKeys *k) {
 typedef struct {
     uint8_t *bits;
     Py_ssize_t nbytes; /* per row */
+    int levels;        /* rows 1..levels count distinct tenants */
     Py_buffer view;
 } SpreadGen;
 
@@ -89,14 +91,26 @@ static int spread_gen(PyObject *obj, SpreadGen *g, Py_ssize_t nbytes, int writab
     g->bits = NULL;
     g->view.obj = NULL;
     g->nbytes = nbytes;
+    g->levels = 0;
     if (obj == Py_None) return 0;
     if (PyObject_GetBuffer(obj, &g->view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0) return -1;
-    if (g->view.len != nbytes * (SPREAD_LEVELS + 1)) {
+    Py_ssize_t rows = nbytes > 0 ? g->view.len / nbytes : 0;
+    if (nbytes <= 0 || g->view.len != nbytes * rows || rows < 2 || rows > SPREAD_MAX_LEVELS + 1) {
         PyBuffer_Release(&g->view);
-        PyErr_SetString(PyExc_ValueError, "a generation holds (levels + 1) rows of nbytes");
+        PyErr_SetString(PyExc_ValueError, "a generation holds (levels + 1) rows of nbytes, levels within 1..8");
         return -1;
     }
+    g->levels = (int)(rows - 1);
     g->bits = g->view.buf;
+    return 0;
+}
+
+/* Two generations of one record hold the same levels (either may be absent). */
+static int spread_same_levels(const SpreadGen *a, const SpreadGen *b) {
+    if (a->bits && b->bits && a->levels != b->levels) {
+        PyErr_SetString(PyExc_ValueError, "the two generations hold different levels");
+        return -1;
+    }
     return 0;
 }
 
@@ -129,7 +143,7 @@ static inline int spread_test(const uint8_t *row, const uint64_t *pos, int probe
 static inline int spread_level(const SpreadGen *g, const uint64_t *pos, int probes) {
     if (!g->bits) return 0;
     int level = 0;
-    for (int r = 1; r <= SPREAD_LEVELS; r++) level += spread_test(g->bits + r * g->nbytes, pos, probes);
+    for (int r = 1; r <= g->levels; r++) level += spread_test(g->bits + r * g->nbytes, pos, probes);
     return level;
 }
 
@@ -160,7 +174,7 @@ static PyObject *spread_levels(PyObject *Py_UNUSED(mod), PyObject *args) {
         return NULL;
     }
     PyObject *out = NULL;
-    if (spread_keys(keys_obj, &keys) == 0) {
+    if (spread_same_levels(&cur, &old) == 0 && spread_keys(keys_obj, &keys) == 0) {
         out = PyByteArray_FromStringAndSize(NULL, keys.n);
         if (out) {
             char *lv = PyByteArray_AS_STRING(out);
@@ -243,9 +257,9 @@ static inline void spread_set(uint8_t *row, const uint64_t *pos, int probes) {
 /* spread_add(cur, old, keys, tenant_key, nbytes, mask, probes, note) -> (new pairs, offsets or None)
  *
  * TenantSpread.add on the current generation `cur` (written) with `old` (read, or None): a pair (key ^ tenant_key)
- * not yet in cur's pairs row is a new one; its fingerprint goes one level up (at most LEVELS), or, when the pair is
+ * not yet in cur's pairs row is a new one; its fingerprint goes one level up (at most the record's levels), or, when the pair is
  * only in the old generation, is copied forward at its level (at least 1). All tests read the bits as before the
- * call; then the sets. With `note` true, the byte offsets set per row come back (tuple of LEVELS + 1 bytes objects
+ * call; then the sets. With `note` true, the byte offsets set per row come back (tuple of levels + 1 bytes objects
  * of native uint32, one per probe and key set, as the numpy path notes them). */
 static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
     PyObject *cur_obj, *old_obj, *keys_obj, *tkey_obj, *mask_obj;
@@ -269,19 +283,20 @@ static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
         spread_gen_free(&cur);
         return NULL;
     }
-    if (spread_keys(keys_obj, &keys) < 0) {
+    if (spread_same_levels(&cur, &old) < 0 || spread_keys(keys_obj, &keys) < 0) {
         spread_gen_free(&cur);
         spread_gen_free(&old);
         return NULL;
     }
     PyObject *result = NULL;
+    const int levels = cur.levels;
     Py_ssize_t n = keys.n, todo = 0, *idx = NULL;
     /* Per key: its new level (0: the pair is known, nothing to do), from the bits before the call; `idx`: the keys
      * with something to do. Three passes, each prefetching the bytes it reads a few keys ahead: the pairs test, the
      * levels of the new pairs' fingerprints, the sets. */
     int8_t *level = PyMem_Calloc(n ? n : 1, 1);
     idx = PyMem_Malloc(sizeof(Py_ssize_t) * (n ? n : 1));
-    SpreadOffsets offs[SPREAD_LEVELS + 1];
+    SpreadOffsets offs[SPREAD_MAX_LEVELS + 1];
     memset(offs, 0, sizeof(offs));
     if (!level || !idx) {
         PyErr_NoMemory();
@@ -297,7 +312,7 @@ static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
         if (j + SPREAD_AHEAD < todo) {
             uint64_t key = keys.v[idx[j + SPREAD_AHEAD]];
             if (old.bits) spread_prefetch(old.bits, key ^ tkey, mask, probes);
-            for (int r = 1; r <= SPREAD_LEVELS; r++) {
+            for (int r = 1; r <= levels; r++) {
                 spread_prefetch(cur.bits + r * nbytes, key, mask, probes);
                 if (old.bits) spread_prefetch(old.bits + r * nbytes, key, mask, probes);
             }
@@ -308,7 +323,7 @@ static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
         spread_positions(keys.v[i], mask, probes, fpos);
         int a = spread_level(&cur, fpos, probes), b = spread_level(&old, fpos, probes);
         int lv = a > b ? a : b;
-        level[i] = (int8_t)(in_old ? (lv > 1 ? lv : 1) : (lv + 1 < SPREAD_LEVELS ? lv + 1 : SPREAD_LEVELS));
+        level[i] = (int8_t)(in_old ? (lv > 1 ? lv : 1) : (lv + 1 < levels ? lv + 1 : levels));
     }
     for (Py_ssize_t j = 0; j < todo; j++) {
         Py_ssize_t i = idx[j];
@@ -325,9 +340,9 @@ static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
         }
     }
     if (note && todo) {
-        PyObject *rows = PyTuple_New(SPREAD_LEVELS + 1);
+        PyObject *rows = PyTuple_New(levels + 1);
         if (!rows) goto done;
-        for (int r = 0; r <= SPREAD_LEVELS; r++) {
+        for (int r = 0; r <= levels; r++) {
             PyObject *b = PyBytes_FromStringAndSize((const char *)offs[r].v, offs[r].n * (Py_ssize_t)sizeof(uint32_t));
             if (!b) {
                 Py_DECREF(rows);
@@ -343,7 +358,7 @@ static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
 nomem:
     PyErr_NoMemory();
 done:
-    for (int r = 0; r <= SPREAD_LEVELS; r++) PyMem_Free(offs[r].v);
+    for (int r = 0; r <= SPREAD_MAX_LEVELS; r++) PyMem_Free(offs[r].v);
     PyMem_Free(level);
     PyMem_Free(idx);
     spread_keys_free(&keys);

@@ -7,8 +7,9 @@ days in a fixed amount of memory.
 
 Structure: Bloom filters (bit arrays, `hashes` probes each, double hashing of a 64-bit key).
 - `pairs` holds (fingerprint, tenant) pairs: a pair not yet in it is a new tenant for that fingerprint;
-- `level[1..3]` hold fingerprints seen by at least 1, 2, 3 distinct tenants: a new pair promotes its
-  fingerprint one level. `tenants(h)` is the highest level holding h (0..3, 3 meaning "3 or more").
+- `level[1..L]` hold fingerprints seen by at least 1, 2, ..., L distinct tenants (L = `levels`, 3 unless a
+  reader needs to count further): a new pair promotes its fingerprint one level. `tenants(h)` is the highest
+  level holding h (0..L, L meaning "L or more").
 Two generations: inserts go to the current one; when it has taken `capacity` inserts (or `epoch_s`
 of event time passed) it becomes the previous one and a fresh one starts. A query reads both, and a
 pair met again is copied forward with its fingerprint's level, so content in steady use never ages
@@ -20,7 +21,7 @@ A false positive can only (a) count a tenant twice as once (the pair looked seen
 per pair), or (b) put a fingerprint one level too high (overcount, at most f per level). (b) can hide
 a leaked fingerprint as common; (a) can make a common one look one tenant rarer. Both are bounded by
 f per fingerprint, and a leak is a run of several fingerprints, so a verdict needs several errors.
-Memory: 5 filters x 2 generations x m/8 bytes = 10 MiB per record with the defaults, allocated on the
+Memory: (L + 1) filters x 2 generations x m/8 bytes = 8 MiB per record with the defaults, allocated on the
 first text, never more.
 
 Checkpoints copy the record whole once, then only the bytes that changed: after `mark()` the record notes
@@ -48,7 +49,8 @@ _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _S33 = np.uint64(33)
 _S29 = np.uint64(29)
-LEVELS = 3  # distinct tenants are counted up to "3 or more"
+LEVELS = 3  # distinct tenants are counted up to "3 or more" unless a record asks for more
+MAX_LEVELS = 8  # as the native loops (SPREAD_MAX_LEVELS)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -68,9 +70,9 @@ def _keys(hashes: list[int] | np.ndarray) -> list[int] | np.ndarray:
 class _Generation:
     __slots__ = ("bits", "inserts", "started")
 
-    def __init__(self, nbytes: int, started: float) -> None:
-        # Row 0: pairs; rows 1..LEVELS: fingerprints by level.
-        self.bits = np.zeros((LEVELS + 1, nbytes), dtype=np.uint8)
+    def __init__(self, nbytes: int, started: float, levels: int = LEVELS) -> None:
+        # Row 0: pairs; rows 1..levels: fingerprints by level.
+        self.bits = np.zeros((levels + 1, nbytes), dtype=np.uint8)
         self.inserts = 0
         self.started = started
 
@@ -86,6 +88,7 @@ class TenantSpread:
     # Use the native loops where built (`NATIVE`); False runs the numpy path. A class default, so that snapshots from
     # before it existed restore with it.
     native = True
+    levels = LEVELS  # likewise: records pickled before levels were a choice count to 3
 
     def __init__(
         self,
@@ -95,9 +98,13 @@ class TenantSpread:
         epoch_s: float = 3 * 86400.0,
         *,
         native: bool = True,
+        levels: int = LEVELS,
     ):
         if not 10 <= bits_log2 <= 34:
             raise ValueError("bits_log2 must be within 10..34")
+        if not 1 <= levels <= MAX_LEVELS:
+            raise ValueError(f"levels must be within 1..{MAX_LEVELS}")
+        self.levels = levels
         if not 1 <= probes <= 16:
             raise ValueError("probes must be within 1..16")
         self.native = native
@@ -153,7 +160,7 @@ class TenantSpread:
     def _levels(gen: _Generation | None, fpos: np.ndarray) -> np.ndarray:
         if gen is None:
             return np.zeros(fpos.shape[1], dtype=np.int8)
-        # All level rows in one gather: LEVELS x probes x n bits, a level holds h when all its probes are set.
+        # All level rows in one gather: levels x probes x n bits, a level holds h when all its probes are set.
         byte = gen.bits[1:, fpos >> np.uint64(3)]
         held = np.all((byte >> (fpos & np.uint64(7)).astype(np.uint8)) & 1, axis=1)
         # Levels are nested (a fingerprint at level 3 is also at 1 and 2), so the count of rows holding it is its
@@ -164,10 +171,10 @@ class TenantSpread:
     def _rotate(self, ts: float) -> None:
         cur = self._cur
         if cur is None:
-            self._cur = _Generation(1 << (self.bits_log2 - 3), ts)
+            self._cur = _Generation(1 << (self.bits_log2 - 3), ts, self.levels)
             self._touched = None
         elif cur.inserts >= self.capacity or ts - cur.started >= self.epoch_s:
-            self._old, self._cur = cur, _Generation(1 << (self.bits_log2 - 3), ts)
+            self._old, self._cur = cur, _Generation(1 << (self.bits_log2 - 3), ts, self.levels)
             self.rotations += 1
             self._touched = None
 
@@ -195,9 +202,9 @@ class TenantSpread:
         level = np.maximum(self._levels(cur, fpos), self._levels(old, fpos))
         # A new tenant promotes the fingerprint; a pair known only to the old generation is copied
         # forward at its level, so text in steady use is never forgotten.
-        new_level = np.where(in_old[todo], np.maximum(level, 1), np.minimum(level + 1, LEVELS))
+        new_level = np.where(in_old[todo], np.maximum(level, 1), np.minimum(level + 1, self.levels))
         self._set(0, ppos[:, todo])
-        for lvl in range(1, LEVELS + 1):
+        for lvl in range(1, self.levels + 1):
             sel = new_level >= lvl
             if sel.any():
                 self._set(lvl, fpos[:, sel])
@@ -226,7 +233,7 @@ class TenantSpread:
                 self._touched = None
 
     def tenants(self, hashes: list[int] | np.ndarray) -> np.ndarray:
-        """Distinct tenants (0..3, 3 meaning 3 or more) that had each fingerprint, over the horizon."""
+        """Distinct tenants that had each fingerprint over the horizon (0..levels, levels meaning that many or more)."""
         if self.native and NATIVE and self._cur is not None:
             old = self._old
             levels = _winnow.spread_levels(
@@ -310,7 +317,7 @@ class TenantSpread:
             return None
         cur = self._cur
         rows = []
-        for row in range(LEVELS + 1):
+        for row in range(self.levels + 1):
             parts = [offsets for r, offsets in self._touched if r == row]
             if parts:
                 # A bitmap over the row instead of np.unique: linear, and the row is a fixed, small size.

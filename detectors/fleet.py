@@ -29,12 +29,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detectors.commonness import TenantSpread
+from detectors.commonness import LEVELS, MAX_LEVELS, TenantSpread
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange
 
 # The record's tag for prompt text a tenant introduced (the model had not written it before, anywhere in the fleet).
 AUTHORED = "authored"
+
+
+def model_record(settings: DetectionSettings, bits_log2: int, capacity: int) -> TenantSpread:
+    """A record of the model's writing (sessions whose answers held each fingerprint): a domain's own or the fleet's.
+    It counts sessions further than a tenant record's "3 or more": a held page's receivers, fewer than
+    `common_min_tenants`, each add a session of their own, and are taken out of the count before it is held against
+    `common_min_sessions` (`HeldJudge._stands`); a count that saturated below their sum could never call the page
+    a habit however many sessions wrote it. Within `MAX_LEVELS` (common_min_sessions + common_min_tenants - 1 <= 8)
+    the count is exact up to the record's error bound (detectors/commonness.py)."""
+    levels = min(MAX_LEVELS, max(LEVELS, settings.common_min_sessions + settings.common_min_tenants - 1))
+    return TenantSpread(bits_log2, capacity=capacity, epoch_s=settings.spread_epoch_s, levels=levels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +82,7 @@ class Fleet:
     (`DomainTable.__getstate__`), and a Kafka partition rebuilds its own from what its worker heard."""
 
     def __init__(self, settings: DetectionSettings) -> None:
-        self.record = TenantSpread(settings.fleet_bits_log2, capacity=settings.fleet_capacity,
-                                   epoch_s=settings.spread_epoch_s)  # fmt: skip
+        self.record = model_record(settings, settings.fleet_bits_log2, settings.fleet_capacity)
         self.delay_s = settings.fleet_delay_s
         self.max_pending = settings.fleet_pending_hashes
         self._pending: list[tuple[tuple[float, str], Digest]] = []  # a heap by (event time, request id)
@@ -82,7 +92,7 @@ class Fleet:
 
     # --- what the domains read ----------------------------------------------------------------
     def sessions(self, keys: np.ndarray) -> np.ndarray:
-        """Distinct sessions (0..3) whose answers held each fingerprint, over the fleet."""
+        """Distinct sessions (0..`record.levels`) whose answers held each fingerprint, over the fleet."""
         return self.record.tenants(keys)
 
     def authored(self, keys: np.ndarray) -> np.ndarray:

@@ -21,15 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.commonness import TenantSpread
-from detectors.fleet import Fleet
+from detectors.fleet import AUTHORED, Fleet
 from detectors.index import ContentIndex
 from detectors.matches import BRIDGE
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
-
-# The long-horizon record's tag for prompt text a tenant introduced (the model had not written it before).
-AUTHORED = "authored"
 
 
 @dataclass(slots=True)
@@ -84,9 +81,9 @@ class HeldJudge:
     public: PublicSet | None
 
     def _model_writing(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per fingerprint: the sessions whose answers held it (0..3) and whether a prompt introduced it first, by this
-        domain's record and the fleet's (detectors/fleet.py): a habit of other domains is one here, and text a prompt
-        authored anywhere stays authored."""
+        """Per fingerprint: the sessions whose answers held it (up to `fleet.model_record`'s levels) and whether a
+        prompt introduced it first, by this domain's record and the fleet's (detectors/fleet.py): a habit of other
+        domains is one here, and text a prompt authored anywhere stays authored."""
         sessions = self.model_spread.tenants(keys)
         authored = self.spread.tagged(AUTHORED, keys)
         if self.fleet is not None:

@@ -33,8 +33,8 @@ import numpy as np
 
 from detectors.commonness import TenantSpread
 from detectors.fingerprint import positions_of, sentences_of
-from detectors.fleet import Fleet
-from detectors.held import AUTHORED, Held, HeldJudge, HeldRun
+from detectors.fleet import AUTHORED, Fleet, model_record
+from detectors.held import Held, HeldJudge, HeldRun
 from detectors.index import ContentIndex, Overlap
 from detectors.public import PublicSet
 from detectors.sentences import SentencePrint
@@ -53,9 +53,7 @@ _TPU_RANGE = (0.25, 4.0)
 
 def _model_record(settings: DetectionSettings) -> TenantSpread:
     """The record of the model's stock phrases: the long-horizon filters, keyed by session (`OverlapDetector.learn`)."""
-    return TenantSpread(
-        settings.model_spread_bits_log2, capacity=settings.spread_capacity, epoch_s=settings.spread_epoch_s
-    )
+    return model_record(settings, settings.model_spread_bits_log2, settings.spread_capacity)
 
 
 def tokens_per_unit(tokens: int | None, units: int) -> float:

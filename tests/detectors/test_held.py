@@ -4,6 +4,9 @@ input."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from factories import TEXTS, request, response
 from hypothesis import given
 from hypothesis import strategies as st
@@ -164,3 +167,26 @@ def test_the_clock_judges_only_live_input() -> None:
     assert _run(m, _quote("src", "s0", 50, TEXTS[0]) + _echo("dst", "d0", 60, TEXTS[0])) == []
     assert m.tick(61 + 2 * HOLD + 60) == []  # the newest event is more than twice the hold behind the clock
     assert len(m.flush()) == 1  # still held, and judged at the end
+
+
+@pytest.mark.parametrize("writers", [0, 1, 2])
+def test_a_page_two_receivers_got_is_the_models_habit_once_enough_other_sessions_wrote_it(writers: int) -> None:
+    """A held page that reached two receivers while the domain was cold stands unless the model wrote it in
+    `common_min_sessions` (2) sessions besides theirs. The record counts sessions far enough for that subtraction
+    (detectors/fleet.py `model_record`): with a count that stopped at 3, two receivers plus any number of other
+    sessions was 3 - 2 = 1, never the model's habit."""
+    from detectors.held import HeldRun
+    from detectors.signals.overlap import OverlapDetector
+
+    s = _settings()
+    det = OverlapDetector(s)
+    rng = random.Random(writers)
+    page = [rng.getrandbits(64) for _ in range(12)]
+    sessions = ["dst-a\x1fs1", "dst-b\x1fs1"] + [f"w{i}\x1fs{i}" for i in range(writers)]
+    for i, key in enumerate(sessions):
+        det.model_spread.add(key, page, float(i))
+        det.spread.add(key.split("\x1f")[0], page, float(i))
+    receivers = {("src", h): {"dst-a", "dst-b"} for h in page}
+    run = HeldRun(page, len(page), True)
+    assert det.model_spread.tenants(page).tolist() == [min(len(sessions), det.model_spread.levels)] * len(page)
+    assert det._stands(run, "src", 3, receivers) == (writers < s.common_min_sessions)

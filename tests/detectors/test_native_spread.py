@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from detectors.commonness import NATIVE, TenantSpread
+from detectors.commonness import LEVELS, MAX_LEVELS, NATIVE, TenantSpread
 
 pytestmark = pytest.mark.skipif(not NATIVE, reason="the native extension is not built")
 
@@ -49,9 +49,11 @@ texts = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(texts, st.integers(10, 12), st.integers(1, 6))
-def test_native_record_equals_the_numpy_record(seq: list[tuple[str, list[int], bool]], bits: int, probes: int) -> None:
-    a, b = _pair(bits_log2=bits, probes=probes, capacity=1000, epoch_s=50.0)
+@given(texts, st.integers(10, 12), st.integers(1, 6), st.integers(1, MAX_LEVELS))
+def test_native_record_equals_the_numpy_record(
+    seq: list[tuple[str, list[int], bool]], bits: int, probes: int, levels: int
+) -> None:
+    a, b = _pair(bits_log2=bits, probes=probes, capacity=1000, epoch_s=50.0, levels=levels)
     rng = random.Random(len(seq))
     big = [rng.getrandbits(64) for _ in range(401)]  # fingerprints are 64-bit keyed hashes
     for i, (tenant, idx, as_array) in enumerate(seq):
@@ -112,3 +114,49 @@ def test_empty_and_foreign_key_types() -> None:
     assert a.tenants((5, 7, 9)).tolist() == b.tenants([5, 7, 9]).tolist() == [1, 1, 0]
     assert a.tenants(np.array([5, 7], dtype=np.int64)).tolist() == [1, 1]
     assert a.tenants([]).size == 0
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("levels", [1, LEVELS, 4, MAX_LEVELS])
+def test_a_record_counts_distinct_tenants_up_to_its_levels(native: bool, levels: int) -> None:
+    """A record of `levels` counts each tenant once, up to `levels` ("that many or more"); a tenant met again adds
+    nothing (the count a held page's receivers are taken out of, detectors/fleet.py `model_record`)."""
+    r = TenantSpread(bits_log2=16, native=native, levels=levels)
+    for i in range(MAX_LEVELS + 2):
+        r.add(f"t{i}", [11, 12], float(i))
+        r.add(f"t{i}", [11], float(i))  # the same tenant again
+        assert r.tenants([11, 12, 13]).tolist() == [min(i + 1, levels)] * 2 + [0]
+    restored = pickle.loads(pickle.dumps(r))
+    assert restored.tenants([11]).tolist() == [levels]
+
+
+def test_the_native_loops_refuse_generations_of_other_shapes() -> None:
+    """The loops read a record's levels from the size of its generations: rows that are no whole number of `nbytes`,
+    more levels than they count, or two generations of different levels are refused, never read past."""
+    import detectors._winnow as w
+
+    nbytes, mask = 64, (1 << 9) - 1
+    four, five = np.zeros((4, nbytes), np.uint8), np.zeros((5, nbytes), np.uint8)
+    assert bytes(w.spread_levels(four, five[:4], [1, 2], nbytes, mask, 3)) == b"\0\0"
+    for cur, old in (
+        (five, four),
+        (np.zeros(4 * nbytes + 1, np.uint8), None),
+        (np.zeros((MAX_LEVELS + 2, nbytes), np.uint8), None),
+    ):
+        with pytest.raises(ValueError):
+            w.spread_levels(cur, old, [1], nbytes, mask, 3)
+    with pytest.raises(ValueError):
+        w.spread_add(five, four, [1], 7, nbytes, mask, 3, False)
+
+
+def test_records_pickled_before_levels_were_a_choice_count_to_three() -> None:
+    r = TenantSpread(bits_log2=12)
+    for i in range(5):
+        r.add(f"t{i}", [42], float(i))
+    state = r.__getstate__()
+    del state["levels"]  # as pickled by a version without the attribute
+    old = TenantSpread.__new__(TenantSpread)
+    old.__dict__.update(state)
+    assert old.levels == LEVELS and old.tenants([42]).tolist() == [LEVELS]
+    old.add("t9", [42, 43], 9.0)
+    assert old.tenants([42, 43]).tolist() == [LEVELS, 1]
