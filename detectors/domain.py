@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from detectors.held import Held, held_receivers
-from detectors.incidents import IncidentTracker
+from detectors.incidents import IncidentTracker, proves
 from detectors.mixup import Delivery, MixupLedger, apply, as_held, innocent_of, named_by
 from detectors.plan import Plan
 from detectors.public import PublicSet
@@ -41,7 +41,7 @@ class DomainMonitor:
         self.overlap = self._overlap()
         self.overlap.public = public
         self._plan: Plan | None = None
-        self.incidents = IncidentTracker(settings.incident_quiet_s, settings.max_request_ids_per_incident)
+        self.incidents = IncidentTracker.of(settings)
         self._buffer: EventTimeBuffer[Item] = EventTimeBuffer()
         self.watermark = float("-inf")
         self.exchanges = 0
@@ -319,7 +319,9 @@ class DomainMonitor:
         rids = [ex.request_id]
         aid = alert_id(kind, self.cache_domain, rids, source, subject)
         when = ex.ts if ts is None else ts
-        gkey, iid = self.incidents.assign(self.cache_domain, kind, severity, when, aid, rids, ex.tenant_id, source)
+        gkey, iid, inc_severity = self.incidents.assign(
+            self.cache_domain, kind, severity, when, aid, rids, ex.tenant_id, source, proves(signals)
+        )
         return Alert(
             alert_id=aid,
             ts=when,
@@ -337,6 +339,7 @@ class DomainMonitor:
             incident_id=iid,
             traceparent=ex.traceparent,
             response_id=getattr(ex, "response_id", None),  # a Held pickled before it existed has none
+            incident_severity=inc_severity,
         )
 
     def _domain_alert(self, sig: Signal, ts: float, traceparent: str | None) -> Alert:
@@ -344,7 +347,9 @@ class DomainMonitor:
         aid = alert_id(
             "capacity_gap", self.cache_domain, [], None, f"{f['prefill_capacity_tokens']}/{f['context_window']}"
         )
-        gkey, iid = self.incidents.assign(self.cache_domain, "capacity_gap", sig.severity, ts, aid, [], None, None)
+        gkey, iid, inc_sev = self.incidents.assign(
+            self.cache_domain, "capacity_gap", sig.severity, ts, aid, [], None, None
+        )
         return Alert(
             alert_id=aid,
             ts=ts,
@@ -360,6 +365,7 @@ class DomainMonitor:
             group_key=gkey,
             incident_id=iid,
             traceparent=traceparent,
+            incident_severity=inc_sev,
         )
 
     # --- state ---------------------------------------------------------------------------------

@@ -6,6 +6,14 @@ and the first alert), so replay and the Kafka workers name incidents alike.
 This tracker is the one owner of an incident's lifecycle: it alone decides, in event time, when an
 incident is over, and queues an `IncidentResolved` record that the shell drains (`drain_resolved`)
 and hands to the sinks, so webhook receivers and Alertmanager follow it instead of guessing.
+
+An incident has a severity of its own (docs/adr/0018): "this domain is leaking now", what an on-call engineer is
+paged for. An alert's severity is the scope: whether that one response goes on the disclosure list. One response
+flagged on its content alone can be the model writing a text it knows for a second tenant; two responses of one
+domain flagged within the quiet period rarely are. So the incident is its alerts' highest severity once it is
+corroborated (a canary or a mechanism signal, which explain a leak by themselves, or `incident_min_responses`
+distinct responses alerted high or critical), and at most a warning before. Each alert carries the incident's
+severity as of that alert.
 """
 
 from __future__ import annotations
@@ -15,13 +23,27 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from detectors.settings import DetectionSettings
 from detectors.signals import registry
-from schemas.alert import IncidentResolved
+from schemas.alert import SEVERITY_RANK, IncidentResolved, Severity, Signal
+
+_HIGH = SEVERITY_RANK["high"]
+_WARNING = SEVERITY_RANK["warning"]
 
 
 # Per-response findings are one fault family; a configuration finding is another.
 def group_key(cache_domain: str, kind: str) -> str:
     return f"cache_domain={cache_domain},category={registry.category_of(kind)}"
+
+
+def proves(signals: Sequence[Signal]) -> bool:
+    """Whether an alert's evidence makes its incident high at once: a canary, or a mechanism signal (the registry's
+    `mechanism`) at warning or above. Both explain a leak by themselves; content alone does not (`proven`)."""
+    for s in signals:
+        r = registry.raises_of(s.name)
+        if r is not None and (r.mechanism or r.kind == "canary_leak") and SEVERITY_RANK[s.severity] >= _WARNING:
+            return True
+    return False
 
 
 @dataclass
@@ -38,6 +60,12 @@ class Incident:
     tenants: set[str] = field(default_factory=set)
     source_tenants: set[str] = field(default_factory=set)
     truncated_request_ids: int = 0
+    # The incident's own severity (see the module's doc). Plain defaults: the class attributes stand in for snapshots
+    # pickled before they existed (such an incident is corroborated afresh).
+    severity: Severity = "info"
+    top: Severity = "info"  # its alerts' highest
+    corroborated: bool = False
+    high_responses: tuple[str, ...] = ()  # distinct responses alerted high+ so far, up to the number that corroborates
 
 
 class IncidentTracker:
@@ -49,8 +77,11 @@ class IncidentTracker:
     _resolved: Sequence[IncidentResolved] = ()
     resolutions_dropped: int = 0
 
-    def __init__(self, quiet_s: float, max_request_ids: int, max_closed: int = 1000) -> None:
+    min_responses = 2  # class default: snapshots pickled before it existed
+
+    def __init__(self, quiet_s: float, max_request_ids: int, max_closed: int = 1000, min_responses: int = 2) -> None:
         self.quiet_s = quiet_s
+        self.min_responses = min_responses
         self.max_request_ids = max_request_ids
         self.max_closed = max_closed
         self.open: dict[str, Incident] = {}
@@ -60,6 +91,14 @@ class IncidentTracker:
         # must not grow the state (or the snapshots) without limit; what is dropped is counted.
         self._resolved = []
         self.resolutions_dropped = 0
+
+    @classmethod
+    def of(cls, settings: DetectionSettings) -> IncidentTracker:
+        return cls(
+            settings.incident_quiet_s,
+            settings.max_request_ids_per_incident,
+            min_responses=settings.incident_min_responses,
+        )
 
     def assign(
         self,
@@ -71,7 +110,10 @@ class IncidentTracker:
         request_ids: list[str],
         tenant_id: str | None,
         source_tenant_id: str | None,
-    ) -> tuple[str, str]:
+        proven: bool = False,
+    ) -> tuple[str, str, Severity]:
+        """The alert's group key, incident id and the incident's severity once it holds the alert. `proven`: the
+        alert's evidence corroborates a leak by itself (`proves`)."""
         key = group_key(cache_domain, kind)
         inc = self.open.get(key)
         if inc is not None and ts - inc.last_ts > self.quiet_s:
@@ -96,7 +138,20 @@ class IncidentTracker:
             inc.tenants.add(tenant_id)
         if source_tenant_id:
             inc.source_tenants.add(source_tenant_id)
-        return key, inc.incident_id
+        return key, inc.incident_id, self._rate(inc, severity, request_ids, proven)
+
+    def _rate(self, inc: Incident, severity: str, request_ids: list[str], proven: bool) -> Severity:
+        rank = SEVERITY_RANK[severity]
+        if rank > SEVERITY_RANK[inc.top]:
+            inc.top = severity  # type: ignore[assignment]  # a Severity: the alert's, checked by its schema
+        if proven:
+            inc.corroborated = True
+        elif rank >= _HIGH and not inc.corroborated:
+            seen = inc.high_responses
+            inc.high_responses = (*seen, *(r for r in request_ids if r not in seen))[: self.min_responses]
+            inc.corroborated = len(inc.high_responses) >= self.min_responses
+        inc.severity = inc.top if inc.corroborated or SEVERITY_RANK[inc.top] <= _WARNING else "warning"
+        return inc.severity
 
     def advance(self, ts: float) -> None:
         # Runs for every exchange; an incident can close only once the quiet period has passed
@@ -121,6 +176,7 @@ class IncidentTracker:
                 last_ts=inc.last_ts,
                 resolved_at=inc.last_ts + self.quiet_s,
                 alerts=inc.alerts,
+                severity=inc.severity,
             )
         )
         if len(pending) > self.max_closed:

@@ -396,3 +396,10 @@ class DetectionSettings(BaseModel):
     # Incidents (Alertmanager-style grouping).
     incident_quiet_s: float = Field(default=600.0, gt=0, description="an incident resolves after this much quiet")
     max_request_ids_per_incident: int = Field(default=100_000, ge=1)
+    incident_min_responses: int = Field(
+        default=2,
+        ge=1,
+        description="distinct responses alerted high or critical on content alone that make their incident high: "
+        "until then it is a warning (its alerts keep their own severity, the scope of a disclosure); a canary or a "
+        "mechanism signal makes it high at once. 1: every high alert pages (docs/adr/0018)",
+    )

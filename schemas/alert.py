@@ -65,6 +65,12 @@ class Alert(BaseModel):
     response_id: str | None = Field(
         default=None, description="the provider's id of that response (gen_ai.response.id), to find it in engine logs"
     )
+    incident_severity: Severity | None = Field(
+        default=None,
+        description="the incident's severity as of this alert: its alerts' highest once corroborated (a canary, a "
+        "mechanism signal, or incident_min_responses responses alerted high), at most warning before. Page on this; "
+        "`severity` is the scope (whether this response is on the disclosure list). None from versions before it",
+    )
 
 
 RESOLVED_RECORD: Final = "incident_resolved"
@@ -88,3 +94,4 @@ class IncidentResolved(BaseModel):
     last_ts: AlertTime = Field(description="event time of its last alert")
     resolved_at: AlertTime = Field(description="event time it resolved: last alert + the quiet period")
     alerts: int = Field(ge=0, description="alerts the incident had")
+    severity: Severity | None = Field(default=None, description="the incident's own severity when it resolved")

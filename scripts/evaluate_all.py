@@ -38,7 +38,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streams.sim.evaluate import evaluate, load_alerts  # noqa: E402
+from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa: E402
 
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
@@ -122,6 +122,9 @@ def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) ->
         "false_high": ev.false_alarms,
         "false_warning": ev.warning_alarms,
         "false_incidents": ev.false_incidents,
+        "false_incidents_by_alert": ev.false_incidents_by_alert,
+        "unpaged_incidents": ev.unpaged_incidents,
+        "incident_delay_s": ev.incident_delay_s,
         "exposure": ev.exposure_recall,
         "content_only": g.get("scenario", {}).get("content_only", {}).get("exposure"),
         "attribution": ev.attribution_accuracy,
@@ -156,9 +159,13 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     fa = re.search(r"false alarms: high\+ (\d+)/(\d+) = \S+\s+warning\+ (\d+)/(\d+)", out)
     if fa:
         f |= {"false_high": int(fa[1]), "clean_2xx": int(fa[2]), "false_warning": int(fa[3])}
+    # Incidents by their own severity (ADR 0018), scored as ours are: its labels name the leaked responses.
+    lab = orjson.loads(labels.read_bytes())
+    f |= incident_figures(load_alerts(str(alerts)), set(lab.get("positives", {})) | set(lab.get("cross_session", {})))
+    del f["incidents_high"]
     inc = re.search(r"incidents: \d+ with a leak, (\d+) false", out)
-    if inc:
-        f["false_incidents"] = int(inc[1])
+    if inc:  # its scorer counts an incident as high when any of its alerts is (as before incidents had a severity)
+        f["false_incidents_by_alert"] = int(inc[1])
     # The scorer's last line: name=value pairs.
     last = dict(re.findall(r"(\w+)=([0-9.]+|nan)\b", out.strip().splitlines()[-1] if out.strip() else ""))
     names = {"exposure": "exposure", "attribution": "attribution", "content_only_exposure": "content_only",
@@ -207,11 +214,14 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     return {"runs": runs, "keys": list(keys), "quick": a.quick, "wall_s": round(time.monotonic() - t0)}
 
 
-# (figure, label, higher is worse, kind): kind "rate" = count / clean_2xx, "per10k", "share", "s"
+# (figure, label, higher is worse, kind): kind "rate" = count / clean_2xx, "per10k", "share", "s", "n" (a count)
 COLUMNS: list[tuple[str, str, bool, str]] = [
     ("false_high", "false high+ (≤ 0.05 %)", True, "rate"),
     ("false_warning", "false warning+ (≤ 0.3 %)", True, "rate"),
     ("false_incidents", "false incidents /10k (≤ 1)", True, "per10k"),
+    ("false_incidents_by_alert", "…counted by alert severity", True, "per10k"),
+    ("unpaged_incidents", "leak incidents not paged", True, "n"),
+    ("incident_delay_s", "delay, first leak alert → incident high", True, "s"),
     ("exposure", "exposure (≥ 97 %)", False, "share"),
     ("content_only", "content-only (≥ 95 %)", False, "share"),
     ("class:whole_response", "whole response (≥ 95 %)", False, "share"),
@@ -247,7 +257,7 @@ def pooled(fs: list[dict[str, Any]]) -> dict[str, Any]:
     classes = [k for k in dict.fromkeys(k for f in fs for k in f) if k.startswith("class:")]
     columns = [(name, kind) for name, _, _, kind in COLUMNS if name != "class:worst"]
     for name, kind in dict.fromkeys(columns + [(c, "share") for c in classes]):
-        if kind in ("rate", "per10k"):
+        if kind in ("rate", "per10k", "n"):
             vals = [f[name] for f in fs if f.get(name) is not None]
             out[name] = sum(vals) if vals else None
         elif kind == "s":
@@ -319,7 +329,7 @@ def _p(v: float | None, digits: int = 1) -> str:
 def cell(v: float | None, kind: str) -> str:
     if v is None:
         return "–"
-    return {"rate": _p(v, 3), "per10k": f"{v:.1f}", "share": _p(v), "s": f"{v:.0f} s"}[kind]
+    return {"rate": _p(v, 3), "per10k": f"{v:.1f}", "share": _p(v), "s": f"{v:.0f} s", "n": f"{v:.0f}"}[kind]
 
 
 def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
@@ -363,8 +373,9 @@ def readme_table(report: dict[str, Any]) -> str:
     names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}
     head = "| target | " + " | ".join(names[p] for p in profiles) + " | met |"
     lines = [head, "|---|" + "---|" * (len(profiles) + 1)]
+    shown = {"false_incidents_by_alert", "unpaged_incidents", "incident_delay_s"}  # the price of paging on incidents
     for name, label, higher_worse, kind in COLUMNS:
-        if name not in TARGETS and not name.startswith("attribution_cjk"):
+        if name not in TARGETS and name not in shown and not name.startswith("attribution_cjk"):
             continue
         vals = [w[p].get(name) for p in profiles]
         bound = TARGETS.get(name)
@@ -405,7 +416,9 @@ def main() -> int:
         print(f"ext-v2 not found at {EXT_V2} (set CROSSTALK_EXT_V2)", file=sys.stderr)
         return 2
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=a.root, capture_output=True, text=True)
-    a.tag = commit.stdout.strip() or "root"
+    # Not a git checkout (a copy of a tree being tried): its directory's name, so two copies evaluated at once
+    # never write each other's alert files in the shared work directory.
+    a.tag = commit.stdout.strip() or a.root.resolve().name
     report = {"commit": a.tag, "date": time.strftime("%Y-%m-%d"), **run(a)}
     report["worst"] = worst(report["runs"])
     before = orjson.loads(a.before.read_bytes()) if a.before else None

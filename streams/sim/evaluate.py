@@ -58,10 +58,16 @@ class Evaluation:
     false_alarm_request_ids: list[str]
     warning_alarms: int = 0  # clean 2xx responses flagged warning or above
     warning_alarm_rate: float = 0.0
-    # Incidents (alerts grouped by incident_id) that reached high or critical, and those of them none of whose alerts
-    # names a leaked response: what an on-call engineer is paged for in vain (issue 39).
+    # Incidents (alerts grouped by incident_id) that reached high or critical by their own severity (ADR 0018), and
+    # those of them none of whose alerts names a leaked response: what an on-call engineer is paged for in vain
+    # (issue 39). Beside them, as counted before incidents had a severity of their own (any alert high or critical),
+    # the incidents with a leak and a high alert that never paged, and the longest wait from such an incident's first
+    # high alert naming a leak to the incident reaching high (`incident_figures`).
     incidents_high: int = 0
     false_incidents: int = 0
+    false_incidents_by_alert: int = 0
+    unpaged_incidents: int = 0
+    incident_delay_s: float | None = None
     # High or critical cross-tenant alerts on contaminated responses, and how many of them name a tenant whose
     # pages are not in the response: the price of naming every source (one alert per victim), kept in sight.
     source_alerts: int = 0
@@ -225,18 +231,41 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
     )
 
 
-def _incidents(by_request: dict[str, list[Alert]], leaked: set[str]) -> dict[str, int]:
-    """Incidents that reached high or critical, and the false ones: none of their alerts names a leaked response."""
-    high: set[str] = set()
-    true: set[str] = set()
-    for rid, alerts in by_request.items():
-        for a in alerts:
-            iid = a.incident_id or a.alert_id
-            if SEVERITY_RANK[a.severity] >= _HIGH:
-                high.add(iid)
-            if rid in leaked:
-                true.add(iid)
-    return {"incidents_high": len(high), "false_incidents": len(high - true)}
+def _incidents(by_request: dict[str, list[Alert]], leaked: set[str]) -> dict[str, Any]:
+    alerts = {a.alert_id: a for found in by_request.values() for a in found}
+    return incident_figures(alerts.values(), leaked)
+
+
+def incident_figures(alerts: Iterable[Alert], leaked: set[str]) -> dict[str, Any]:
+    """Incidents by their own severity (`Alert.incident_severity`: the incident's as of that alert; an alert from
+    before it existed counts with its own severity, as incidents were then): those that reached high or critical, the
+    false ones (none of their alerts names a `leaked` response), the false ones counted by alert severity (any alert
+    high or critical, as ext-v2's scorer counts), the incidents with a leaked response and a high alert that never
+    reached high (leaks an on-call engineer was not paged for), and the longest wait from such an incident's first
+    high alert naming a leak to the incident reaching high."""
+    by_incident: dict[str, list[Alert]] = {}
+    for a in alerts:
+        if a.request_ids:  # an incident about a configuration names no response
+            by_incident.setdefault(a.incident_id or a.alert_id, []).append(a)
+    out: dict[str, Any] = {"incidents_high": 0, "false_incidents": 0, "false_incidents_by_alert": 0}
+    out |= {"unpaged_incidents": 0, "incident_delay_s": None}
+    for group in by_incident.values():
+        group.sort(key=lambda a: a.ts)
+        true = any(r in leaked for a in group for r in a.request_ids)
+        alert_high = [a for a in group if SEVERITY_RANK[a.severity] >= _HIGH]
+        paged = [a for a in group if SEVERITY_RANK[a.incident_severity or a.severity] >= _HIGH]
+        out["incidents_high"] += bool(paged)
+        out["false_incidents"] += bool(paged) and not true
+        out["false_incidents_by_alert"] += bool(alert_high) and not true
+        first_leak = next((a.ts for a in alert_high if any(r in leaked for r in a.request_ids)), None)
+        if first_leak is None:
+            continue
+        if not paged:
+            out["unpaged_incidents"] += 1
+            continue
+        wait = max(0.0, paged[0].ts - first_leak)
+        out["incident_delay_s"] = max(wait, out["incident_delay_s"] or 0.0)
+    return out
 
 
 def _groups(

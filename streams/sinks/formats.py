@@ -125,6 +125,15 @@ class Notification:
     def severity(self) -> str:
         return max((a.severity for a in self.alerts), key=SEVERITY_RANK.__getitem__, default="info")
 
+    @property
+    def incident_severity(self) -> str:
+        """The incidents' severity as of the newest alert of each (docs/adr/0018): what to page on. Alerts from before
+        incidents had one count with their own."""
+        newest: dict[str, str] = {}
+        for a in sorted(self.alerts, key=lambda a: a.ts):
+            newest[a.incident_id] = a.incident_severity or a.severity
+        return max(newest.values(), key=SEVERITY_RANK.__getitem__, default="info")
+
 
 def render_json(n: Notification) -> Any:
     return {
@@ -135,6 +144,7 @@ def render_json(n: Notification) -> Any:
         "group_key": n.group_key,
         "incident_ids": n.incident_ids,
         "severity": n.severity,
+        "incident_severity": n.incident_severity,
         "alert_ids": n.alert_ids,
         "request_ids": n.request_ids,
         "ends_at": format_ts(n.ends_at) if n.ends_at is not None else None,
@@ -164,6 +174,8 @@ def render_alertmanager(n: Notification, external_url: str, valid_until: float |
             labels["tenant_id"] = a.tenant_id
         if a.source_tenant_id:
             labels["source_tenant_id"] = a.source_tenant_id
+        if a.incident_severity:  # fixed when the alert is raised, so it never changes the alert's identity
+            labels["incident_severity"] = a.incident_severity
         annotations = {
             "summary": a.summary,
             "score": f"{a.score:.3f}",

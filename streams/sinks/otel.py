@@ -331,6 +331,8 @@ class OtelSink(Sink):
             "crosstalk.group_key": alert.group_key,
             "crosstalk.alert.request_ids": list(alert.request_ids),
         }
+        if alert.incident_severity:
+            attrs["crosstalk.incident.severity"] = alert.incident_severity
         if alert.tenant_id:
             attrs["crosstalk.tenant_id"] = alert.tenant_id
         if alert.source_tenant_id:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from schemas.alert import Alert
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -67,12 +69,37 @@ attribution_src_cjk=0.900 detect_delay_s=2.0 FAIL
 """
 
 
+def _alert(rid: str, incident: str, incident_severity: str) -> Alert:
+    return Alert(
+        alert_id=f"a-{rid}",
+        ts=1.0,
+        kind="cross_tenant_contamination",
+        severity="high",
+        cache_domain="d1",
+        request_ids=[rid],
+        score=0.9,
+        summary="-",
+        group_key="g",
+        incident_id=incident,
+        incident_severity=incident_severity,  # type: ignore[arg-type]
+    )
+
+
 def test_ext_v2_figures_are_read_from_its_scorers_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scorer = tmp_path / "score.py"
     scorer.write_text(f"print({SCORER_OUTPUT.replace(chr(92) + chr(10), '')!r}, end='')\n")
     monkeypatch.setattr(evaluate_all, "EXT_V2", tmp_path)
+    # Incidents by their own severity are ours to count (ADR 0018), from its labels and the alerts.
+    (tmp_path / "l").write_text(json.dumps({"positives": {"leak": "t"}, "cross_session": {"xs": "s"}}))
+    (tmp_path / "a").write_text(
+        "\n".join(
+            _alert(rid, inc, sev).model_dump_json()
+            for rid, inc, sev in (("clean", "i1", "warning"), ("leak", "i2", "high"), ("xs", "i3", "high"))
+        )
+    )
     f = evaluate_all.ext_v2(tmp_path / "l", tmp_path / "a", tmp_path / "e")
-    assert (f["false_high"], f["clean_2xx"], f["false_warning"], f["false_incidents"]) == (3, 6000, 9, 2)
+    assert (f["false_high"], f["clean_2xx"], f["false_warning"], f["false_incidents_by_alert"]) == (3, 6000, 9, 2)
+    assert (f["false_incidents"], f["unpaged_incidents"], f["incident_delay_s"]) == (0, 0, 0.0)
     assert (f["exposure"], f["content_only"], f["attribution"]) == (0.95, 0.9, 0.925)
     assert (f["attribution_cjk_source"], f["attribution_cjk_receiver"], f["delay_s"]) == (0.9, 0.917, 2.0)
     assert (f["n:exposure"], f["n:content_only"], f["n:attribution_cjk_source"]) == (40, 20, 10)
@@ -116,3 +143,18 @@ def test_every_leak_class_is_pooled_and_the_worst_class_is_the_target() -> None:
     assert w["class:worst"] == 0.0  # the class no row of the old table showed
     table = evaluate_all.readme_table({"worst": {"sim": w}})
     assert "| the worst leak class (≥ 95 %) | 0.0 % | **no**: ours |" in table
+
+
+def test_incidents_pool_their_counts_and_the_readme_shows_what_paging_on_them_costs() -> None:
+    # False incidents by the incident's own severity are the target; counted by alert severity, the leak incidents
+    # never paged and the wait for a page are shown beside it (ADR 0018).
+    runs = [
+        _run("a", "k1", 1, false_incidents=0, false_incidents_by_alert=2, unpaged_incidents=1, incident_delay_s=30.0),
+        _run("a", "k1", 2, false_incidents=1, false_incidents_by_alert=1, unpaged_incidents=2, incident_delay_s=400.0),
+    ]
+    w = evaluate_all.worst(runs)["p"]
+    assert (w["unpaged_incidents"], w["incident_delay_s"]) == (3.0, 400.0)
+    table = evaluate_all.readme_table({"worst": {"sim": w}})
+    assert "| leak incidents not paged | 3 | – |" in table
+    assert "| delay, first leak alert → incident high | 400 s | – |" in table
+    assert "| …counted by alert severity |" in table and "| false incidents /10k (≤ 1) |" in table

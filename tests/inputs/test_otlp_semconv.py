@@ -88,3 +88,6 @@ def test_the_alert_names_the_leaked_responses_id_for_the_engine_logs() -> None:
     assert orjson.loads(leak.model_dump_json())["response_id"] == "chatcmpl-leak42"
     body = render_alertmanager(Notification("oncall", leak.group_key, "firing", [leak]), "http://crosstalk")
     assert body[0]["annotations"]["response_id"] == "chatcmpl-leak42"
+    # Alertmanager routes on labels: the incident's severity as of this alert (ADR 0018), fixed when it is raised.
+    assert body[0]["labels"]["incident_severity"] == leak.incident_severity
+    assert leak.incident_severity in ("warning", "high", "critical")

@@ -88,6 +88,7 @@ def alert(request_ids: list[str], ts: float, kind: str = "cross_tenant_contamina
         summary="leak",
         group_key="cache_domain=pool-1,category=exposure",
         incident_id="inc-1",
+        incident_severity="warning",
     )
 
 
@@ -147,6 +148,7 @@ def test_spans_and_metrics_over_otlp_http(otlp: OtlpReceiver) -> None:
     [alert_span] = by_name["crosstalk.alert cross_tenant_contamination"]
     aa = attrs(alert_span)
     assert aa["crosstalk.alert.id"] == leak.alert_id and aa["crosstalk.alert.severity"] == "critical"
+    assert aa["crosstalk.incident.severity"] == "warning"  # one response on content alone: no page yet (ADR 0018)
     assert aa["crosstalk.source_tenant_id"] == "tenant-b" and aa["crosstalk.alert.score"] == pytest.approx(0.93)
     linked = {(lk.trace_id, lk.span_id) for lk in alert_span.links}
     assert linked == {(s.trace_id, s.span_id) for s in chats.values()}

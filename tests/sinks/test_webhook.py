@@ -185,3 +185,19 @@ def test_render_formats_shapes() -> None:
     assert body[0]["labels"]["alertname"] == "cross_tenant_contamination"
     assert all(isinstance(v, str) for item in body for v in [*item["labels"].values(), *item["annotations"].values()])
     assert "endsAt" not in body[0]
+
+
+def test_notifications_carry_the_incidents_severity_to_page_on() -> None:
+    """The alert's severity is the scope; the incident's (ADR 0018) is what pages: the newest alert of each incident
+    says it, alerts from before it existed count with their own."""
+    first = make_alert(0, incident="i1").model_copy(update={"incident_severity": "warning"})
+    second = make_alert(1, incident="i1").model_copy(update={"incident_severity": "critical"})
+    lone = make_alert(2, incident="i2").model_copy(update={"incident_severity": "warning"})
+    assert Notification("r", "k", "firing", [first]).incident_severity == "warning"
+    assert Notification("r", "k", "firing", [second, first]).incident_severity == "critical"
+    assert Notification("r", "k", "firing", [first, lone]).incident_severity == "warning"
+    assert Notification("r", "k", "firing", [make_alert(3, severity="high")]).incident_severity == "high"
+    body = orjson.loads(render_body(Notification("r", "k", "firing", [first, second]), "json"))
+    assert (body["severity"], body["incident_severity"]) == ("critical", "critical")
+    am = orjson.loads(render_body(Notification("r", "k", "firing", [first]), "alertmanager"))
+    assert am[0]["labels"]["incident_severity"] == "warning"
