@@ -340,7 +340,8 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         f"Each shape pooled over its seeds, then the worst over shapes and keys {', '.join(report['keys'])};"
         " no operator corpus"
         + (f"; before: {before['commit']}" if before else "")
-        + ". blind-v1 is a development set (its alerts were read one by one); ext-v2 was written by other hands.",
+        + ". ext-v2 and blind-v1 were written by other hands; every profile here is a development set (alerts of"
+        " each have been read one by one).",
         "",
         *_table(w, before.get("worst", {}) if before else None),
         "",
