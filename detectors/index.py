@@ -349,6 +349,7 @@ class ContentIndex(RunShapes):
                 self._close(ov, src, r, attached, positions)
             elif r.length >= long_run:
                 ov.session_long[src] += r.length
+                ov.session_spans.setdefault(src, []).append((r.start, r.last))
 
     def _close(self, ov: Overlap, src: str, r: Run, attached: bool, positions: list[int] | None = None) -> None:
         """A tenant's run of matches, ended. A long one is a passage of the source's text: it counts towards the

@@ -112,6 +112,7 @@ class Overlap:
     # Matches inside long runs, per tenant and per other session of the receiver (`prefers_tenant`).
     long_matches: Counter[str] = field(default_factory=Counter)
     session_long: Counter[str] = field(default_factory=Counter)
+    session_spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # its long runs' first, last
     # Output positions (first, last) of every tenant run, long or short (`foreign_free`).
     spans: list[tuple[int, int]] = field(default_factory=list)
     # Short runs that are the junction of two innocent texts, not a page (`ContentIndex._junction`).
@@ -150,9 +151,23 @@ class Overlap:
         scattered vocabulary with the output (Japanese or Chinese stock phrases of its own entities) must not hide
         a page of another tenant. Without a long run on either side, the most matches decide, as before."""
         t_long, s_long = self.long_matches[tenant], self.session_long[session]
+        if self._beside(tenant):
+            return True
         if t_long or s_long:
             return t_long >= s_long
         return self.by_tenant[tenant] >= self.by_session[session]
+
+    def _beside(self, tenant: str) -> bool:
+        """Whether a free long run of the tenant lies clear of every long run of the receiver's other sessions: two
+        passages side by side in the output (the receiver's own text from another session, and another tenant's
+        page), not one passage both could explain. Then the page is a finding of its own, however long the
+        receiver's own text beside it; which origin explains more decides only between explanations of the same
+        fingerprints."""
+        theirs = [span for spans in self.session_spans.values() for span in spans]
+        return any(
+            not attached and all(last < s0 or first > s1 for s0, s1 in theirs)
+            for first, last, _, attached in self.run_spans.get(tenant, ())
+        )
 
     def foreign_free(self, hashes: list[int]) -> list[int]:
         """The output's fingerprints that no other tenant's text explains: outside every tenant run, its seams
@@ -243,8 +258,9 @@ def own(ov: Overlap, doc: Text, session_id: str | None, tenant_id: str, prev: Ru
         ov.own_context += 1
         return
     ov.by_session[sess] += 1
-    run = prev.get(sess, SESSION_RUN).length + 1
-    runs[sess] = Run(run, 0.0, -1.0, i, i)
+    before = prev.get(sess, SESSION_RUN)
+    run = before.length + 1
+    runs[sess] = Run(run, 0.0, -1.0, before.start if before.length else i, i)
     ov.run_by_session[sess] = max(ov.run_by_session[sess], run)
     ov.source_requests.setdefault(tenant_id, Counter())[doc.request_id] += 1
 

@@ -6,7 +6,7 @@ from factories import TEXTS, canary, request, response, stats
 
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
-from schemas.alert import Alert
+from schemas.alert import SEVERITY_RANK, Alert
 
 OVER = 800_000  # > 681,280
 
@@ -343,3 +343,22 @@ def test_a_cross_session_alert_cites_only_the_receivers_own_requests() -> None:
     (a,) = [x for x in run(events) if x.kind == "cross_session_contamination"]
     cited = [r for s in a.evidence for r in s.figures.get("source_request_ids", [])]
     assert cited and set(cited) <= {"a1"}
+
+
+def test_a_page_beside_the_receivers_own_text_from_another_session_is_still_a_leak() -> None:
+    # Alice's answer holds her own document from another of her chats (a long run of her other session) and, beside
+    # it, a page of Bob's. The two explain different parts of the output: the longer one must not hide the other.
+    own, page = TEXTS[1] + " " + TEXTS[3], TEXTS[4]
+    events = [
+        *_context("bob", "b1", 1, page),
+        request("a1", "alice", 2, text=own, session_id="s-old"),
+        response("a1", "alice", 3, text="ok", session_id="s-old"),
+        request("a2", "alice", 5, session_id="s-new"),
+        response("a2", "alice", 6, text=f"{own}\n\n{page}", session_id="s-new"),
+    ]
+    leaks = [a for a in run(events) if a.kind == "cross_tenant_contamination"]
+    assert [(a.tenant_id, a.source_tenant_id) for a in leaks] == [("alice", "bob")]
+    assert SEVERITY_RANK[leaks[0].severity] >= SEVERITY_RANK["high"]
+    # Control: her own text alone is her own data, as before.
+    events[-1] = response("a2", "alice", 6, text=own, session_id="s-new")
+    assert run(events) == []
