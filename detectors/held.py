@@ -142,7 +142,7 @@ class HeldJudge:
         if self.public is not None:
             explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
         left = standing((~explained).tolist(), BRIDGE)
-        return left >= self.s.overlap_strong_matches or (run.free and left >= need)
+        return left >= max(need, self.s.overlap_strong_matches) or (run.free and left >= need)
 
 
 def held_receivers(held: Iterable[Held]) -> dict[tuple[str, int], set[str]]:

@@ -212,6 +212,13 @@ class DetectionSettings(BaseModel):
         description="a run shorter than overlap_strong_matches counts as a page only if its fingerprints follow each "
         "other in one text of the source as in the output (a stale page is one contiguous piece; docs/adr/0004)",
     )
+    overlap_chance_max_run: int = Field(
+        default=16,
+        ge=1,
+        description="the longest run an output's chance background can require of a source (`required_run`): where a "
+        "source's text holds much of the output anyway (two tenants writing one kana-rich language), a run that chance "
+        "explains is no page, however long; at most this, so a long page is never out of reach",
+    )
     overlap_chance_alpha: float = Field(
         default=0.05,
         ge=0,

@@ -10,8 +10,8 @@ one that one other tenant has had weighs 1/2. The evidence for a source is the s
 fingerprints (split when several tenants in the window had one). Winnowing guarantees a fingerprint
 for every shared passage of t units, so one page-sized fragment of a tenant's private text gives at
 least one rare match: `overlap_high_evidence` (1.0) makes that a high alert once the domain is warm.
-A long run of consecutive matches (`overlap_strong_matches`) is critical whatever the rarity: chance
-does not produce eight consecutive shared k-grams. Next to the placeholder mechanism any overlap is no
+A long run of consecutive matches (`overlap_strong_matches`) is critical whatever the rarity, unless the output's
+chance background explains it (`required_run`). Next to the placeholder mechanism any overlap is no
 coincidence: the verdict makes it critical. The reasoning and its measurements: docs/adr/0003.
 
 Short runs that are no page (the junction of two innocent texts; k-grams a long text shares by chance, out of order)
@@ -306,7 +306,7 @@ class OverlapDetector(HeldJudge):
         need = required_run(self.s, ov, tenant)
         free, cover = page_run(self.s, ov, tenant, need)
         severity = self._by_run(
-            run if run >= self.s.overlap_strong_matches else free if free >= need else 0, warm, "critical"
+            run if run >= max(need, self.s.overlap_strong_matches) else free if free >= need else 0, warm, "critical"
         )
         long = ov.long_passages[tenant]
         scattered = ov.passages[tenant] - long - ov.attached[tenant]

@@ -27,13 +27,14 @@ def required_run(s: DetectionSettings, ov: Overlap, tenant: str) -> int:
     (`overlap_chance_alpha`). A page of words, of Han characters, or of another script than the output's shares
     (almost) nothing else with it: p ~ 0 and `overlap_high_run` suffices, the one-page guarantee of 16 units.
     Kana-heavy text in a Japanese answer from a source writing Japanese too shares many short k-grams (measured
-    p = 0.1-0.4): the run needed grows, never beyond a strong run."""
+    p = 0.1-0.5): the run needed grows, past the strong run where chance explains one (at p = 0.5 in 180 positions,
+    a run of 9 is expected a third of the time), up to `overlap_chance_max_run`."""
     need = s.overlap_high_run
     held, n = ov.chance.get(tenant, (0, 0))
     if s.overlap_chance_alpha <= 0 or not held:
         return need
     p = held / (n + 1)
-    while need < s.overlap_strong_matches and n * p**need > s.overlap_chance_alpha:
+    while need < s.overlap_chance_max_run and n * p**need > s.overlap_chance_alpha:
         need += 1
     return need
 

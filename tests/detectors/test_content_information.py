@@ -57,12 +57,12 @@ def test_required_run_is_the_shortest_run_not_expected_by_chance(held: int, extr
     s = _settings(overlap_chance_alpha=alpha)
     n = held + extra
     need = required_run(s, Overlap(chance={"src": (held, n)}), "src")
-    assert s.overlap_high_run <= need <= s.overlap_strong_matches
+    assert s.overlap_high_run <= need <= s.overlap_chance_max_run
     if held == 0:
         assert need == s.overlap_high_run  # nothing else shared: the one-page guarantee is untouched
         return
     p = held / (n + 1)
-    assert need == s.overlap_strong_matches or n * p**need <= alpha
+    assert need == s.overlap_chance_max_run or n * p**need <= alpha
     if need > s.overlap_high_run:
         assert n * p ** (need - 1) > alpha  # the shortest such run
     more = required_run(s, Overlap(chance={"src": (held + 1, n + 1)}), "src")
@@ -87,7 +87,7 @@ def test_a_page_alerts_high_exactly_when_its_run_is_not_expected_by_chance(share
     """The receiver's answer holds `shared` k-grams of a language the source writes too (the receiver wrote them
     before: its own context), `own` novel ones, and a private page of the source giving `run` consecutive matches with
     novel seams. High (or critical) if and only if run >= required_run; required_run is overlap_high_run when nothing
-    else is shared."""
+    else is shared, and may exceed the strong run where much is."""
     s = _settings()
     det = OverlapDetector(s)
     det.index.add("src", "src-s", "s1", 1.0, [*VOCAB, *PAGE])
@@ -104,7 +104,8 @@ def test_a_page_alerts_high_exactly_when_its_run_is_not_expected_by_chance(share
     if shared == 0:
         assert need == s.overlap_high_run
     paged = SEVERITY_RANK[sig.severity] >= SEVERITY_RANK["high"]
-    assert paged == (run >= need or run >= s.overlap_strong_matches)
+    # A strong run is no exception: where chance explains it (need above the strong run), it is no page either.
+    assert paged == (run >= need)
 
 
 # --- end to end: real text, real fingerprints --------------------------------------------------------------
@@ -150,3 +151,15 @@ def test_a_page_of_another_script_in_a_japanese_answer_keeps_the_sixteen_unit_gu
     got = m.observe(response("r", "rx", 201, text=answer))
     assert _severest(got, "rx") in ("high", "critical")
     assert {a.source_tenant_id for a in got if a.tenant_id == "rx"} == {"src"}
+
+
+def test_a_run_chance_explains_is_no_page_however_long() -> None:
+    """Two tenants writing one kana-rich language: half of the output's other fingerprints are in the source's text
+    anyway. A run of 9 is then expected by chance in an output of 180 (180 * 0.5^9 = 0.35), strong run or not; the run
+    needed is the shortest chance does not explain (12), capped at `overlap_chance_max_run`."""
+    s = _settings()
+    ov = Overlap(chance={"src": (90, 180)})
+    assert required_run(s, ov, "src") == 12 > s.overlap_strong_matches
+    assert required_run(_settings(overlap_chance_max_run=10), ov, "src") == 10
+    # A source that shares nothing else with the output keeps the one-page guarantee.
+    assert required_run(s, Overlap(chance={"src": (0, 180)}), "src") == s.overlap_high_run
