@@ -99,8 +99,15 @@ def test_scattered_own_session_vocabulary_does_not_hide_a_page_of_another_tenant
     (sess, n), (tenant, m) = ov.best_session(), ov.best_tenant()  # type: ignore[misc]
     assert (sess, n, tenant, m) == ("s0", 20, "A", 12)  # more session matches than tenant matches...
     assert ov.prefers_tenant("A", "s0")  # ...but only the tenant's are a page
-    # Control: a long passage of the receiver's own other session (15 in a row) is the origin.
+    # A long passage of the receiver's own other session (15 in a row) beside the page does not hide it either: the two
+    # explain different parts of the output (ADR 0004 log, 2026-12-05).
     ov = idx.query("V", "s1", list(range(1_020, 1_035)) + list(range(2_010, 2_022)), set())
+    assert ov.prefers_tenant("A", "s0")
+    # Control: where the receiver's other session holds the same passage, its longer run is the origin.
+    both = _index()
+    both.add("V", "s0", "v0", 0, [*range(1_020, 1_035), *range(2_010, 2_022)])
+    both.add("A", "sa", "a0", 1, list(range(2_000, 2_100)))
+    ov = both.query("V", "s1", list(range(1_020, 1_035)) + list(range(2_010, 2_022)), set())
     assert not ov.prefers_tenant("A", "s0")
     # Without a long run on either side the counts decide, as before.
     ov = idx.query("V", "s1", [*scattered, 2_050, 9_999, 2_060], set())
