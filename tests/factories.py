@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from schemas.alert import Alert
 from schemas.events import CacheStats, Canary, Event, Request, Response, parse_event
 
 _ids = itertools.count()
@@ -114,3 +115,22 @@ def weak_canary_story(t0: float) -> list[bytes]:
         *pair(3, "acme", t0 + 20, TEXTS[5], f"as noted in {PROBE_MARKER} earlier"),
     ]
     return [orjson.dumps(e) for e in events]
+
+
+def incident_alert(
+    rid: str, incident: str, incident_severity: str | None, severity: str = "high", ts: float = 1.0
+) -> Alert:
+    """A content alert on response `rid` in `incident`, with the incident's severity as of it (docs/adr/0018)."""
+    return Alert(
+        alert_id=f"a-{rid}-{ts}",
+        ts=ts,
+        kind="cross_tenant_contamination",
+        severity=severity,  # type: ignore[arg-type]
+        cache_domain="d1",
+        request_ids=[rid],
+        score=0.9,
+        summary="-",
+        group_key="g",
+        incident_id=incident,
+        incident_severity=incident_severity,  # type: ignore[arg-type]
+    )

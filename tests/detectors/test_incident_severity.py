@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from factories import PROBE_MARKER, TEXTS, canary, request, response, stats
+from factories import PROBE_MARKER, TEXTS, canary, incident_alert, request, response, stats
 
 from detectors.incidents import Incident, IncidentTracker, proves
 from detectors.monitor import Monitor
@@ -125,29 +125,13 @@ def test_the_resolution_carries_the_incidents_severity_and_old_snapshots_restore
     assert (restored.severity, restored.corroborated, restored.high_responses) == ("info", False, ())
 
 
-def _alert(rid: str, ts: float, severity: str, incident: str, incident_severity: str | None) -> Alert:
-    return Alert(
-        alert_id=f"a-{rid}-{ts}",
-        ts=ts,
-        kind="cross_tenant_contamination",
-        severity=severity,  # type: ignore[arg-type]
-        cache_domain="d1",
-        request_ids=[rid],
-        score=0.9,
-        summary="-",
-        group_key="g",
-        incident_id=incident,
-        incident_severity=incident_severity,  # type: ignore[arg-type]
-    )
-
-
 def test_the_evaluator_counts_incidents_by_their_own_severity_and_shows_the_alert_count_beside() -> None:
     alerts = [
-        _alert("clean1", 10.0, "high", "i1", "warning"),  # a lone false high: an alert, no page
-        _alert("leak1", 20.0, "high", "i2", "warning"),  # a leak paged 30 s later, by a second response
-        _alert("leak2", 50.0, "critical", "i2", "critical"),
-        _alert("leak3", 60.0, "high", "i3", "warning"),  # a lone leak: on the disclosure list, never paged
-        _alert("clean2", 70.0, "critical", "i4", None),  # from a version without incident severities
+        incident_alert("clean1", "i1", "warning", "high", 10.0),  # a lone false high: an alert, no page
+        incident_alert("leak1", "i2", "warning", "high", 20.0),  # a leak paged 30 s later, by a second response
+        incident_alert("leak2", "i2", "critical", "critical", 50.0),
+        incident_alert("leak3", "i3", "warning", "high", 60.0),  # a lone leak: on the disclosure list, never paged
+        incident_alert("clean2", "i4", None, "critical", 70.0),  # from a version without incident severities
     ]
     f = incident_figures(alerts, {"leak1", "leak2", "leak3"})
     assert (f["incidents_high"], f["false_incidents"], f["false_incidents_by_alert"]) == (2, 1, 2)

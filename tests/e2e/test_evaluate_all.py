@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from schemas.alert import Alert
+from factories import incident_alert
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -69,22 +68,6 @@ attribution_src_cjk=0.900 detect_delay_s=2.0 FAIL
 """
 
 
-def _alert(rid: str, incident: str, incident_severity: str) -> Alert:
-    return Alert(
-        alert_id=f"a-{rid}",
-        ts=1.0,
-        kind="cross_tenant_contamination",
-        severity="high",
-        cache_domain="d1",
-        request_ids=[rid],
-        score=0.9,
-        summary="-",
-        group_key="g",
-        incident_id=incident,
-        incident_severity=incident_severity,  # type: ignore[arg-type]
-    )
-
-
 def test_ext_v2_figures_are_read_from_its_scorers_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scorer = tmp_path / "score.py"
     scorer.write_text(f"print({SCORER_OUTPUT.replace(chr(92) + chr(10), '')!r}, end='')\n")
@@ -93,7 +76,7 @@ def test_ext_v2_figures_are_read_from_its_scorers_output(tmp_path: Path, monkeyp
     (tmp_path / "l").write_text(json.dumps({"positives": {"leak": "t"}, "cross_session": {"xs": "s"}}))
     (tmp_path / "a").write_text(
         "\n".join(
-            _alert(rid, inc, sev).model_dump_json()
+            incident_alert(rid, inc, sev).model_dump_json()
             for rid, inc, sev in (("clean", "i1", "warning"), ("leak", "i2", "high"), ("xs", "i3", "high"))
         )
     )
