@@ -22,6 +22,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from detectors.settings import DetectionSettings
 from detectors.signals import registry
@@ -63,7 +64,6 @@ class Incident:
     # The incident's own severity (see the module's doc). Plain defaults: the class attributes stand in for snapshots
     # pickled before they existed (such an incident is corroborated afresh).
     severity: Severity = "info"
-    top: Severity = "info"  # its alerts' highest
     corroborated: bool = False
     high_responses: tuple[str, ...] = ()  # distinct responses alerted high+ so far, up to the number that corroborates
 
@@ -142,15 +142,14 @@ class IncidentTracker:
 
     def _rate(self, inc: Incident, severity: str, request_ids: list[str], proven: bool) -> Severity:
         rank = SEVERITY_RANK[severity]
-        if rank > SEVERITY_RANK[inc.top]:
-            inc.top = severity  # type: ignore[assignment]  # a Severity: the alert's, checked by its schema
         if proven:
             inc.corroborated = True
         elif rank >= _HIGH and not inc.corroborated:
             seen = inc.high_responses
             inc.high_responses = (*seen, *(r for r in request_ids if r not in seen))[: self.min_responses]
             inc.corroborated = len(inc.high_responses) >= self.min_responses
-        inc.severity = inc.top if inc.corroborated or SEVERITY_RANK[inc.top] <= _WARNING else "warning"
+        top = max(inc.severities, key=SEVERITY_RANK.__getitem__)  # its alerts' highest (each an alert's Severity)
+        inc.severity = cast(Severity, top) if inc.corroborated or SEVERITY_RANK[top] <= _WARNING else "warning"
         return inc.severity
 
     def advance(self, ts: float) -> None:

@@ -117,7 +117,7 @@ def test_the_resolution_carries_the_incidents_severity_and_old_snapshots_restore
     # An incident pickled before it had a severity: the class defaults stand in, and it is corroborated afresh.
     inc = Incident("i", "k", "d1", 0.0, 0.0)
     state = dict(inc.__dict__)
-    for name in ("severity", "top", "corroborated", "high_responses"):
+    for name in ("severity", "corroborated", "high_responses"):
         del state[name]
     old = Incident.__new__(Incident)
     old.__dict__.update(state)
