@@ -4,8 +4,9 @@
  * splitmix64 of each key, Kirsch-Mitzenmacher probe positions, Bloom tests and sets on the generations' bit rows.
  * A generation is a C-contiguous uint8 array of (levels + 1) rows of `nbytes`: row 0 holds (fingerprint, tenant)
  * pairs, rows 1..levels fingerprints by level. A record's levels (TenantSpread.levels, 1..SPREAD_MAX_LEVELS) are
- * read from the size of its generations, so the loops serve every record without a parameter of their own. Every test of a call reads the bits as they were before the call, as the
- * numpy path's does (it tests all keys, then sets), so the two agree bit for bit (property-tested).
+ * read from the size of its generations, so the loops serve every record without a parameter of their own. Every
+ * test of a call reads the bits as they were before the call, as the numpy path's does (it tests all keys, then
+ * sets), so the two agree bit for bit (property-tested).
  * Pure computation: no I/O, no clock.
  */
 #ifndef WINNOW_SPREAD_H
@@ -257,10 +258,10 @@ static inline void spread_set(uint8_t *row, const uint64_t *pos, int probes) {
 /* spread_add(cur, old, keys, tenant_key, nbytes, mask, probes, note) -> (new pairs, offsets or None)
  *
  * TenantSpread.add on the current generation `cur` (written) with `old` (read, or None): a pair (key ^ tenant_key)
- * not yet in cur's pairs row is a new one; its fingerprint goes one level up (at most the record's levels), or, when the pair is
- * only in the old generation, is copied forward at its level (at least 1). All tests read the bits as before the
- * call; then the sets. With `note` true, the byte offsets set per row come back (tuple of levels + 1 bytes objects
- * of native uint32, one per probe and key set, as the numpy path notes them). */
+ * not yet in cur's pairs row is a new one; its fingerprint goes one level up (at most the record's levels), or, when
+ * the pair is only in the old generation, is copied forward at its level (at least 1). All tests read the bits as
+ * before the call; then the sets. With `note` true, the byte offsets set per row come back (tuple of levels + 1
+ * bytes objects of native uint32, one per probe and key set, as the numpy path notes them). */
 static PyObject *spread_add(PyObject *Py_UNUSED(mod), PyObject *args) {
     PyObject *cur_obj, *old_obj, *keys_obj, *tkey_obj, *mask_obj;
     Py_ssize_t nbytes;

@@ -26,6 +26,7 @@ from detectors.index import ContentIndex
 from detectors.matches import BRIDGE
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
+from detectors.signals.pages import strong_run
 from schemas.alert import Signal
 
 
@@ -142,7 +143,7 @@ class HeldJudge:
         if self.public is not None:
             explained |= np.asarray(self.public.contains(run.hashes), dtype=bool)
         left = standing((~explained).tolist(), BRIDGE)
-        return left >= max(need, self.s.overlap_strong_matches) or (run.free and left >= need)
+        return left >= strong_run(self.s, need) or (run.free and left >= need)
 
 
 def held_receivers(held: Iterable[Held]) -> dict[tuple[str, int], set[str]]:

@@ -40,7 +40,7 @@ from detectors.public import PublicSet
 from detectors.sentences import SentencePrint
 from detectors.settings import DetectionSettings
 from detectors.signals.base import DomainFacts, Piece
-from detectors.signals.pages import page_run, required_run, whole_sentences
+from detectors.signals.pages import page_run, required_run, strong_run, whole_sentences
 from schemas.alert import SEVERITY_RANK, Severity, Signal
 from schemas.exchange import Exchange, TextFingerprint
 
@@ -306,7 +306,7 @@ class OverlapDetector(HeldJudge):
         need = required_run(self.s, ov, tenant)
         free, cover = page_run(self.s, ov, tenant, need)
         severity = self._by_run(
-            run if run >= max(need, self.s.overlap_strong_matches) else free if free >= need else 0, warm, "critical"
+            run if run >= strong_run(self.s, need) else free if free >= need else 0, warm, "critical"
         )
         long = ov.long_passages[tenant]
         scattered = ov.passages[tenant] - long - ov.attached[tenant]

@@ -39,6 +39,12 @@ def required_run(s: DetectionSettings, ov: Overlap, tenant: str) -> int:
     return need
 
 
+def strong_run(s: DetectionSettings, need: int) -> int:
+    """The run that is a page however it lies in the output (its seams, its order): the strong run, or the run the
+    output's chance background requires (`required_run`) when that is longer."""
+    return max(need, s.overlap_strong_matches)
+
+
 def min_cover(s: DetectionSettings, need: int) -> int:
     """Units a free run of `need` matches must be seen to cover to count as a page (docs/adr/0004, "coverage").
     A page of P = need * w + k - 1 units holds P - k + 1 whole k-grams; every window of w of them lies inside
