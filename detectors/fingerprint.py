@@ -448,10 +448,9 @@ class Fingerprinter(WordTable):
         return Fingerprint.model_construct(**{**_PACKED_DEFAULTS, **fields})  # all given: no default factory run
 
     def wire_fields(self, tp: TextFingerprint, packed: bool = False) -> dict[str, Any]:
-        """The fields of `tp`'s wire `Fingerprint` under this fingerprinter's parameters: the hashes, the k-gram
-        positions and the whole-sentence print where known (what the stages need to judge as the monitor does).
-        `packed`: hashes and positions in their base64 form (positions past 32 bits, never met in a text within the
-        event size limit, stay a list)."""
+        """`tp`'s wire `Fingerprint` fields here: hashes, and the positions, sentences and names where known (what the
+        stages need to judge as the monitor does). `packed`: hashes and positions in base64 (positions past 32 bits,
+        never met in a text within the event size limit, stay a list)."""
         positions = positions_of(tp)
         prints: dict[str, Any] = {"hashes": tp.hashes, "positions": positions}
         if packed and (not positions or positions[-1] < 2**32):
@@ -466,6 +465,7 @@ class Fingerprinter(WordTable):
             "words": tp.words,
             **prints,
             **wire_sentences(tp),
+            **({} if tp.tools is None else {"tools": sorted(tp.tools)}),
         }
 
     def check(self, fp: Fingerprint) -> str | None:
@@ -479,9 +479,9 @@ class Fingerprinter(WordTable):
         return None
 
     def from_wire(self, fp: Fingerprint) -> TextFingerprint:
-        """The join's form of a wire fingerprint (validated): each hash once, at its first listing. With
-        `positions` they ride along as where this process fingerprints the text (`positions_of`); without
-        (a producer older than the field) a run is judged by its matches alone (docs/adr/0004, "coverage")."""
+        """The join's form of a wire fingerprint (validated): each hash once, at its first listing. With `positions`
+        they ride along as where this process fingerprints the text (`positions_of`); without (an older producer) a
+        run is judged by its matches alone (docs/adr/0004, "coverage")."""
         pos = fp.positions
         if pos is None:
             tp = TextFingerprint(hashes=list(dict.fromkeys(fp.hashes)), words=fp.words)
@@ -492,8 +492,8 @@ class Fingerprinter(WordTable):
                 for h, p in zip(fp.hashes, pos, strict=True):
                     first.setdefault(h, p)
             tp = TextFingerprint(list(first), fp.words, list(first.values()))
-        if fp.sentences is not None:
-            tp.sentences = (fp.sentences, fp.sentence_ends)
+        tp.sentences = None if fp.sentences is None else (fp.sentences, fp.sentence_ends)
+        tp.tools = None if fp.tools is None else frozenset(fp.tools)
         return tp
 
     def marker_id(self, marker: str) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from detectors.canaries import CanaryRegistry
 from detectors.fingerprint import Fingerprinter
 from detectors.session_prints import SessionPrints
+from detectors.toolcalls import ToolNames
 from schemas.events import Canary, Event, Request, Response
 from schemas.exchange import TextFingerprint
 
@@ -57,7 +58,7 @@ class Ingest:
     whether a marker is planted yet); otherwise only while `keys` holds a marker (in one process the registry is the
     join's, so an empty one means no text can hold a marker, and the scan is skipped)."""
 
-    __slots__ = ("fingerprinter", "keys", "scan_always", "sessions")
+    __slots__ = ("fingerprinter", "keys", "scan_always", "sessions", "tools")
 
     def __init__(
         self,
@@ -66,11 +67,14 @@ class Ingest:
         sessions: SessionPrints | None = None,
         *,
         scan_always: bool = False,
+        tools: bool = True,
     ) -> None:
         self.fingerprinter = fingerprinter
         self.keys = keys
         self.sessions = sessions
         self.scan_always = scan_always
+        # The names a prompt holds and the functions an output calls, keyed (detectors/toolcalls.py, ADR 0019).
+        self.tools = ToolNames(fingerprinter._key) if tools else None
 
     def __call__(self, event: Event) -> Printed:
         if isinstance(event, Response):
@@ -99,6 +103,8 @@ class Ingest:
                     tp = sessions.fingerprint_text(f"{req.tenant_id}\0{req.session_id}", text)
                 else:
                     tp = self.fingerprinter.fingerprint_text(text, ends=False)  # a source: sentence hashes suffice
+                if self.tools is not None:
+                    tp.tools = self.tools.declared(text)
         plants = self._plants(req, req.canaries) if req.canaries else []
         stripped = req.model_copy(update={"prompt_text": None, "canaries": []})
         return Printed(stripped, tp, keys, plants)
@@ -112,6 +118,8 @@ class Ingest:
         # fingerprint_text works on the folded bytes without building the word list (2x faster than fingerprinting
         # words_of); the marker scan cuts words only from a text that can hold a marker.
         tp = self.fingerprinter.fingerprint_text(text)
+        if self.tools is not None:
+            tp.tools = self.tools.calls(text)
         keys = self.keys.token_keys(text) if self._scan() else None
         return Printed(resp.model_copy(update={"output_text": None}), tp, keys)
 

@@ -88,7 +88,7 @@ def ingest_apart(settings: DetectionSettings) -> Ingest:
     scanned for them, and no session cache is kept (a prompt's prints go on the wire, and the cache's carry sentence
     ends a source lacks)."""
     fingerprinter = make_fingerprinter(settings)
-    return Ingest(fingerprinter, CanaryRegistry(fingerprinter), scan_always=True)
+    return Ingest(fingerprinter, CanaryRegistry(fingerprinter), scan_always=True, tools=settings.tool_calls)
 
 
 def join_apart(joiner: Joiner, dedup: Deduper, counters: Counter[str]) -> Front:

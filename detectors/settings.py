@@ -265,6 +265,22 @@ class DetectionSettings(BaseModel):
         "largest KV pool (tokens allocated since, over capacity; detectors/pool.py) cannot be a stale page or a "
         "prefix-cache hit: at most a warning. 0 = off; no effect without cache_stats and token counts",
     )
+    tool_calls: bool = Field(
+        default=True,
+        description="a 2xx response that calls a function whose name (snake_case, kebab-case or camelCase) its own "
+        "prompt text never writes is the answer to another request: a high mechanism finding "
+        "(undeclared_tool_call; detectors/toolcalls.py, ADR 0019). Needs both texts at ingest",
+    )
+    tool_calls_min_declared: int = Field(
+        default=3,
+        ge=1,
+        description="a tenant's tool calls are judged once at least this many of its own were declared by its prompts "
+        "in the domain (and at most a quarter as many were not): producers that log messages without `tools` are "
+        "never judged",
+    )
+    tool_calls_max_tenants: int = Field(
+        default=10_000, ge=1, description="tenants whose tool-call counts a domain keeps"
+    )
     overlap_whole_sentences: bool = Field(
         default=True,
         description="a content-only finding whose every page run touches only output sentences that are whole "

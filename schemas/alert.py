@@ -22,6 +22,7 @@ AlertKind = Literal[
     "overlong_accepted",
     "token_accounting_mismatch",
     "impossible_prefill",
+    "undeclared_tool_call",
     "capacity_gap",
 ]
 

@@ -200,6 +200,13 @@ class Fingerprint(_Model):
         description="instead of `positions` (with `hashes_b64` only): standard base64 of the positions as "
         "little-endian unsigned 32-bit integers, 4 bytes each",
     )
+    # Optional (added after the packed form): keyed hashes of names (detectors/toolcalls.py, docs/adr/0019).
+    tools: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] | None = Field(
+        default=None,
+        max_length=4_096,
+        description="keyed 64-bit hashes of names: of a prompt, its distinct name-like words (snake_case, kebab-case, "
+        "camelCase); of an output, the functions it calls. Absent: unknown (no tool check)",
+    )
 
     @model_serializer(mode="wrap")
     def _packed_alone(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

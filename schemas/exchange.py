@@ -11,7 +11,7 @@ export). It never carries raw prompt or output text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, TypeAdapter
 
@@ -28,6 +28,10 @@ def _restore(obj: Any, state: Any) -> None:
     if isinstance(state, dict):
         values = state.get("__dict__") or {}
         state = tuple(values.get(name) for name in obj.__slots__)
+    # A tuple written before the fields added since (`_added`, always last) lacks them: None.
+    missing = len(obj.__slots__) - len(state)
+    if 0 < missing <= len(getattr(obj, "_added", ())):
+        state = (*state, *(None,) * missing)
     for name, value in zip(obj.__slots__, state, strict=True):
         object.__setattr__(obj, name, value)
 
@@ -47,12 +51,17 @@ class TextFingerprint(_Plain):
 
     `positions` (the k-gram offset of each hash at its first selection) and `sentences` (the whole-sentence
     print) are known where this process fingerprinted the text or a wire fingerprint carried them; they are not
-    compared and not in the exchange's JSON (docs/adr/0004, "coverage"; docs/adr/0008, decision 8)."""
+    compared and not in the exchange's JSON (docs/adr/0004, "coverage"; docs/adr/0008, decision 8). `tools` are
+    keyed hashes of names where ingest read the text (detectors/toolcalls.py): of a prompt, its name-like words (a
+    frozenset, None when unknown); of an output, the functions it calls (a frozenset, None when it calls none)."""
 
     hashes: list[int]
     words: int
     positions: Annotated[list[int] | None, Field(exclude=True)] = field(default=None, compare=False, repr=False)
     sentences: Annotated[Any, Field(exclude=True)] = field(default=None, compare=False, repr=False)
+    tools: Annotated[Any, Field(exclude=True)] = field(default=None, compare=False, repr=False)
+
+    _added: ClassVar[tuple[str, ...]] = ("tools",)  # fields added after prints were first pickled (`_restore`)
 
 
 @dataclass(slots=True, frozen=True)

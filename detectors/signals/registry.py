@@ -8,19 +8,21 @@ run over it.
 
 Precedence, strongest first (unchanged since the kinds' order in schemas/alert.py decided it): a
 canary proves a leak; content names the origin (another tenant before another session of the same
-tenant); then the mechanism signals, from the most to the least direct.
+tenant); then the mechanism signals, from the most to the least direct, and last the one added since (a tool call
+its prompt never declared, ADR 0019).
 """
 
 from __future__ import annotations
 
 from detectors.settings import DetectionSettings
-from detectors.signals import cacheread
+from detectors.signals import cacheread, toolcall
 from detectors.signals import mechanism as mech
 from detectors.signals.base import Detector, Raises, Registration
 from detectors.signals.cacheread import CacheReadDetector
 from detectors.signals.canary import CanaryDetector
 from detectors.signals.mechanism import AccountingDetector, OverlongDetector, PrefillDetector
 from detectors.signals.overlap import OverlapDetector
+from detectors.signals.toolcall import ToolCallDetector
 
 
 def _canary(settings: DetectionSettings) -> Detector:
@@ -78,6 +80,23 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
             ),
         ),
         PrefillDetector,
+    ),
+    # A function call its prompt never declared: an answer decoded for another request (docs/adr/0019).
+    Registration(
+        "toolcall",
+        (
+            Raises(
+                "undeclared_tool_call",
+                kind="undeclared_tool_call",
+                precedence=5,
+                mechanism=True,
+                summary=toolcall.summary,
+                report=toolcall.report,
+            ),
+        ),
+        ToolCallDetector,
+        lambda s: s.tool_calls_max_tenants,
+        content_only=True,
     ),
     # Evidence only (no kind, info): the engine reused a prefix its tenant never sent in the domain.
     Registration(

@@ -15,6 +15,8 @@ canary markers travel as their keyed hashes (`Plant`, detectors/ingest.py: what 
                       [words, hashes] where unknown, and in records written before them);
                      [words, hashes, positions|null, sentence hashes, sentence ends|null] with the
                       whole-sentence print (detectors/sentences.py)
+                     [..., sentence hashes|null, sentence ends|null, names] with the keyed names of a
+                      tool check (docs/adr/0019)
 
 Objects, not arrays of values in field order (records of the previous layout still decode): orjson
 turns a JSON object into the dict a model keeps its fields in, where an array had to be zipped with
@@ -76,7 +78,7 @@ _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response
 # Optional fields added to a class after records of it were written, last in field order, default None: a record
 # from before (on a topic, or in a snapshot, during an upgrade) lacks them and decodes with None, as the wire does.
 _ADDED: dict[type[BaseModel], tuple[str, ...]] = {
-    Fingerprint: ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64"),
+    Fingerprint: ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools"),
     Response: ("response_id", "error_type"),
     Usage: ("cached_input_tokens",),
     CacheStats: (
@@ -206,6 +208,8 @@ def _print_values(tp: TextFingerprint | None) -> list[Any] | None:
     # embedded monitor does. Records from before them have [words, hashes] only.
     pos = positions_of(tp)
     sp = sentences_of(tp)
+    if tp.tools is not None:  # the names a tool check reads (docs/adr/0019)
+        return [tp.words, tp.hashes, pos, *(sp or (None, None)), sorted(tp.tools)]
     if sp is not None:
         return [tp.words, tp.hashes, pos, sp[0], sp[1]]
     return [tp.words, tp.hashes] if pos is None else [tp.words, tp.hashes, pos]
@@ -217,16 +221,20 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if len(values) == 2:
         words, hashes = values
         return TextFingerprint(hashes, words)
+    tools = None
+    if len(values) == 6:
+        *values, tools = values
     if len(values) == 5:
         words, hashes, positions, sentences, ends = values
-        if ends is not None and len(sentences) != len(ends):
+        if sentences is not None and ends is not None and len(sentences) != len(ends):
             raise RecordError(f"print record has {len(ends)} sentence ends for {len(sentences)} sentences")
     else:
         words, hashes, positions = values
         sentences = None
     if positions is not None and len(positions) != len(hashes):
         raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
-    return TextFingerprint(hashes, words, positions, None if sentences is None else (sentences, ends))
+    names = None if tools is None else frozenset(tools)
+    return TextFingerprint(hashes, words, positions, None if sentences is None else (sentences, ends), names)
 
 
 def exchange_record(ex: Exchange) -> bytes:

@@ -39,8 +39,9 @@ def mixed_traffic(n: int, seed: int) -> Iterator[Exchange]:
 
 
 def test_overlap_and_canary_are_registered_content_only() -> None:
-    """Otherwise the skip would never happen: the two detectors that read text fingerprints and canary hits."""
-    assert {reg.name for reg in CONTENT_ONLY} == {"overlap", "canary"}
+    """Otherwise the skip would never happen: the detectors that read text fingerprints and canary hits (and the
+    names read with the prints, ADR 0019)."""
+    assert {reg.name for reg in CONTENT_ONLY} == {"overlap", "canary", "toolcall"}
 
 
 @pytest.mark.parametrize("reg", CONTENT_ONLY, ids=lambda r: r.name)

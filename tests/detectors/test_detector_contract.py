@@ -92,6 +92,7 @@ def _halves(rng: random.Random, i: int, ts: float) -> tuple[Request, Response]:
 def hostile_traffic(n: int, seed: int = 3, start: float = 1_000.0) -> Iterator[Exchange]:
     """Exchanges in event-time order; outputs often carry passages (hash runs) of other tenants' texts."""
     rng = random.Random(seed)
+    names = random.Random(seed + 1)  # its own stream: the other detectors see the traffic they always saw
     passages: list[list[int]] = []
     for i in range(n):
         ts = start + i
@@ -105,13 +106,16 @@ def hostile_traffic(n: int, seed: int = 3, start: float = 1_000.0) -> Iterator[E
         if rng.random() < 0.05:
             owner = rng.choice(TENANTS)
             hits = [CanaryHit(marker_id=f"m{i}", owner_tenant_id=owner, owner_session_id=f"{owner}-s0")]
+        prompt = TextFingerprint(hashes=own, words=len(own) + 4)
+        output = TextFingerprint(hashes=out, words=len(out) + 4) if out else None
+        # Keyed names (ADR 0019): a prompt declares its tenant's functions; now and then an output calls one, and
+        # sometimes a function no prompt of the tenant declares.
+        own_names = frozenset(1_000 * TENANTS.index(req.tenant_id) + j for j in range(3))
+        prompt.tools = own_names if names.random() < 0.9 else None
+        if output is not None and names.random() < 0.3:
+            output.tools = frozenset({min(own_names) if names.random() < 0.85 else names.randrange(10**6, 10**7)})
         yield Exchange(
-            ts=resp.ts,
-            request=req,
-            response=resp,
-            prompt_print=TextFingerprint(hashes=own, words=len(own) + 4),
-            output_print=TextFingerprint(hashes=out, words=len(out) + 4) if out else None,
-            canary_hits=hits,
+            ts=resp.ts, request=req, response=resp, prompt_print=prompt, output_print=output, canary_hits=hits
         )
 
 
@@ -154,8 +158,14 @@ def test_precedence_and_mechanism_as_before_the_registry_declared_them() -> None
         "overlong_accepted",
         "token_accounting_mismatch",
         "impossible_prefill",
+        "undeclared_tool_call",  # added last (ADR 0019): the kinds before it keep their order
     ]
-    assert registry.mechanism_signals() == {"overlong_accepted", "token_accounting_mismatch", "impossible_prefill"}
+    assert registry.mechanism_signals() == {
+        "overlong_accepted",
+        "token_accounting_mismatch",
+        "impossible_prefill",
+        "undeclared_tool_call",
+    }
 
 
 def test_a_registration_cannot_put_a_new_kind_on_the_wire_or_make_the_kind_ambiguous(

@@ -1,0 +1,119 @@
+"""The tools a response calls and the names its prompt holds: a model calls only a tool its context names.
+
+An agent's answer is often nothing but a tool call (`{"tool_calls": [{"function": {"name": "get_ticket", ...}}]}`):
+a few dozen tokens of JSON whose only text of its own is a random call id and an argument. Content cannot trace such
+an answer to its source (it has too few uncommon fingerprints, and its source may never have received it), so a
+misrouted agent answer, or one decoded from another request's cached prefix, went unseen (docs/evaluation.md, "whole
+response"). Yet its name gives it away: a model can only call a function its context declared (the request's `tools`,
+or a system prompt that lists them), and every rendering of a declaration writes the name. A response that calls a
+function whose name its own prompt does not hold answers another request (docs/adr/0019).
+
+Both sides are read at ingest, where the text is, and kept as keyed hashes only (like fingerprints):
+- `called(text)`: the names of the functions an output calls, when the output is a tool call in one of the common
+  JSON forms (OpenAI `tool_calls` / `function_call`, a message list, Anthropic `tool_use` blocks); None otherwise.
+- `names(text)`: every name-like word of a prompt (snake_case, kebab-case, camelCase, PascalCase with a second
+  capital) as a set of keyed hashes; at most `MAX_NAMES` (a prompt with more is "unknown": no check).
+A called name that is not name-like (a plain word such as `search`) is not checked: a prompt holds plain words for
+other reasons, and a missing one would prove nothing. So the check can be silent, never wrong by construction of the
+hashes: a keyed 64-bit hash collision is the only way a foreign name reads as declared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import orjson
+
+__all__ = ["MAX_NAMES", "MAX_OUTPUT", "ToolNames", "called", "name_like"]
+
+# A prompt with more distinct name-like words (a code base pasted whole) is not checked: the set would grow with it.
+MAX_NAMES = 4096
+# An output longer than this is not parsed as a tool call (a tool call is short; a long JSON text is an answer).
+MAX_OUTPUT = 65_536
+MAX_CALLS = 32
+# The names an API accepts for a function (OpenAI: ^[a-zA-Z0-9_-]{1,64}$), and the name-like words of a prompt.
+_NAME = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+"  # snake_case, kebab-case
+    r"|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*"  # camelCase
+    r"|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # PascalCase with a second capital
+)
+_VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def name_like(name: str) -> bool:
+    """Whether `name` is a word `names` collects (so its absence from a prompt means something)."""
+    return _NAME.fullmatch(name) is not None
+
+
+def _function_names(obj: Any, out: list[str], depth: int = 0) -> None:
+    """Names of called functions in a parsed output: OpenAI `tool_calls[].function.name` and `function_call.name`,
+    a message list of those, Anthropic `{"type": "tool_use", "name"}` blocks (as a list or a message's content)."""
+    if depth > 6 or len(out) >= MAX_CALLS:
+        return
+    if isinstance(obj, list):
+        for item in obj[:MAX_CALLS]:
+            _function_names(item, out, depth + 1)
+        return
+    if not isinstance(obj, dict):
+        return
+    if obj.get("type") == "tool_use" and isinstance(obj.get("name"), str):
+        out.append(obj["name"])
+        return
+    function = obj.get("function") if obj.get("type", "function") == "function" else None
+    if isinstance(function, dict) and isinstance(function.get("name"), str) and depth > 0:
+        out.append(function["name"])
+        return
+    call = obj.get("function_call")
+    if isinstance(call, dict) and isinstance(call.get("name"), str):
+        out.append(call["name"])
+    for field in ("tool_calls", "content", "choices", "message"):
+        inner = obj.get(field)
+        if isinstance(inner, list | dict):
+            _function_names(inner, out, depth + 1)
+
+
+def called(text: str) -> list[str] | None:
+    """The valid function names an output calls, in order (duplicates kept once), or None if it is no tool call."""
+    head = text.lstrip()
+    if not head or head[0] not in "{[" or len(head) > MAX_OUTPUT or '"name"' not in head:
+        return None
+    try:
+        parsed = orjson.loads(head)
+    except orjson.JSONDecodeError:
+        return None
+    found: list[str] = []
+    _function_names(parsed, found)
+    names = [n for n in dict.fromkeys(found) if _VALID.fullmatch(n)]
+    return names or None
+
+
+class ToolNames:
+    """Keyed hashes of names: a prompt's name-like words (`declared`), an output's called functions (`calls`)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = hashlib.blake2b(b"crosstalk-tool-name", key=key, digest_size=32).digest()
+
+    def keyed(self, name: str) -> int:
+        return int.from_bytes(hashlib.blake2b(name.encode(), key=self._key, digest_size=8).digest(), "big")
+
+    def declared(self, text: str) -> frozenset[int] | None:
+        """The keyed hashes of the prompt's distinct name-like words; None past `MAX_NAMES` (unknown)."""
+        if "_" not in text and "-" not in text and text.islower():
+            return frozenset()  # no name-like word can be in it: skip the scan
+        words = set(_NAME.findall(text))
+        if len(words) > MAX_NAMES:
+            return None
+        return frozenset(self.keyed(w) for w in words)
+
+    def calls(self, text: str) -> frozenset[int] | None:
+        """The keyed hashes of the name-like functions the output calls; None when it calls none (or only plain
+        words, which are not checked)."""
+        names = called(text)
+        if names is None:
+            return None
+        keys = frozenset(self.keyed(n) for n in names if name_like(n))
+        return keys or None

@@ -1,0 +1,222 @@
+"""A response that calls a function its own prompt never names (detectors/toolcalls.py, detectors/signals/toolcall.py,
+ADR 0019): the answer to another request. An agent's tool call is too short for content to trace, and its source may
+never have received it; its name gives it away."""
+
+from __future__ import annotations
+
+import pickle
+
+import orjson
+import pytest
+from factories import request, response
+from hypothesis import given
+from hypothesis import strategies as st
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from detectors.signals.toolcall import ToolCallDetector
+from detectors.toolcalls import MAX_NAMES, ToolNames, called, name_like
+from schemas.alert import SEVERITY_RANK, Alert
+from schemas.exchange import Exchange, TextFingerprint
+
+AGENT_PROMPT = (
+    "<|im_start|>system\nYou can call these tools:\n"
+    '[{"type": "function", "function": {"name": "get_ticket", "description": "Fetch a ticket by id", '
+    '"parameters": {"type": "object", "properties": {"ticket_id": {"type": "string"}}}}}, '
+    '{"type": "function", "function": {"name": "searchDocs", "parameters": {}}}]<|im_end|>\n'
+    "<|im_start|>user\nWhat is the status of ticket f4a5c4?<|im_end|>\n<|im_start|>assistant\n"
+)
+TRANSLATE_PROMPT = "<|im_start|>user\nTranslate to English: Die Anfrage konnte nicht gelesen werden.<|im_end|>\n"
+B_AGENT_PROMPT = (
+    'system: tools: [{"name": "lookup_order", "parameters": {"order_id": "string"}}]\nuser: where is my order?'
+)
+
+
+def _call(name: str, call_id: str = "call_22dc5393f65dc5286d4424e4") -> str:
+    args = orjson.dumps({"ticket_id": "f4a5c4"}).decode()
+    fn = {"name": name, "arguments": args}
+    return orjson.dumps({"tool_calls": [{"id": call_id, "type": "function", "function": fn}]}).decode()
+
+
+def _settings(**kw: object) -> DetectionSettings:
+    return DetectionSettings.model_validate({"fingerprint_key": "tool-tests"} | kw)
+
+
+def _exchange(m: Monitor, rid: str, tenant: str, ts: float, prompt: str, output: str, status: int = 200) -> list[Alert]:
+    return m.observe(request(rid, tenant, ts, text=prompt)) + m.observe(
+        response(rid, tenant, ts + 1, text=output, status=status)
+    )
+
+
+def _agent_history(m: Monitor, tenant: str, n: int = 3, prompt: str = B_AGENT_PROMPT, start: float = 10) -> None:
+    """`n` tool calls of the tenant's own agent, each declared by its prompt (the producer logs declarations)."""
+    for i in range(n):
+        m.observe(request(f"{tenant}-own{i}", tenant, start + i, text=prompt))
+        m.observe(
+            response(f"{tenant}-own{i}", tenant, start + i + 0.5, text=_call("lookup_order", f"call_{tenant}{i}"))
+        )
+
+
+def _undeclared(alerts: list[Alert], rid: str) -> list[Alert]:
+    return [a for a in alerts if rid in a.request_ids and any(e.name == "undeclared_tool_call" for e in a.evidence)]
+
+
+# --- reading the names --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "output, names",
+    [
+        (_call("get_ticket"), ["get_ticket"]),
+        ('{"function_call": {"name": "lookup_order", "arguments": "{}"}}', ["lookup_order"]),
+        ('[{"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "a_b"}}]}]', ["a_b"]),
+        ('{"content": [{"type": "text", "text": "hi"}, {"type": "tool_use", "name": "getWeather"}]}', ["getWeather"]),
+        ('{"choices": [{"message": {"tool_calls": [{"function": {"name": "x-y"}}]}}]}', ["x-y"]),
+        ("Sure, here is the status of the ticket.", None),
+        ('{"name": "Alice", "age": 3}', None),  # JSON that calls nothing
+        ('{"tool_calls": [{"function": {"name": "no spaces allowed"}}]}', None),
+        ('{"tool_calls": [', None),  # cut short
+    ],
+)
+def test_called_reads_the_common_tool_call_forms(output: str, names: list[str] | None) -> None:
+    assert called(output) == names
+
+
+def test_plain_word_functions_are_not_checked() -> None:
+    # A prompt holds plain words for many reasons; a missing one proves nothing, so the output names no checked call.
+    tools = ToolNames(b"k")
+    assert not name_like("search") and name_like("get_ticket") and name_like("searchDocs") and name_like("web-search")
+    assert tools.calls(_call("search")) is None
+    assert tools.calls(_call("get_ticket")) == frozenset({tools.keyed("get_ticket")})
+
+
+def test_a_prompt_declares_every_name_like_word_under_the_key() -> None:
+    a, b = ToolNames(b"key-a"), ToolNames(b"key-a")
+    declared = a.declared(AGENT_PROMPT)
+    assert declared is not None
+    assert {a.keyed("get_ticket"), a.keyed("searchDocs"), a.keyed("ticket_id")} <= declared
+    assert b.declared(AGENT_PROMPT) == declared  # same key, same hashes: the staged workers agree
+    assert ToolNames(b"key-b").keyed("get_ticket") != a.keyed("get_ticket")  # keyed: no name is readable
+    assert a.keyed("get_ticket") not in (a.declared(TRANSLATE_PROMPT) or ())
+
+
+def test_a_prompt_with_too_many_names_is_unknown() -> None:
+    text = " ".join(f"name_{i}" for i in range(MAX_NAMES + 1))
+    assert ToolNames(b"k").declared(text) is None
+
+
+@given(st.text(max_size=400))
+def test_reading_any_text_never_raises(text: str) -> None:
+    tools = ToolNames(b"k")
+    tools.calls(text)
+    tools.declared(text)
+
+
+# --- the signal, end to end through the monitor ---------------------------------------------------------------------
+
+
+def test_a_tool_call_its_prompt_never_declared_is_a_high_alert() -> None:
+    # Content cannot trace it (no other text of the call in the domain): the name alone is the finding.
+    m = Monitor(_settings())
+    _agent_history(m, "B")
+    alerts = _exchange(m, "foreign", "B", 110, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
+    found = _undeclared(alerts, "foreign")
+    assert found and SEVERITY_RANK[found[0].severity] >= SEVERITY_RANK["high"]
+    assert found[0].kind == "undeclared_tool_call"
+    signal = next(e for e in found[0].evidence if e.name == "undeclared_tool_call")
+    assert signal.figures["undeclared"] == 1 and signal.figures["tool_calls"] == 1
+    assert signal.figures["declared_before"] == 3
+
+
+def test_beside_it_the_content_names_the_source() -> None:
+    # The agent A's own call is declared; the same answer delivered to B is A's: a mechanism finding makes the content
+    # match a victim (the verdict's mechanism rule), so the alert names A.
+    m = Monitor(_settings())
+    _agent_history(m, "B")
+    alerts = _exchange(m, "own", "A", 100, AGENT_PROMPT, _call("get_ticket"))
+    assert not _undeclared(alerts, "own")
+    alerts = _exchange(m, "foreign", "B", 110, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
+    found = _undeclared(alerts, "foreign")
+    assert found and SEVERITY_RANK[found[0].severity] >= SEVERITY_RANK["high"]
+    assert {a.source_tenant_id for a in found} == {"A"} and found[0].kind == "cross_tenant_contamination"
+
+
+def test_a_tenant_whose_prompts_do_not_carry_its_declarations_is_never_judged() -> None:
+    # A producer that logs the messages but not the request's `tools`: every call of the tenant reads as undeclared.
+    # Before the tenant has shown declared calls, and after it showed mostly undeclared ones, nothing is raised.
+    m = Monitor(_settings())
+    alerts: list[Alert] = []
+    for i in range(12):
+        alerts += _exchange(
+            m, f"c{i}", "C", 10 + 5 * i, "user: where is my order?", _call("lookup_order", f"call_c{i}")
+        )
+    _agent_history(m, "C", n=20, start=200)  # now some declared ones too, but not four times as many
+    alerts += _exchange(m, "late", "C", 400, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
+    assert not [a for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
+
+
+def test_a_tenant_that_never_called_a_tool_is_not_judged() -> None:
+    m = Monitor(_settings())
+    _agent_history(m, "B", n=2)  # one short of tool_calls_min_declared
+    alerts = _exchange(m, "foreign", "B", 110, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
+    assert not _undeclared(alerts, "foreign")
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_a_failed_response_is_not_judged(status: int) -> None:
+    m = Monitor(_settings())
+    _agent_history(m, "B")
+    alerts = _exchange(m, "r", "B", 110, TRANSLATE_PROMPT, _call("get_ticket"), status=status) + m.flush()
+    assert not _undeclared(alerts, "r")
+
+
+def test_off_or_without_prompt_text_it_says_nothing() -> None:
+    m = Monitor(_settings(tool_calls=False))
+    _agent_history(m, "B")
+    alerts = _exchange(m, "r", "B", 110, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
+    assert not _undeclared(alerts, "r")
+    m = Monitor(_settings())
+    _agent_history(m, "B")
+    alerts = m.observe(request("q", "B", 110)) + m.observe(response("q", "B", 111, text=_call("get_ticket")))
+    assert not _undeclared(alerts + m.flush(), "q")
+
+
+def _tool_exchange(tenant: str, ts: float, declared: set[int], calls: set[int]) -> Exchange:
+    prompt, out = TextFingerprint([1, 2, 3], 10), TextFingerprint([4, 5], 8)
+    prompt.tools, out.tools = frozenset(declared), frozenset(calls)
+    return Exchange(ts, request(f"q{ts}", tenant, ts), response(f"q{ts}", tenant, ts + 1), prompt, out)
+
+
+def test_the_record_is_bounded_and_survives_a_snapshot() -> None:
+    det = ToolCallDetector(_settings(tool_calls_max_tenants=2))
+    ts = 0.0
+    for tenant in ("B", "D", "E"):
+        for _ in range(3):
+            ts += 1
+            ex = _tool_exchange(tenant, ts, {7}, {7})
+            assert det.observe(ex, None) == []  # type: ignore[arg-type]
+            det.learn(ex)
+    assert det.state_size() == 2  # B, least recently seen, was evicted
+    restored = pickle.loads(pickle.dumps(det))
+    assert restored.observe(_tool_exchange("E", 50, {7}, {9}), None)  # type: ignore[arg-type]
+    assert not restored.observe(_tool_exchange("B", 51, {7}, {9}), None)  # type: ignore[arg-type]  # unknown again
+
+
+def test_the_names_survive_the_wire_and_a_snapshot() -> None:
+    # The staged topology sends prints as wire fingerprints (ingest -> join) and as print records (join -> domain).
+    from detectors.fingerprint import Fingerprinter
+    from schemas.events import Fingerprint
+    from streams.kafka import records
+
+    fp = Fingerprinter("tool-tests", 5, 4)
+    tp = fp.fingerprint_text(AGENT_PROMPT)
+    tp.tools = ToolNames(b"x").declared(AGENT_PROMPT)
+    back = fp.from_wire(Fingerprint.model_validate(fp.wire_fields(tp)))
+    assert back.tools == tp.tools
+    assert records._print_of(orjson.loads(orjson.dumps(records._print_values(tp)))).tools == tp.tools  # type: ignore[union-attr]
+    old = TextFingerprint([1, 2], 7)
+    state = old.__getstate__()[:4]  # a print pickled before `tools` existed
+    restored = TextFingerprint.__new__(TextFingerprint)
+    restored.__setstate__(state)
+    assert restored.tools is None and restored.hashes == [1, 2]
+    assert pickle.loads(pickle.dumps(tp)).tools == tp.tools
