@@ -156,7 +156,7 @@ class Writer:
         text = join(lang, [fill(p) for p in picks])
         out = join(dst, [fill(table[p]) for p in picks])
         user = phrases.TRANSLATE.format(target=corpus.LANG_NAMES[dst], text=text)
-        return Turn(user, text, out, out, dst, set())
+        return Turn(user, text, out, out, dst, {"translation"})
 
     def code(self, earlier_code: str | None) -> Turn:
         rng, lang = self.rng, self.lang

@@ -135,6 +135,21 @@ def _pick(rng: random.Random, weights: dict[str, float]) -> str:
     return rng.choices(keys, [weights[k] for k in keys])[0]
 
 
+def _mix(rng: random.Random, n: int, langs: dict[str, float], apps: dict[str, float]) -> tuple[list[str], list[str]]:
+    """Each tenant's language and application, largest tenant first: the majority language leads, and every
+    language and application of the shape has at least one tenant (the smallest ones take what is missing)."""
+    out_l = [max(langs, key=lambda k: langs[k])] + [_pick(rng, langs) for _ in range(n - 1)]
+    for i, lang in zip(range(n - 1, 0, -1), [x for x in langs if x not in out_l], strict=False):
+        out_l[i] = lang
+    nl = [i for i, x in enumerate(out_l) if x != "code"]
+    out_a = ["code" if x == "code" else _pick(rng, apps) for x in out_l]
+    fixed = ["chat", "rag", "summarise"] + [a for a in apps if a not in ("chat", "rag", "summarise")]
+    head, tail = nl[:3], nl[3:][::-1]
+    for i, app in zip(head + tail, fixed, strict=False):
+        out_a[i] = app
+    return out_l, out_a
+
+
 def build(shape_name: str, seed: int) -> World:
     shape = SHAPES[shape_name]
     rng = random.Random(f"blind-v2/{shape_name}/{seed}/world")
@@ -151,9 +166,9 @@ def build(shape_name: str, seed: int) -> World:
     used: set[str] = set()
     apps_nl = {k: v for k, v in shape["apps"].items() if k != "code"}
     load = {p: 0.0 for p in pools}
+    langs, apps = _mix(rng, n, shape["langs"], apps_nl)
     for i in range(n):
-        lang = _pick(rng, shape["langs"]) if i else max(shape["langs"], key=lambda k: shape["langs"][k])
-        app = "code" if lang == "code" else ("chat", "rag", "summarise")[i] if i < 3 else _pick(rng, apps_nl)
+        lang, app = langs[i], apps[i]
         explain = rng.choice(["en", "en", "en", "ko", "zh", "ja", "ru"]) if lang == "code" else lang
         stem = rng.choice(STEMS[lang])
         tid = f"{stem}-{SUFFIX[app]}" if rng.random() < 0.75 else f"acct-{rng.getrandbits(24):06x}"

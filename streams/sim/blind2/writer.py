@@ -147,7 +147,7 @@ def _label(ex: Exchange) -> dict[str, Any]:
         "interleaved_with": leak.get("interleaved_with"),
         "passages": leak.get("passages", []),
         "canary_markers": [],
-        "decoys": sorted(ex.decoys) if not leak else [],
+        "decoys": sorted(ex.decoys),
     }
 
 
