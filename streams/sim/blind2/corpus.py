@@ -48,7 +48,7 @@ def pool(lang: str) -> tuple[str, ...]:
     seen: set[str] = set()
     out = []
     for t in texts:
-        t = " ".join(t.split())
+        t = " ".join(t.split("\x04")[-1].split())  # a gettext key is "context\x04msgid"
         if len(t) >= min_len(lang) and t not in seen and "http" not in t:
             seen.add(t)
             out.append(t)
