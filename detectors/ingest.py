@@ -74,7 +74,7 @@ class Ingest:
         self.sessions = sessions
         self.scan_always = scan_always
         # The names a prompt holds and the functions an output calls, keyed (detectors/toolcalls.py, ADR 0019).
-        self.tools = ToolNames(fingerprinter._key) if tools else None
+        self.tools = ToolNames.of(fingerprinter) if tools else None
 
     def __call__(self, event: Event) -> Printed:
         if isinstance(event, Response):

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from detectors.fingerprint import Fingerprinter
 
 __all__ = ["MAX_NAMES", "MAX_OUTPUT", "ToolNames", "called", "name_like"]
 
@@ -96,6 +99,15 @@ class ToolNames:
 
     def __init__(self, key: bytes) -> None:
         self._key = hashlib.blake2b(b"crosstalk-tool-name", key=key, digest_size=32).digest()
+
+    @classmethod
+    def of(cls, fingerprinter: Fingerprinter) -> ToolNames:
+        """Keyed by the fingerprint key (under a label of its own): the gateway and the monitor agree."""
+        return cls(fingerprinter._key)
+
+    def names(self, text: str, prompt: bool) -> frozenset[int] | None:
+        """`declared(text)` of a prompt, `calls(text)` of an output."""
+        return self.declared(text) if prompt else self.calls(text)
 
     def keyed(self, name: str) -> int:
         return int.from_bytes(hashlib.blake2b(name.encode(), key=self._key, digest_size=8).digest(), "big")

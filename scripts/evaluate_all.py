@@ -4,9 +4,10 @@
 Profiles: our simulator in two shapes (`sim-24`: 24 tenants, 4 req/s, 20 min; `sim-slow8`: 8 tenants, two writing
 Japanese, 0.8 req/s, 60 min), `blind-v1` (streams/sim/blind, written by other hands; a DEVELOPMENT set: its alerts
 have been read one by one), `blind-v1b` (the same with its swap labels fixed: a swap in v1 handed both receivers one
-text, shown from events and labels alone in tests/sim/test_blind_profile.py) and `ext-v2` (../shared/eval/ext-v2,
-written by other hands, generated and scored by its own scripts, never copied here). No operator corpus: every run
-clears CROSSTALK_* and sets only the fingerprint key.
+text, shown from events and labels alone in tests/sim/test_blind_profile.py), `ext-v2` (../shared/eval/ext-v2,
+written by other hands, generated and scored by its own scripts, never copied here) and `blind-v2` (streams/sim/blind2,
+a new author under blind-v1's rule: HELD OUT, its individual alerts are never read, only its pooled figures, once per
+change). No operator corpus: every run clears CROSSTALK_* and sets only the fingerprint key.
 
 Each run is `python -m streams.cli replay` in the checkout under test (`--root`, default this one) on events
 generated once per profile/shape/seed (they do not depend on the key or on the detector). Every figure is reported
@@ -42,8 +43,11 @@ from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa
 
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
-# Leak classes scored one by one, where a profile's labels name them (ours names cross-tenant and cross-session).
-CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page", "cross_session", "cross_tenant")
+# Leak classes scored one by one, where a profile's labels name them (ours names cross-tenant and cross-session;
+# blind-v2 its own seven: streams/sim/blind2/README.md).
+CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page", "cross_session", "cross_tenant",
+           "misroute", "swap", "interleave", "stale_kv", "page_splice")  # fmt: skip
+HELD_OUT = ("blind-v2",)
 # profile -> shape -> (generator parameters, seeds)
 SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "sim": {
@@ -57,12 +61,18 @@ SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
         "busy-60": ({}, [1]),
     },
     "ext-v2": {"6h": ({"hours": 6.0}, [7, 99])},
+    "blind-v2": {
+        "seoul-clinics-slow-1h": ({}, [1, 2]),
+        "eu-saas-4pools-40m": ({}, [1, 2]),
+        "global-api-60t-15m": ({}, [1, 2]),
+    },
 }
 SETS["blind-v1b"] = SETS["blind-v1"]
 QUICK: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "sim": {"24t-5min": ({"tenants": 24, "rate": 4.0, "duration": 300}, [7])},
     "blind-v1": {"quick-small-ja": ({}, [1])},
     "ext-v2": {"1h": ({"hours": 1.0}, [7])},
+    "blind-v2": {"quick": ({}, [1])},
 }
 QUICK["blind-v1b"] = QUICK["blind-v1"]
 
@@ -90,6 +100,11 @@ def generate(profile: str, shape: str, params: dict[str, Any], seed: int, work: 
 
         crossed = profile == "blind-v1b"  # v1 with its swaps fixed (streams/sim/blind/world.py, crossed_answers)
         paths = write(Shape(seed=seed, crossed_answers=crossed, **{**BS, **BQ}[shape]), where)
+        events, labels = paths["events"], paths["labels"]
+    elif profile == "blind-v2":
+        from streams.sim import blind2
+
+        paths = blind2.write(shape, seed, where)
         events, labels = paths["events"], paths["labels"]
     else:
         cmd = [py, str(EXT_V2 / "generate.py"), "--seed", str(seed), "--hours", str(params["hours"])]
@@ -230,6 +245,11 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("class:spliced_page", "spliced page", False, "share"),
     ("class:cross_session", "cross-session", False, "share"),
     ("class:stale_kv_abort", "stale KV after an abort", False, "share"),
+    ("class:misroute", "misrouted whole response", False, "share"),
+    ("class:swap", "two whole responses swapped", False, "share"),
+    ("class:interleave", "interleaved stream chunks", False, "share"),
+    ("class:page_splice", "spliced page (v2)", False, "share"),
+    ("class:stale_kv", "stale KV (v2)", False, "share"),
     ("attribution", "attribution (≥ 95 %)", False, "share"),
     ("attribution_cjk_source", "CJK-source attribution", False, "share"),
     ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
@@ -340,8 +360,9 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         f"Each shape pooled over its seeds, then the worst over shapes and keys {', '.join(report['keys'])};"
         " no operator corpus"
         + (f"; before: {before['commit']}" if before else "")
-        + ". ext-v2 and blind-v1 were written by other hands; every profile here is a development set (alerts of"
-        " each have been read one by one).",
+        + ". ext-v2, blind-v1 and blind-v2 were written by other hands; every profile here but blind-v2 is a"
+        " development set (alerts of each have been read one by one); blind-v2 is held out: only its pooled figures"
+        " are looked at, once per change, never its alerts.",
         "",
         *_table(w, before.get("worst", {}) if before else None),
         "",
@@ -363,15 +384,17 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
 
 # The targets (issue 39): (figure, bound, higher is worse).
 TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0, "exposure": 0.97,
-           "content_only": 0.95, "class:whole_response": 0.95, "class:worst": 0.95, "attribution": 0.95,
+           "content_only": 0.95, "class:whole_response": 0.95, "class:misroute": 0.95, "class:swap": 0.95,
+           "class:worst": 0.95, "attribution": 0.95,
            "delay_s": 60.0}  # fmt: skip
 
 
 def readme_table(report: dict[str, Any]) -> str:
     """The README's table: each target per profile (worst of keys and shapes), and whether every profile meets it."""
     w = report["worst"]
-    profiles = [p for p in ("sim", "ext-v2", "blind-v1b", "blind-v1") if p in w]
-    names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}
+    profiles = [p for p in ("sim", "ext-v2", "blind-v2", "blind-v1b", "blind-v1") if p in w]
+    names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v2": "blind-v2 (held out)",
+             "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}  # fmt: skip
     head = "| target | " + " | ".join(names[p] for p in profiles) + " | met |"
     lines = [head, "|---|" + "---|" * (len(profiles) + 1)]
     shown = {"false_incidents_by_alert", "unpaged_incidents", "incident_delay_s"}  # the price of paging on incidents
@@ -384,7 +407,7 @@ def readme_table(report: dict[str, Any]) -> str:
             met = "–"
         else:
             ok = [v is None or (v <= bound if higher_worse else v >= bound) for v in vals]
-            short = {"sim": "ours", "ext-v2": "ext-v2", "blind-v1b": "v1b", "blind-v1": "v1"}
+            short = {"sim": "ours", "ext-v2": "ext-v2", "blind-v2": "v2", "blind-v1b": "v1b", "blind-v1": "v1"}
             missed = [short[p] for p, good in zip(profiles, ok, strict=True) if not good]
             met = "yes" if not missed else "**no**: " + ", ".join(missed)
         lines.append(f"| {label} | " + " | ".join(cell(v, kind) for v in vals) + f" | {met} |")
@@ -394,7 +417,7 @@ def readme_table(report: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one short shape and seed per profile")
-    profiles = ["sim", "blind-v1", "blind-v1b", "ext-v2"]
+    profiles = ["sim", "blind-v1", "blind-v1b", "ext-v2", "blind-v2"]
     ap.add_argument("--profiles", nargs="+", default=profiles, choices=profiles)
     ap.add_argument("--keys", type=int, default=3, choices=range(1, len(KEYS) + 1))
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose crosstalk is judged")

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from detectors.fingerprint import Fingerprinter
 from detectors.settings import DetectionSettings
+from detectors.toolcalls import ToolNames
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
 from streams.io import bounded_lines, open_binary
 from streams.routing import PLACED, domain_key, input_partition_of, routing_key
@@ -84,6 +85,8 @@ class GatewayProducer:
         det: DetectionSettings = self.settings.detection
         self.topic = self.settings.kafka.input_topic
         self.fingerprinter = Fingerprinter(det.fingerprint_key, det.k, det.w)
+        # The names a tool check reads (ADR 0019), keyed as the monitor keys them: they go with the print.
+        self.tools = ToolNames.of(self.fingerprinter) if det.tool_calls else None
         self.send_text = send_text  # True only where the monitor is trusted to see raw text
         self.packed = packed
         self.max_bytes = self.settings.ingest.max_event_bytes
@@ -92,8 +95,10 @@ class GatewayProducer:
         self.direct = self.settings.kafka.topology == "direct"
         self._held: OrderedDict[str, tuple[bytes, list[tuple[str, bytes]]]] = OrderedDict()  # direct: waiting requests
 
-    def _fingerprint(self, text: str) -> Fingerprint:
-        return self.fingerprinter.fingerprint(text, self.packed)
+    def _fingerprint(self, text: str, prompt: bool) -> Fingerprint:
+        fp = self.fingerprinter.fingerprint(text, self.packed)
+        names = None if self.tools is None else self.tools.names(text, prompt)
+        return fp if names is None else fp.model_copy(update={"tools": sorted(names)})
 
     def prepare(self, event: Mapping[str, Any] | Event) -> tuple[Event, bytes]:
         """Validate and replace text by fingerprints; raises EventError for an invalid event."""
@@ -102,13 +107,13 @@ class GatewayProducer:
         if not self.send_text:
             if isinstance(ev, Request) and ev.prompt_text is not None:
                 ev = ev.model_copy(
-                    update={"prompt_fingerprint": self._fingerprint(ev.prompt_text), "prompt_text": None}
+                    update={"prompt_fingerprint": self._fingerprint(ev.prompt_text, True), "prompt_text": None}
                 )
             elif isinstance(ev, Response) and ev.output_text is not None:
                 # Canary scanning needs the words; where text cannot leave the gateway, canaries are
                 # matched through their fingerprints by the overlap detector instead.
                 ev = ev.model_copy(
-                    update={"output_fingerprint": self._fingerprint(ev.output_text), "output_text": None}
+                    update={"output_fingerprint": self._fingerprint(ev.output_text, False), "output_text": None}
                 )
             raw = ev.model_dump_json(exclude_none=True).encode()
         return ev, raw

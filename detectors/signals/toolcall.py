@@ -12,8 +12,9 @@ Only where the prompts are known to carry declarations. Many producers log a req
 (LiteLLM's messages, OpenTelemetry's `gen_ai.input.messages`): there every tool call reads as undeclared, and judging
 them would page on every agent. So the detector learns, per receiving tenant in its domain, how many of the tenant's
 own tool calls its prompts declared and how many they did not; it judges a tenant's call only once at least
-`tool_calls_min_declared` of them were declared and no more than a quarter as many were not. A call flagged high is not
-counted (a leak says nothing of the tenant's logging). Tenants are bounded (least recently seen evicted).
+`tool_calls_min_declared` of them were declared and no more than a quarter as many were not. Every call counts, a
+flagged one too: so a tenant whose gateway stops logging declarations raises at most a quarter of its declared count
+before it is no longer judged. Tenants are bounded (least recently seen evicted).
 
 Silent (never a signal) when either side is unknown: no prompt text (a producer that sends fingerprints), a prompt
 with more than `MAX_NAMES` name-like words, an output that is no tool call or calls only plain-word functions, or a
@@ -80,8 +81,9 @@ class ToolCallDetector:
         ]
 
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
-        if not include_output or not self.s.tool_calls:
-            return  # a flagged call is a leak, not a sign of how the tenant's prompts are logged
+        # A flagged call counts too: were it left out, a tenant whose logging changed would be flagged forever.
+        if not self.s.tool_calls:
+            return
         found = self._foreign(ex)
         if found is None:
             return

@@ -220,3 +220,18 @@ def test_the_names_survive_the_wire_and_a_snapshot() -> None:
     restored.__setstate__(state)
     assert restored.tools is None and restored.hashes == [1, 2]
     assert pickle.loads(pickle.dumps(tp)).tools == tp.tools
+
+
+def test_a_tenant_whose_gateway_stops_logging_declarations_is_soon_no_longer_judged() -> None:
+    # Every call counts, a flagged one too: after the change, about a quarter of the declared count is flagged, then
+    # the tenant reads as one whose prompts do not carry declarations.
+    m = Monitor(_settings())
+    _agent_history(m, "B", n=8)
+    alerts: list[Alert] = []
+    for i in range(10):
+        alerts += _exchange(
+            m, f"after{i}", "B", 100 + 5 * i, "user: where is my order?", _call("lookup_order", f"c{i}")
+        )
+    alerts += m.flush()
+    flagged = {r for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence) for r in a.request_ids}
+    assert flagged == {"after0", "after1", "after2"}  # 8 declared: judged while 4 x undeclared <= 8
