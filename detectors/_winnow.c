@@ -354,6 +354,7 @@ static PyObject *Winnower_fingerprint(Winnower *self, PyObject *const *args, Py_
 #include "_winnow_index_type.h" /* the content index's postings (detectors/index.py) */
 #include "_winnow_sentences.h"  /* whole-sentence prints (detectors/sentences.py) */
 #include "_winnow_table.h"      /* a str's code points in a byte table (detectors/canaries.py) */
+#include "_winnow_names.h"      /* a prompt's name-like words (detectors/toolcalls.py) */
 
 static PyMethodDef module_methods[] = {
     {"prefix_digests", prefix_digests, METH_VARARGS,
@@ -361,6 +362,7 @@ static PyMethodDef module_methods[] = {
     SPREAD_METHODS
     INDEX_METHODS
     TABLE_METHODS
+    NAMES_METHODS
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,8 +11,9 @@ function whose name its own prompt does not hold answers another request (docs/a
 Both sides are read at ingest, where the text is, and kept as keyed hashes only (like fingerprints):
 - `called(text)`: the names of the functions an output calls, when the output is a tool call in one of the common
   JSON forms (OpenAI `tool_calls` / `function_call`, a message list, Anthropic `tool_use` blocks); None otherwise.
-- `names(text)`: every name-like word of a prompt (snake_case, kebab-case, camelCase, PascalCase with a second
-  capital) as a set of keyed hashes; at most `MAX_NAMES` (a prompt with more is "unknown": no check).
+- `declared(text)`: every name-like word of a prompt (snake_case, kebab-case, camelCase) as a set of keyed hashes;
+  at most `MAX_NAMES` (a prompt with more is "unknown": no check). In C where the extension is built
+  (`_winnow.name_words`): it reads every prompt, history included, and a regex cost as much as fingerprinting.
 A called name that is not name-like (a plain word such as `search`) is not checked: a prompt holds plain words for
 other reasons, and a missing one would prove nothing. So the check can be silent, never wrong by construction of the
 hashes: a keyed 64-bit hash collision is the only way a foreign name reads as declared.
@@ -36,18 +37,42 @@ MAX_NAMES = 4096
 # An output longer than this is not parsed as a tool call (a tool call is short; a long JSON text is an answer).
 MAX_OUTPUT = 65_536
 MAX_CALLS = 32
-# The names an API accepts for a function (OpenAI: ^[a-zA-Z0-9_-]{1,64}$), and the name-like words of a prompt.
-_NAME = re.compile(
-    r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+"  # snake_case, kebab-case
-    r"|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*"  # camelCase
-    r"|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*"  # PascalCase with a second capital
-)
+# The names an API accepts for a function (OpenAI: ^[a-zA-Z0-9_-]{1,64}$); the runs of those characters in a prompt.
 _VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_RUN = re.compile(r"[A-Za-z0-9_-]+")
+_HUMP = re.compile(r"[a-z][A-Z]")
+
+try:  # the prompt scan runs over most of the text crosstalk reads: in C where the extension is built
+    from detectors._winnow import name_words as _name_words
+except ImportError:  # pragma: no cover - exercised with the extension missing
+    _name_words = None  # type: ignore[assignment]
 
 
-def name_like(name: str) -> bool:
-    """Whether `name` is a word `names` collects (so its absence from a prompt means something)."""
-    return _NAME.fullmatch(name) is not None
+def name_like(word: str) -> bool:
+    """Whether `word` is a word `names` collects, so that its absence from a prompt means something: it starts with a
+    letter, is at most 64 of [A-Za-z0-9_-] with no separator at either end, and holds a separator (snake_case,
+    kebab-case) or a lower-case letter followed by a capital (camelCase)."""
+    return (
+        2 <= len(word) <= 64
+        and word.isascii()
+        and word[0].isalpha()
+        and word[-1] not in "_-"
+        and _VALID.fullmatch(word) is not None
+        and ("_" in word or "-" in word or _HUMP.search(word) is not None)
+    )
+
+
+def name_words_py(text: str, limit: int) -> set[str] | None:
+    """The distinct name-like words of `text` (each maximal run of [A-Za-z0-9_-], its end separators taken off), or
+    None past `limit` of them: what `_winnow.name_words` computes, in Python."""
+    words: set[str] = set()
+    for run in _RUN.findall(text):
+        word = run.strip("_-")
+        if name_like(word):
+            words.add(word)
+            if len(words) > limit:
+                return None
+    return words
 
 
 def _function_names(obj: Any, out: list[str], depth: int = 0) -> None:
@@ -114,12 +139,8 @@ class ToolNames:
 
     def declared(self, text: str) -> frozenset[int] | None:
         """The keyed hashes of the prompt's distinct name-like words; None past `MAX_NAMES` (unknown)."""
-        if "_" not in text and "-" not in text and text.islower():
-            return frozenset()  # no name-like word can be in it: skip the scan
-        words = set(_NAME.findall(text))
-        if len(words) > MAX_NAMES:
-            return None
-        return frozenset(self.keyed(w) for w in words)
+        words = name_words_py(text, MAX_NAMES) if _name_words is None else _name_words(text, MAX_NAMES)
+        return None if words is None else frozenset(self.keyed(w) for w in words)
 
     def calls(self, text: str) -> frozenset[int] | None:
         """The keyed hashes of the name-like functions the output calls; None when it calls none (or only plain

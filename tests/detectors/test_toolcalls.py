@@ -235,3 +235,24 @@ def test_a_tenant_whose_gateway_stops_logging_declarations_is_soon_no_longer_jud
     alerts += m.flush()
     flagged = {r for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence) for r in a.request_ids}
     assert flagged == {"after0", "after1", "after2"}  # 8 declared: judged while 4 x undeclared <= 8
+
+
+ALPHABET = "aZb_-.3 (ü日x\nY"
+
+
+@given(st.text(alphabet=ALPHABET, max_size=200), st.integers(0, 8))
+def test_the_native_scan_finds_what_the_python_rule_finds(text: str, limit: int) -> None:
+    from detectors import toolcalls
+
+    if toolcalls._name_words is None:
+        pytest.skip("the native extension is not built")
+    assert toolcalls._name_words(text, limit) == toolcalls.name_words_py(text, limit)
+
+
+def test_name_like_is_the_rule_the_scan_applies() -> None:
+    from detectors.toolcalls import name_words_py
+
+    text = "get_ticket(ticket_id) searchDocs web-search _private Plain __init__ über_cool 9_lives a-"
+    assert name_words_py(text, 100) == {"get_ticket", "ticket_id", "searchDocs", "web-search", "ber_cool"}
+    assert all(name_like(w) for w in name_words_py(text, 100) or ())
+    assert not any(name_like(w) for w in ("_private", "Plain", "__init__", "9_lives", "a-", "x" * 65 + "_y"))
