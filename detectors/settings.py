@@ -274,9 +274,9 @@ class DetectionSettings(BaseModel):
     tool_calls_min_declared: int = Field(
         default=3,
         ge=1,
-        description="a tenant's tool calls are judged once at least this many of its own were declared by its prompts "
-        "in the domain (and at most a quarter as many were not): producers that log messages without `tools` are "
-        "never judged",
+        description="a tenant's tool calls are judged once at least this many first calls of a function in one of "
+        "its sessions were declared by their prompts in the domain (and at most a quarter as many were not): "
+        "producers that log messages without `tools` are never judged, even where prompts re-send their history",
     )
     tool_calls_max_tenants: int = Field(
         default=10_000, ge=1, description="tenants whose tool-call counts a domain keeps"

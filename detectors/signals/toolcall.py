@@ -12,9 +12,11 @@ Only where the prompts are known to carry declarations. Many producers log a req
 (LiteLLM's messages, OpenTelemetry's `gen_ai.input.messages`): there every tool call reads as undeclared, and judging
 them would page on every agent. So the detector learns, per receiving tenant in its domain, how many of the tenant's
 own tool calls its prompts declared and how many they did not; it judges a tenant's call only once at least
-`tool_calls_min_declared` of them were declared and no more than a quarter as many were not. Every call counts, a
-flagged one too: so a tenant whose gateway stops logging declarations raises at most a quarter of its declared count
-before it is no longer judged. Tenants are bounded (least recently seen evicted).
+`tool_calls_min_declared` of them were declared and no more than a quarter as many were not. What counts is each
+session's first call of each function: a prompt that re-sends the session's history holds every name called before,
+so later calls read as declared whether or not the gateway logs declarations. Every first call counts, a flagged one
+too: so a tenant whose gateway stops logging declarations raises at most about a quarter of its declared count before
+it is no longer judged. Tenants and first calls are bounded (least recently seen evicted).
 
 Silent (never a signal) when either side is unknown: no prompt text (a producer that sends fingerprints), a prompt
 with more than `MAX_NAMES` name-like words, an output that is no tool call or calls only plain-word functions, or a
@@ -36,12 +38,18 @@ from schemas.exchange import Exchange
 __all__ = ["ToolCallDetector", "report", "summary"]
 
 
+_SEEN_PER_TENANT = 4  # first calls remembered, per tenant bound
+
+
 class ToolCallDetector:
-    """Per receiving tenant: [declared, undeclared] counts of its own 2xx tool calls in this domain."""
+    """Per receiving tenant: [declared, undeclared] counts of the first calls of each function in each of its sessions
+    (its own 2xx tool calls in this domain)."""
 
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
         self.tenants: OrderedDict[str, list[int]] = OrderedDict()
+        # (tenant, session, called name): the first calls already counted (least recently seen evicted).
+        self.seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
 
     @staticmethod
     def _foreign(ex: Exchange) -> tuple[frozenset[int], list[int], frozenset[int]] | None:
@@ -87,18 +95,31 @@ class ToolCallDetector:
         found = self._foreign(ex)
         if found is None:
             return
-        tenants = self.tenants
-        record = tenants.get(ex.tenant_id)
+        calls, _, declared = found
+        tenant = ex.tenant_id
+        tenants, seen = self.tenants, self.seen
+        record = tenants.get(tenant)
         if record is None:
-            record = tenants[ex.tenant_id] = [0, 0]
+            record = tenants[tenant] = [0, 0]
             if len(tenants) > self.s.tool_calls_max_tenants:
                 tenants.popitem(last=False)
         else:
-            tenants.move_to_end(ex.tenant_id)
-        record[1 if found[1] else 0] += 1
+            tenants.move_to_end(tenant)
+        session = ex.session_id or ""
+        for call in sorted(calls):
+            # Only a session's first call of a function tells whether the prompts carry declarations: a prompt that
+            # re-sends the session's history holds every name called before, declared or not.
+            key = (tenant, session, call)
+            if key in seen:
+                seen.move_to_end(key)
+                continue
+            seen[key] = None
+            if len(seen) > _SEEN_PER_TENANT * self.s.tool_calls_max_tenants:
+                seen.popitem(last=False)
+            record[0 if call in declared else 1] += 1
 
     def state_size(self) -> int:
-        return len(self.tenants)
+        return len(self.tenants) + len(self.seen)
 
 
 def summary(f: dict[str, Any]) -> str:

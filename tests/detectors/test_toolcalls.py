@@ -49,12 +49,13 @@ def _exchange(m: Monitor, rid: str, tenant: str, ts: float, prompt: str, output:
 
 
 def _agent_history(m: Monitor, tenant: str, n: int = 3, prompt: str = B_AGENT_PROMPT, start: float = 10) -> None:
-    """`n` tool calls of the tenant's own agent, each declared by its prompt (the producer logs declarations)."""
+    """`n` sessions of the tenant's own agent, each calling a function its prompt declares (the producer logs
+    declarations): what counts is a session's first call of a function."""
     for i in range(n):
-        m.observe(request(f"{tenant}-own{i}", tenant, start + i, text=prompt))
-        m.observe(
-            response(f"{tenant}-own{i}", tenant, start + i + 0.5, text=_call("lookup_order", f"call_{tenant}{i}"))
-        )
+        rid, session = f"{tenant}-own{start}-{i}", f"{tenant}-h{start}-{i}"
+        m.observe(request(rid, tenant, start + i, text=prompt, session_id=session))
+        out = _call("lookup_order", f"call_{tenant}{i}")
+        m.observe(response(rid, tenant, start + i + 0.5, text=out, session_id=session))
 
 
 def _undeclared(alerts: list[Alert], rid: str) -> list[Alert]:
@@ -142,16 +143,34 @@ def test_beside_it_the_content_names_the_source() -> None:
 
 
 def test_a_tenant_whose_prompts_do_not_carry_its_declarations_is_never_judged() -> None:
-    # A producer that logs the messages but not the request's `tools`: every call of the tenant reads as undeclared.
-    # Before the tenant has shown declared calls, and after it showed mostly undeclared ones, nothing is raised.
+    # A producer that logs the messages but not the request's `tools`: every session's first call reads as undeclared.
     m = Monitor(_settings())
     alerts: list[Alert] = []
     for i in range(12):
-        alerts += _exchange(
-            m, f"c{i}", "C", 10 + 5 * i, "user: where is my order?", _call("lookup_order", f"call_c{i}")
+        m.observe(request(f"c{i}", "C", 10 + 5 * i, text="user: where is my order?", session_id=f"C-{i}"))
+        alerts += m.observe(
+            response(f"c{i}", "C", 11 + 5 * i, text=_call("lookup_order", f"c{i}"), session_id=f"C-{i}")
         )
     _agent_history(m, "C", n=20, start=200)  # now some declared ones too, but not four times as many
     alerts += _exchange(m, "late", "C", 400, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
+    assert not [a for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
+
+
+def test_a_history_that_re_sends_the_calls_does_not_open_the_check() -> None:
+    # The gateway logs no declarations, but each turn re-sends the session so far, earlier calls included: every call
+    # after a session's first names a function its prompt holds. Only first calls count, so the tenant is never
+    # judged, and its agent's first call of a new function raises nothing.
+    m = Monitor(_settings())
+    alerts: list[Alert] = []
+    for s in range(4):
+        history = "user: where is my order?"
+        for turn in range(6):
+            rid, ts = f"d{s}-{turn}", 10 + 100 * s + 10 * turn
+            out = _call("lookup_order", f"call_{s}_{turn}")
+            m.observe(request(rid, "D", ts, text=history, session_id=f"D-{s}"))
+            alerts += m.observe(response(rid, "D", ts + 1, text=out, session_id=f"D-{s}"))
+            history += "\nassistant: " + out + "\ntool: shipped\nuser: and now?"
+    alerts += _exchange(m, "new", "D", 900, "user: any open tickets?", _call("get_ticket")) + m.flush()
     assert not [a for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
 
 
@@ -184,7 +203,12 @@ def test_off_or_without_prompt_text_it_says_nothing() -> None:
 def _tool_exchange(tenant: str, ts: float, declared: set[int], calls: set[int]) -> Exchange:
     prompt, out = TextFingerprint([1, 2, 3], 10), TextFingerprint([4, 5], 8)
     prompt.tools, out.tools = frozenset(declared), frozenset(calls)
-    return Exchange(ts, request(f"q{ts}", tenant, ts), response(f"q{ts}", tenant, ts + 1), prompt, out)
+    session = f"{tenant}-{ts}"  # a session each: its first call is what counts
+    req, resp = (
+        request(f"q{ts}", tenant, ts, session_id=session),
+        response(f"q{ts}", tenant, ts + 1, session_id=session),
+    )
+    return Exchange(ts, req, resp, prompt, out)
 
 
 def test_the_record_is_bounded_and_survives_a_snapshot() -> None:
@@ -196,7 +220,8 @@ def test_the_record_is_bounded_and_survives_a_snapshot() -> None:
             ex = _tool_exchange(tenant, ts, {7}, {7})
             assert det.observe(ex, None) == []  # type: ignore[arg-type]
             det.learn(ex)
-    assert det.state_size() == 2  # B, least recently seen, was evicted
+    assert list(det.tenants) == ["D", "E"]  # B, least recently seen, was evicted
+    assert len(det.seen) == 8  # and the first calls are bounded too (4 per tenant bound)
     restored = pickle.loads(pickle.dumps(det))
     assert restored.observe(_tool_exchange("E", 50, {7}, {9}), None)  # type: ignore[arg-type]
     assert not restored.observe(_tool_exchange("B", 51, {7}, {9}), None)  # type: ignore[arg-type]  # unknown again
@@ -223,15 +248,15 @@ def test_the_names_survive_the_wire_and_a_snapshot() -> None:
 
 
 def test_a_tenant_whose_gateway_stops_logging_declarations_is_soon_no_longer_judged() -> None:
-    # Every call counts, a flagged one too: after the change, about a quarter of the declared count is flagged, then
-    # the tenant reads as one whose prompts do not carry declarations.
+    # Every first call counts, a flagged one too: after the change, about a quarter of the declared count is flagged,
+    # then the tenant reads as one whose prompts do not carry declarations.
     m = Monitor(_settings())
     _agent_history(m, "B", n=8)
     alerts: list[Alert] = []
     for i in range(10):
-        alerts += _exchange(
-            m, f"after{i}", "B", 100 + 5 * i, "user: where is my order?", _call("lookup_order", f"c{i}")
-        )
+        m.observe(request(f"after{i}", "B", 100 + 5 * i, text="user: where is my order?", session_id=f"B-a{i}"))
+        out = _call("lookup_order", f"c{i}")
+        alerts += m.observe(response(f"after{i}", "B", 101 + 5 * i, text=out, session_id=f"B-a{i}"))
     alerts += m.flush()
     flagged = {r for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence) for r in a.request_ids}
     assert flagged == {"after0", "after1", "after2"}  # 8 declared: judged while 4 x undeclared <= 8
@@ -256,3 +281,17 @@ def test_name_like_is_the_rule_the_scan_applies() -> None:
     assert name_words_py(text, 100) == {"get_ticket", "ticket_id", "searchDocs", "web-search", "ber_cool"}
     assert all(name_like(w) for w in name_words_py(text, 100) or ())
     assert not any(name_like(w) for w in ("_private", "Plain", "__init__", "9_lives", "a-", "x" * 65 + "_y"))
+
+
+def test_hostile_outputs_and_prompts_are_bounded() -> None:
+    # Nesting past the parser's limit, a JSON text longer than a tool call, a prompt of endless names: each is read as
+    # "unknown" (no check), never an error, and the scan stops at the limit.
+    assert called("[" * 60_000 + '"name"' + "]" * 60_000) is None
+
+    def calls(n: int) -> str:
+        return orjson.dumps({"tool_calls": [{"function": {"name": f"f_{i}"}} for i in range(n)]}).decode()
+
+    assert called(calls(3_000)) is None  # longer than MAX_OUTPUT
+    capped = called(calls(100))
+    assert capped is not None and len(capped) == 32  # at most MAX_CALLS names are read
+    assert ToolNames(b"k").declared(" ".join(f"n_{i}" for i in range(200_000))) is None

@@ -26,10 +26,12 @@ def _events() -> list[dict]:
     turns.append(("foreign", "user: translate 'Guten Tag' to English", _call("get_ticket", "call_x")))
     for i, (rid, prompt, output) in enumerate(turns):
         ts = 1_780_000_000.0 + 10 * i
+        # Each turn a session of its own: a session's first call of a function is what tells that prompts declare.
         out.append({"type": "request", "event_id": f"q-{rid}", "ts": ts, "request_id": rid, "tenant_id": "B",
-                    "model": "m", "prompt_tokens": 40, "prompt_text": prompt})  # fmt: skip
+                    "model": "m", "prompt_tokens": 40, "prompt_text": prompt, "session_id": f"s-{rid}"})  # fmt: skip
         out.append({"type": "response", "event_id": f"r-{rid}", "ts": ts + 1, "request_id": rid, "tenant_id": "B",
-                    "model": "m", "cache_domain": "d1", "status_code": 200, "output_text": output})  # fmt: skip
+                    "model": "m", "cache_domain": "d1", "status_code": 200, "output_text": output,
+                    "session_id": f"s-{rid}"})  # fmt: skip
     return out
 
 
