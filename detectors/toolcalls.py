@@ -21,6 +21,7 @@ hashes: a keyed 64-bit hash collision is the only way a foreign name reads as de
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ import orjson
 
 if TYPE_CHECKING:
     from detectors.fingerprint import Fingerprinter
+    from schemas.events import Fingerprint
 
 __all__ = ["MAX_NAMES", "MAX_OUTPUT", "ToolNames", "called", "name_like"]
 
@@ -39,6 +41,7 @@ MAX_OUTPUT = 65_536
 MAX_CALLS = 32
 # The names an API accepts for a function (OpenAI: ^[a-zA-Z0-9_-]{1,64}$); the runs of those characters in a prompt.
 _VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_LINE = '{"tool_calls":'  # a call rendered beside other text starts a line so (schemas/messages.py)
 _RUN = re.compile(r"[A-Za-z0-9_-]+")
 _HUMP = re.compile(r"[a-z][A-Z]")
 
@@ -103,16 +106,25 @@ def _function_names(obj: Any, out: list[str], depth: int = 0) -> None:
 
 
 def called(text: str) -> list[str] | None:
-    """The valid function names an output calls, in order (duplicates kept once), or None if it is no tool call."""
+    """The valid function names an output calls, in order (duplicates kept once), or None if it is no tool call: the
+    whole text as JSON, or else each line that is a rendered call beside other text (`schemas.messages.tool_calls_line`,
+    what a message list with tool calls reads as)."""
     head = text.lstrip()
-    if not head or head[0] not in "{[" or len(head) > MAX_OUTPUT or '"name"' not in head:
-        return None
-    try:
-        parsed = orjson.loads(head)
-    except orjson.JSONDecodeError:
+    if not head or '"name"' not in head or len(head) > MAX_OUTPUT:
         return None
     found: list[str] = []
-    _function_names(parsed, found)
+    try:
+        _function_names(orjson.loads(head), found)
+    except orjson.JSONDecodeError:
+        at = head.find(_LINE)
+        for _ in range(MAX_CALLS):
+            if at < 0:
+                break
+            end = head.find("\n", at)
+            if at == 0 or head[at - 1] == "\n":
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    _function_names(orjson.loads(head[at : None if end < 0 else end]), found)
+            at = -1 if end < 0 else head.find(_LINE, end)
     names = [n for n in dict.fromkeys(found) if _VALID.fullmatch(n)]
     return names or None
 
@@ -133,6 +145,12 @@ class ToolNames:
     def names(self, text: str, prompt: bool) -> frozenset[int] | None:
         """`declared(text)` of a prompt, `calls(text)` of an output."""
         return self.declared(text) if prompt else self.calls(text)
+
+    def attach(self, fp: Fingerprint, text: str, prompt: bool) -> Fingerprint:
+        """A wire print made at the edge, with the names of its text: every producer that keeps text at the edge
+        (the gateway producer, the OTLP bridge, LiteLLM's file output) sends them the same way."""
+        names = self.names(text, prompt)
+        return fp if names is None else fp.model_copy(update={"tools": sorted(names)})
 
     def keyed(self, name: str) -> int:
         return int.from_bytes(hashlib.blake2b(name.encode(), key=self._key, digest_size=8).digest(), "big")

@@ -21,17 +21,44 @@ from typing import Any
 
 import orjson
 
-__all__ = ["chat_text", "messages_text"]
+__all__ = ["chat_text", "messages_text", "tool_calls_line"]
+
+# Calls rendered per message: an answer calls a few functions; a longer list is read no further.
+_MAX_CALLS = 32
 
 _WHITESPACE = " \t\r\n"
 
 
+def tool_calls_line(calls: Any) -> str | None:
+    """The functions a message calls, as one line of JSON (`{"tool_calls": [{"id", "function": {"name",
+    "arguments"}}]}`), or None when it calls none. Every shape producers log: OpenAI `tool_calls` (`{"id", "function":
+    {"name", "arguments"}}`), Anthropic `tool_use` blocks (`{"id", "name", "input"}`), OpenTelemetry `tool_call`
+    parts (`{"id", "name", "arguments"}`). The line is text the model wrote: its arguments are fingerprinted like the
+    rest, and the names are what a tool check reads (detectors/toolcalls.py, docs/adr/0019)."""
+    out: list[dict[str, Any]] = []
+    for c in calls[:_MAX_CALLS] if isinstance(calls, list) else ():
+        if not isinstance(c, dict):
+            continue
+        fn = c["function"] if isinstance(c.get("function"), dict) else c
+        name = fn.get("name")
+        if not isinstance(name, str):
+            continue
+        entry: dict[str, Any] = {"name": name}
+        args = fn.get("arguments", fn.get("input"))
+        if args is not None:
+            entry["arguments"] = args if isinstance(args, str) else orjson.dumps(args, default=str).decode()
+        out.append({"id": c["id"], "function": entry} if isinstance(c.get("id"), str) else {"function": entry})
+    return orjson.dumps({"tool_calls": out}).decode() if out else None
+
+
 def _parts(content: Any) -> list[str]:
     """The text parts of one message's content: a string, or a list of parts (OpenAI `{"type": "text", "text"}`,
-    OpenTelemetry `{"type": "text", "content"}`); other parts (images, tool calls) carry no text here."""
+    OpenTelemetry `{"type": "text", "content"}`), and the tool calls among them as one line (`tool_calls_line`);
+    other parts (images) carry no text here."""
     if isinstance(content, str):
         return [content]
     out: list[str] = []
+    calls: list[Any] = []
     for p in content if isinstance(content, list) else ():
         if isinstance(p, str):
             out.append(p)
@@ -39,7 +66,10 @@ def _parts(content: Any) -> list[str]:
             text = p.get("text", p.get("content"))
             if isinstance(text, str):
                 out.append(text)
-    return out
+        elif isinstance(p, dict) and p.get("type") in ("tool_use", "tool_call"):
+            calls.append(p)
+    line = tool_calls_line(calls)
+    return [*out, line] if line else out
 
 
 def messages_text(value: str) -> str | None:
@@ -58,6 +88,9 @@ def messages_text(value: str) -> str | None:
         if not (isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m):
             return None
         parts += _parts(m["content"])
+        line = tool_calls_line(m.get("tool_calls"))
+        if line:
+            parts.append(line)
     return "\n".join(parts)
 
 

@@ -97,8 +97,7 @@ class GatewayProducer:
 
     def _fingerprint(self, text: str, prompt: bool) -> Fingerprint:
         fp = self.fingerprinter.fingerprint(text, self.packed)
-        names = None if self.tools is None else self.tools.names(text, prompt)
-        return fp if names is None else fp.model_copy(update={"tools": sorted(names)})
+        return fp if self.tools is None else self.tools.attach(fp, text, prompt)
 
     def prepare(self, event: Mapping[str, Any] | Event) -> tuple[Event, bytes]:
         """Validate and replace text by fingerprints; raises EventError for an invalid event."""

@@ -41,7 +41,9 @@ from pydantic import ValidationError
 
 from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
+from detectors.toolcalls import ToolNames
 from schemas.events import Event, EventError, parse_event, parse_event_obj
+from schemas.messages import tool_calls_line
 from streams.inputs.otlp_decode import (
     STATUS_ERROR,
     OtlpDecodeError,
@@ -115,12 +117,16 @@ def _parts_text(parts: Any) -> list[str]:
     out: list[str] = []
     if isinstance(parts, str):
         return [parts]
+    calls: list[Any] = []
     for p in parts if isinstance(parts, list) else ():
         if isinstance(p, str):
             out.append(p)
         elif isinstance(p, dict) and p.get("type", "text") == "text" and isinstance(p.get("content"), str):
             out.append(p["content"])
-    return out
+        elif isinstance(p, dict) and p.get("type") == "tool_call":  # semconv: {"type", "id", "name", "arguments"}
+            calls.append(p)
+    line = tool_calls_line(calls)  # one line a tool check reads (docs/adr/0019)
+    return [*out, line] if line else out
 
 
 def _messages_text(value: Any, depth: int = 0) -> list[str]:
@@ -147,6 +153,9 @@ def _messages_text(value: Any, depth: int = 0) -> list[str]:
                 out.extend(_messages_text([m["message"]], depth + 1))
             elif m.get("type", "text") == "text" and isinstance(m.get("content"), str):
                 out.append(m["content"])
+            line = tool_calls_line(m.get("tool_calls"))  # older shapes: an assistant message's or choice's calls
+            if line:
+                out.append(line)
     return out
 
 
@@ -158,6 +167,8 @@ def _content(span: Span) -> tuple[str | None, str | None]:
         prompt += _messages_text(attrs["gen_ai.system_instructions"])
     if "gen_ai.input.messages" in attrs:
         prompt += _messages_text(attrs["gen_ai.input.messages"])
+    if isinstance(defs := attrs.get("gen_ai.tool.definitions"), str) and defs:  # opt-in: the declared functions
+        prompt.append(defs)
     if "gen_ai.output.messages" in attrs:
         output += _messages_text(attrs["gen_ai.output.messages"])
     indexed: list[tuple[str, int, str]] = []
@@ -227,6 +238,7 @@ class SpanMapper:
     def __init__(self, settings: OtlpSettings, fingerprinter: Fingerprinter) -> None:
         self.s = settings
         self.fp = fingerprinter
+        self.tools = ToolNames.of(fingerprinter)  # the names a tool check reads go with the print (docs/adr/0019)
         self.counters: Counter[str] = Counter()
         # What the spans of a payload pass through before they are mapped: the receiver's join with their
         # log records (streams.inputs.otlp_join); None elsewhere.
@@ -265,7 +277,7 @@ class SpanMapper:
 
     def _fingerprint(self, text: str, what: str) -> dict[str, Any]:
         try:
-            return self.fp.fingerprint(text).model_dump(mode="json")
+            return self.tools.attach(self.fp.fingerprint(text), text, what == "prompt").model_dump(mode="json")
         except ValidationError:
             # Only size can fail it: more selected hashes than a fingerprint may hold (2.6 M CJK characters
             # fit under the body limit). Refused, not cut: a cut fingerprint would misstate the text.

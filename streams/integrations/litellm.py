@@ -37,6 +37,7 @@ from typing import Any
 import litellm
 from litellm.integrations.custom_logger import CustomLogger
 
+from schemas.messages import tool_calls_line
 from streams.integrations.litellm_limits import DECISIONS, LimitsClient
 from streams.integrations.litellm_prompt import is_generation, prompt_text, prompt_tokens, request_text
 from streams.redact import protect_client_logs
@@ -55,6 +56,14 @@ _TENANT_FIELDS = {  # the virtual-key fields: they need LiteLLM's database (keys
     "user": ("user_id", "user_api_key_user_id"),
     "org": ("org_id", "user_api_key_org_id"),
 }
+
+
+def _tool_calls(calls: Any) -> str | None:
+    """A message's `tool_calls` (LiteLLM's objects or dicts) as the line a tool check reads (schemas/messages.py)."""
+    if not calls:
+        return None
+    as_dicts = [c if isinstance(c, dict) else getattr(c, "model_dump", lambda: None)() for c in list(calls)]
+    return tool_calls_line([c for c in as_dicts if isinstance(c, dict)])
 
 
 def _ts(value: Any, default: float) -> float:
@@ -322,7 +331,9 @@ class CrosstalkLogger(CustomLogger):
         max_tokens = (kwargs.get("optional_params") or {}).get("max_tokens")
         if isinstance(max_tokens, int):
             req["max_output_tokens"] = max_tokens
-        text = request_text({"messages": messages, "prompt": kwargs.get("prompt")})
+        # The declared functions with the messages: a tool check reads their names in the prompt (docs/adr/0019).
+        tools = (kwargs.get("optional_params") or {}).get("tools") or kwargs.get("tools")
+        text = request_text({"messages": messages, "prompt": kwargs.get("prompt"), "tools": tools})
         if text is not None:
             req["prompt_text"] = text
         resp: dict[str, Any] = {
@@ -347,9 +358,12 @@ class CrosstalkLogger(CustomLogger):
         choices = getattr(response_obj, "choices", None) or []
         if choices:
             resp["finish_reason"] = choices[0].finish_reason
-            out = getattr(getattr(choices[0], "message", None), "content", None)
-            if isinstance(out, str):
-                resp["output_text"] = out
+            message = getattr(choices[0], "message", None)
+            out = getattr(message, "content", None)
+            calls = _tool_calls(getattr(message, "tool_calls", None))  # what a tool check reads (docs/adr/0019)
+            text = "\n".join(t for t in (out if isinstance(out, str) else None, calls) if t)
+            if text:
+                resp["output_text"] = text
         if kwargs.get("stream") and kwargs.get("completion_start_time") is not None:
             resp["ttft_ms"] = max(0.0, (_ts(kwargs["completion_start_time"], t0) - t0) * 1000.0)
         return [req, resp]
@@ -391,10 +405,12 @@ class _FingerprintedJsonl:
 
     def __init__(self, settings: Settings, path: str) -> None:
         from detectors.monitor import make_fingerprinter
+        from detectors.toolcalls import ToolNames
         from streams.outputs import JsonlOutput
 
         self.out = JsonlOutput(path)
         self.fp = make_fingerprinter(settings.detection)
+        self.tools = ToolNames.of(self.fp)  # the names a tool check reads go with the print (docs/adr/0019)
 
     def send(self, events: list[dict[str, Any]]) -> list[Any]:
         from schemas.events import Request, parse_event_obj
@@ -407,7 +423,8 @@ class _FingerprintedJsonl:
                 text_field, print_field = ("output_text", "output_fingerprint")
             text = getattr(model, text_field, None)
             if text is not None:
-                model = model.model_copy(update={print_field: self.fp.fingerprint(text), text_field: None})
+                fp = self.tools.attach(self.fp.fingerprint(text), text, text_field == "prompt_text")
+                model = model.model_copy(update={print_field: fp, text_field: None})
             models.append(model)
         return self.out.send(models)
 

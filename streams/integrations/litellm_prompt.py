@@ -12,6 +12,8 @@ from typing import Any
 import litellm
 import orjson
 
+from schemas.messages import tool_calls_line
+
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
@@ -24,9 +26,11 @@ def _text(content: Any) -> str:
 
 
 def prompt_text(messages: Any) -> str | None:
-    """The text of chat messages (None if there is none)."""
-    parts = [_text(m.get("content")) for m in messages or () if isinstance(m, dict)]
-    parts = [p for p in parts if p]
+    """The text of chat messages (None if there is none), an assistant message's tool calls as their line."""
+    parts: list[str] = []
+    for m in messages or ():
+        if isinstance(m, dict):
+            parts += [p for p in (_text(m.get("content")), tool_calls_line(m.get("tool_calls"))) if p]
     return "\n".join(parts) if parts else None
 
 
@@ -78,8 +82,11 @@ def _prompt_field(value: Any) -> tuple[str | None, int]:
 
 
 def request_text(data: dict[str, Any]) -> str | None:
-    """The prompt's text, whatever the request shape (for fingerprints)."""
+    """The prompt's text, whatever the request shape (for fingerprints), with the declared functions' JSON: the names a
+    tool check reads (docs/adr/0019); the messages' own tool calls are in their text (schemas/messages.py)."""
+    defs = data.get("tools") or data.get("functions")
     found = [prompt_text(data.get("messages")), _prompt_field(data.get("prompt"))[0], _input_text(data.get("input"))]
+    found.append(orjson.dumps(defs, default=str).decode() if isinstance(defs, list | dict) and defs else None)
     parts = [p for p in found if p]
     return "\n".join(parts) if parts else None
 

@@ -91,3 +91,32 @@ def test_the_alert_names_the_leaked_responses_id_for_the_engine_logs() -> None:
     # Alertmanager routes on labels: the incident's severity as of this alert (ADR 0018), fixed when it is raised.
     assert body[0]["labels"]["incident_severity"] == leak.incident_severity
     assert leak.incident_severity in ("warning", "high", "critical")
+
+
+def test_an_agents_tool_call_its_prompt_never_declared_alerts_from_spans() -> None:
+    # semconv: the call is a tool_call part of gen_ai.output.messages, the declared functions the opt-in
+    # gen_ai.tool.definitions; the bridge fingerprints at the edge and sends the keyed names with the prints.
+    m = mapper()
+    defs = orjson.dumps([{"type": "function", "name": "lookup_order", "parameters": {}}]).decode()
+
+    def call(name: str) -> str:
+        parts = [{"type": "tool_call", "id": f"c-{name}", "name": name, "arguments": {"id": "f4a5c4"}}]
+        return orjson.dumps([{"role": "assistant", "parts": parts}]).decode()
+
+    events = []
+    for i in range(3):  # the agent's own sessions, each declaring what it calls
+        a = attrs(
+            "acme", "where is my order?", "", **{"gen_ai.tool.definitions": defs, "gen_ai.conversation.id": f"s{i}"}
+        )
+        a["gen_ai.output.messages"] = call("lookup_order")
+        events += m.map_span(span(a, sid=f"{i:02d}" * 8, t=10**18 + i * 10**9))
+    a = attrs("acme", "translate 'Guten Tag' to English", "", **{"gen_ai.conversation.id": "s9"})
+    a["gen_ai.output.messages"] = call("get_ticket")
+    events += m.map_span(span(a, sid="ff" * 8, t=10**18 + 9 * 10**9))
+    assert all("prompt_text" not in e and "output_text" not in e for e in events)  # text stays at the edge
+    runner = EmbeddedRunner(Settings(detection=KEY), [])
+    for ev in events:
+        runner.feed_checked(ev, "test")
+    runner.finish(0.0)
+    found = [a for a in runner.result.alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
+    assert len(found) == 1 and found[0].severity in ("high", "critical") and found[0].tenant_id == "acme"

@@ -3,6 +3,7 @@ fingerprint key, and `jsonl`, a file of fingerprinted events for `crosstalk repl
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,52 @@ def test_jsonl_output_fingerprints_with_the_configured_key(tmp_path: Path) -> No
     assert [e["type"] for e in lines] == ["request", "response"]
     assert "prompt_text" not in lines[0] and lines[0]["prompt_fingerprint"]["hashes"]
     assert "output_text" not in lines[1] and lines[1]["output_fingerprint"]["hashes"]
+
+
+def test_a_tool_call_through_litellm_reaches_the_tool_check(tmp_path: Path) -> None:
+    # The callback writes the declared functions (the request's `tools`) with the prompt, and the answer's tool calls
+    # as the line a tool check reads; the file output keeps text at the edge and sends the keyed names instead.
+    import litellm
+
+    from streams.embedded.runner import EmbeddedRunner
+
+    path = tmp_path / "events.jsonl"
+    settings = Settings(
+        detection={"fingerprint_key": "k" * 32}, litellm={"output": "jsonl", "events_path": str(path), "guard": False}
+    )
+    logger = CrosstalkLogger(settings)
+    tools = [{"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"}}}]
+
+    async def call(content: str, name: str, session: str, with_tools: bool) -> None:
+        fn = {"name": name, "arguments": '{"id": "f4a5c4"}'}
+        await litellm.acompletion(
+            model="openai/glm-sim",
+            messages=[{"role": "user", "content": content}],
+            mock_tool_calls=[{"id": f"call_{session}", "type": "function", "function": fn}],
+            user="acme",
+            metadata={"session_id": session},
+            **({"tools": tools} if with_tools else {}),
+        )
+
+    async def calls() -> None:
+        for i in range(3):  # the agent's own sessions, each declaring what it calls
+            await call("where is my order?", "lookup_order", f"s{i}", True)
+        await call("translate 'Guten Tag' to English", "get_ticket", "s9", False)
+        for _ in range(200):  # the callbacks run as background tasks after each call
+            if logger.counters["queued"] >= 8:
+                break
+            await asyncio.sleep(0.05)
+
+    litellm.callbacks = [logger]
+    try:
+        asyncio.run(calls())
+        assert logger.flush(30)
+    finally:
+        litellm.callbacks = []
+        logger.close()
+    lines = [orjson.loads(x) for x in path.read_bytes().splitlines()]
+    assert len(lines) == 8 and all("prompt_text" not in e and "output_text" not in e for e in lines)
+    assert all(e["output_fingerprint"]["tools"] for e in lines if e["type"] == "response")  # every answer is a call
+    result = EmbeddedRunner(Settings(detection={"fingerprint_key": "k" * 32})).run_files([str(path)])
+    found = [a for a in result.alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
+    assert [a.tenant_id for a in found] == ["acme"] and found[0].severity in ("high", "critical")

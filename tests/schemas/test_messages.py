@@ -101,3 +101,25 @@ def test_whole_sentences_of_a_prompt_logged_as_json_are_an_echo_as_when_logged_a
     # A page cut mid-sentence out of the JSON-logged prompt is still found, and high.
     page = _answer_quoting(seed, logged_as_json=True, page=True)
     assert page is not None and SEVERITY_RANK[page] >= SEVERITY_RANK["high"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        # OpenAI: an assistant message that calls a function (content null)
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+                                                               "function": {"name": "get_ticket", "arguments": "{}"}}]},
+        # Anthropic: a tool_use block among the content blocks
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "tu_1", "name": "get_ticket", "input": {}}]},
+        # OpenTelemetry semconv: a tool_call part
+        {"role": "assistant", "content": [{"type": "tool_call", "id": "c1", "name": "get_ticket", "arguments": {}}]},
+    ],
+)  # fmt: skip
+def test_a_message_that_calls_a_function_reads_as_the_line_a_tool_check_reads(message: dict) -> None:
+    # Before, a tool call carried no text: an agent's answer logged as a message list was empty, and no check saw it.
+    from detectors.toolcalls import called
+
+    text = messages_text(orjson.dumps([{"role": "user", "content": "status?"}, message]).decode())
+    assert text is not None and text.startswith('status?\n{"tool_calls":')
+    assert called(text) == ["get_ticket"]
+    assert messages_text(orjson.dumps([message]).decode()) == text.split("\n", 1)[1]
