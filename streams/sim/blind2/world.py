@@ -218,6 +218,23 @@ def build(shape_name: str, seed: int) -> World:
             )
         )
     warmup_end = t0 + duration * WARMUP_SHARE
+    faults = _faults(rng, shape, tenants, pools, t0, duration, warmup_end)
+    return World(
+        shape_name, seed, t0, duration, warmup_end, shape["rate_rps"], shape["cache_stats_s"], tenants, pools, faults
+    )
+
+
+def _faults(
+    rng: random.Random,
+    shape: dict[str, Any],
+    tenants: list[Tenant],
+    pools: dict[str, Pool],
+    t0: float,
+    duration: float,
+    warmup_end: float,
+) -> list[Fault]:
+    """The fault windows of every leak class, after the warm-up (split out of `build`, same draws in the same order:
+    the profile's bytes are unchanged)."""
     scale = min(1.0, max(0.25, duration / 2400))
     faults = []
     for kind in LEAK_CLASSES:
@@ -236,6 +253,4 @@ def build(shape_name: str, seed: int) -> World:
     faults.sort(key=lambda f: f.start)
     for i, f in enumerate(faults):
         f.id = f"F{i + 1:02d}"
-    return World(
-        shape_name, seed, t0, duration, warmup_end, shape["rate_rps"], shape["cache_stats_s"], tenants, pools, faults
-    )
+    return faults
