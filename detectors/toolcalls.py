@@ -28,20 +28,23 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from schemas.events import MAX_TOOL_NAMES
+from schemas.messages import TOOL_CALLS_LINE
+
 if TYPE_CHECKING:
     from detectors.fingerprint import Fingerprinter
     from schemas.events import Fingerprint
 
 __all__ = ["MAX_NAMES", "MAX_OUTPUT", "ToolNames", "called", "name_like"]
 
-# A prompt with more distinct name-like words (a code base pasted whole) is not checked: the set would grow with it.
-MAX_NAMES = 4096
+# A prompt with more distinct name-like words (a code base pasted whole) is not checked: the set would grow with it,
+# and a wire print holds no more.
+MAX_NAMES = MAX_TOOL_NAMES
 # An output longer than this is not parsed as a tool call (a tool call is short; a long JSON text is an answer).
 MAX_OUTPUT = 65_536
 MAX_CALLS = 32
 # The names an API accepts for a function (OpenAI: ^[a-zA-Z0-9_-]{1,64}$); the runs of those characters in a prompt.
 _VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_LINE = '{"tool_calls":'  # a call rendered beside other text starts a line so (schemas/messages.py)
 _RUN = re.compile(r"[A-Za-z0-9_-]+")
 _HUMP = re.compile(r"[a-z][A-Z]")
 
@@ -116,7 +119,7 @@ def called(text: str) -> list[str] | None:
     try:
         _function_names(orjson.loads(head), found)
     except orjson.JSONDecodeError:
-        at = head.find(_LINE)
+        at = head.find(TOOL_CALLS_LINE)
         for _ in range(MAX_CALLS):
             if at < 0:
                 break
@@ -124,7 +127,7 @@ def called(text: str) -> list[str] | None:
             if at == 0 or head[at - 1] == "\n":
                 with contextlib.suppress(orjson.JSONDecodeError):
                     _function_names(orjson.loads(head[at : None if end < 0 else end]), found)
-            at = -1 if end < 0 else head.find(_LINE, end)
+            at = -1 if end < 0 else head.find(TOOL_CALLS_LINE, end)
     names = [n for n in dict.fromkeys(found) if _VALID.fullmatch(n)]
     return names or None
 

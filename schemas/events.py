@@ -102,6 +102,7 @@ class _Model(BaseModel):
 
 
 MAX_HASHES = 1_000_000  # the most fingerprints one print holds
+MAX_TOOL_NAMES = 4_096  # the most keyed names one print holds (a prompt with more is not checked: docs/adr/0019)
 # Base64 characters of the largest packed print (MAX_HASHES hashes of 8 bytes).
 _PACKED_MAX = 4 * (8 * MAX_HASHES // 3 + 1)
 # The packed widths are the wire's: a platform whose array types differ could not read a packed print at all.
@@ -203,7 +204,7 @@ class Fingerprint(_Model):
     # Optional (added after the packed form): keyed hashes of names (detectors/toolcalls.py, docs/adr/0019).
     tools: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] | None = Field(
         default=None,
-        max_length=4_096,
+        max_length=MAX_TOOL_NAMES,
         description="keyed 64-bit hashes of names: of a prompt, its distinct name-like words (snake_case, kebab-case, "
         "camelCase); of an output, the functions it calls. Absent: unknown (no tool check)",
     )

@@ -21,7 +21,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["chat_text", "messages_text", "tool_calls_line"]
+__all__ = ["TOOL_CALLS_LINE", "chat_text", "messages_text", "tool_calls_line"]
+
+# How a rendered call line opens: a tool check finds the line by it (detectors/toolcalls.py).
+TOOL_CALLS_LINE = '{"tool_calls":'
 
 # Calls rendered per message: an answer calls a few functions; a longer list is read no further.
 _MAX_CALLS = 32
@@ -48,7 +51,7 @@ def tool_calls_line(calls: Any) -> str | None:
         if args is not None:
             entry["arguments"] = args if isinstance(args, str) else orjson.dumps(args, default=str).decode()
         out.append({"id": c["id"], "function": entry} if isinstance(c.get("id"), str) else {"function": entry})
-    return orjson.dumps({"tool_calls": out}).decode() if out else None
+    return f"{TOOL_CALLS_LINE}{orjson.dumps(out).decode()}}}" if out else None
 
 
 def _parts(content: Any) -> list[str]:

@@ -95,7 +95,7 @@ EXCHANGE_DETECTORS: tuple[Registration, ...] = (
             ),
         ),
         ToolCallDetector,
-        lambda s: 5 * s.tool_calls_max_tenants,
+        toolcall.max_state,
         content_only=True,
     ),
     # Evidence only (no kind, info): the engine reused a prefix its tenant never sent in the domain.

@@ -35,10 +35,15 @@ from detectors.signals.words import n
 from schemas.alert import Signal
 from schemas.exchange import Exchange
 
-__all__ = ["ToolCallDetector", "report", "summary"]
+__all__ = ["ToolCallDetector", "max_state", "report", "summary"]
 
 
 _SEEN_PER_TENANT = 4  # first calls remembered, per tenant bound
+
+
+def max_state(s: DetectionSettings) -> int:
+    """The detector's bound (`state_size`): its tenants, and the first calls it remembers for them."""
+    return (1 + _SEEN_PER_TENANT) * s.tool_calls_max_tenants
 
 
 class ToolCallDetector:
@@ -52,8 +57,8 @@ class ToolCallDetector:
         self.seen: OrderedDict[tuple[str, str, int], None] = OrderedDict()
 
     @staticmethod
-    def _foreign(ex: Exchange) -> tuple[frozenset[int], list[int], frozenset[int]] | None:
-        """(calls, undeclared calls, prompt names) of a 2xx tool call with both sides known; None otherwise."""
+    def _sides(ex: Exchange) -> tuple[frozenset[int], frozenset[int]] | None:
+        """(calls, prompt names) of a 2xx tool call with both sides known; None otherwise."""
         out, prompt, response = ex.output_print, ex.prompt_print, ex.response
         if out is None or prompt is None or response is None or not 200 <= response.status_code < 300:
             return None
@@ -61,15 +66,18 @@ class ToolCallDetector:
         declared: frozenset[int] | None = prompt.tools
         if not calls or declared is None:
             return None
-        return calls, [c for c in calls if c not in declared], declared
+        return calls, declared
 
     def observe(self, ex: Exchange, domain: DomainFacts) -> list[Signal]:
         if not self.s.tool_calls:
             return []
-        found = self._foreign(ex)
-        if found is None or not found[1]:
+        sides = self._sides(ex)
+        if sides is None:
             return []
-        calls, foreign, declared = found
+        calls, declared = sides
+        foreign = calls - declared
+        if not foreign:
+            return []
         record = self.tenants.get(ex.tenant_id)
         if record is None or record[0] < self.s.tool_calls_min_declared or 4 * record[1] > record[0]:
             return []  # this tenant's prompts are not known to carry its declarations
@@ -92,10 +100,10 @@ class ToolCallDetector:
         # A flagged call counts too: were it left out, a tenant whose logging changed would be flagged forever.
         if not self.s.tool_calls:
             return
-        found = self._foreign(ex)
-        if found is None:
+        sides = self._sides(ex)
+        if sides is None:
             return
-        calls, _, declared = found
+        calls, declared = sides
         tenant = ex.tenant_id
         tenants, seen = self.tenants, self.seen
         record = tenants.get(tenant)
