@@ -113,7 +113,31 @@ class DetectionSettings(BaseModel):
         "exchange, learned or not, and never learned as normal: the placeholder (1 token for 800k). Tokenizers "
         "differ by up to ~4x, not 16x",
     )
-    accounting_min_gateway_tokens: int = Field(default=1024, ge=0, description="ignore small prompts (noise)")
+    accounting_min_gateway_tokens: int = Field(
+        default=1024,
+        ge=0,
+        description="prompts the placeholder check judges (smaller ones: noise); shorter ones are learned apart, "
+        "in bands of a factor of 4, for the other-prompt check",
+    )
+    accounting_max_ratio: float = Field(
+        default=2.0,
+        gt=1,
+        description="engine input_tokens at least this multiple, or at most the inverse share, of what a tight "
+        "learned norm makes of the gateway's count: the usage counted another prompt (a response delivered to "
+        "the wrong request carries its usage)",
+    )
+    accounting_max_spread: float = Field(
+        default=0.25,
+        ge=0,
+        description="a norm is tight (judged for another prompt's usage) when its window's interquartile range is "
+        "at most this many octaves",
+    )
+    accounting_min_gap_tokens: int = Field(
+        default=128,
+        ge=0,
+        description="the other-prompt check needs the engine's count this many tokens from the expected one (a "
+        "chat template's fixed overhead is tens of tokens)",
+    )
     accounting_learn_min: int = Field(
         default=8,
         ge=1,

@@ -11,6 +11,13 @@ median: robust to the occasional odd call, and a lasting change of the ratio (a 
 becomes the norm once it is the majority of the window. Keys are bounded (least recently seen evicted).
 Ratios below the detector's floor (the placeholder's 1 token for 800k) are never learned, so the obvious
 mechanism can never become normal.
+
+A key also keeps its spread (the interquartile range of its window). The usage an engine returns counts the prompt it
+answered, so where a key's counts have agreed closely, an answer whose count departs by a factor of 2 either way
+counted another prompt: a response delivered to the wrong request carries its usage with it. A key whose counts
+spread (images counted by estimate, a template's fixed overhead on prompts of every size) is never judged that way.
+Prompts under the placeholder check's size are learned apart, in bands of a factor of 4 (`band`), because a chat
+template's fixed overhead makes the ratio of a short prompt depend on its length.
 """
 
 from __future__ import annotations
@@ -20,6 +27,20 @@ from collections import OrderedDict
 
 _STEPS = 8  # quantisation: eighths of an octave (a 9 % step; the thresholds are factors of 2 and more)
 _OFFSET = 128  # q in [-127, 127] stored as a byte
+_LOOSE = 1 << 16  # the spread of a norm restored from before spreads were kept
+# (model, tenant) for prompts the placeholder check judges; (model, tenant, band) for shorter ones (`band`).
+Key = tuple[str, ...]
+
+
+def band(tokens: int, large: int) -> str | None:
+    """The size band of a prompt under `large` tokens, by factors of 4 below it; None for a large one."""
+    if tokens >= large:
+        return None
+    below = 0
+    while tokens < large and below < 4:
+        large //= 4
+        below += 1
+    return f"/{below}"
 
 
 def quantise(ratio: float) -> int:
@@ -30,13 +51,14 @@ def quantise(ratio: float) -> int:
 class _Norm:
     """One key's last ratios (a ring of quantised bytes) and their median (in eighths)."""
 
-    __slots__ = ("median", "n", "pos", "ring")
+    __slots__ = ("median", "n", "pos", "ring", "spread")
 
     def __init__(self, window: int) -> None:
         self.ring = bytearray(window)
         self.pos = 0
         self.n = 0
         self.median = 0.0
+        self.spread = 0  # interquartile range, in eighths
 
     def add(self, q: int) -> None:
         ring = self.ring
@@ -47,6 +69,7 @@ class _Norm:
         held = sorted(ring[: self.n])  # the ring fills from 0: its first n bytes are the samples
         mid = self.n // 2
         self.median = (held[mid] + held[(self.n - 1) // 2]) / 2 - _OFFSET
+        self.spread = held[(3 * self.n) // 4] - held[self.n // 4] if self.n > 1 else 0
 
 
 class RatioNorms:
@@ -56,17 +79,30 @@ class RatioNorms:
         self.window = window
         self.max_keys = max_keys
         self.learn_min = learn_min
-        self._norms: OrderedDict[tuple[str, str], _Norm] = OrderedDict()
+        self._norms: OrderedDict[Key, _Norm] = OrderedDict()
         self.evicted = 0
 
-    def normal(self, key: tuple[str, str]) -> float | None:
+    def normal(self, key: Key) -> float | None:
         """The key's normal engine/gateway ratio, or None while it has fewer than `learn_min` samples."""
         norm = self._norms.get(key)
         if norm is None or norm.n < self.learn_min:
             return None
         return float(2.0 ** (norm.median / _STEPS))
 
-    def learn(self, key: tuple[str, str], ratio: float) -> float | None:
+    def tight(self, key: Key, max_spread: float) -> float | None:
+        """The key's normal ratio if its window's interquartile range is at most `max_spread` octaves, else None.
+        A norm restored from before spreads were kept has none: it is not tight until it learns again."""
+        norm = self._norms.get(key)
+        if norm is None or norm.n < self.learn_min or getattr(norm, "spread", _LOOSE) > max_spread * _STEPS:
+            return None
+        return float(2.0 ** (norm.median / _STEPS))
+
+    def tight_normals(self, max_spread: float) -> list[float]:
+        """Every tight normal ratio (to bound the detector's quick test from above)."""
+        held = (n for n in self._norms.values() if n.n >= self.learn_min)
+        return [2.0 ** (n.median / _STEPS) for n in held if getattr(n, "spread", _LOOSE) <= max_spread * _STEPS]
+
+    def learn(self, key: Key, ratio: float) -> float | None:
         """Add one ratio; the key's normal ratio afterwards (None while it is still learning)."""
         norms = self._norms
         norm = norms.get(key)

@@ -6,20 +6,22 @@ most selective figure first.
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
 - token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent (a one-token
   placeholder): below a floor share at once, or below half of the ratio learned as normal for the model and
-  tenant (another tokenizer at the gateway: detectors/signals/accounting.py).
+  tenant (another tokenizer at the gateway: detectors/signals/accounting.py). Or, where that ratio has held
+  tight, twice as many or half as many: the usage of another prompt, delivered with its answer.
 - impossible_prefill: time-to-first-token implies a prefill rate no hardware reaches.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from detectors.settings import DetectionSettings
-from detectors.signals.accounting import RatioNorms
+from detectors.signals.accounting import Key, RatioNorms, band
 from detectors.signals.base import DomainFacts, Stateless
 from detectors.signals.words import n, pct
 from schemas.alert import Signal
-from schemas.events import Request, Response
+from schemas.events import Request, Response, Usage
 from schemas.exchange import Exchange
 
 
@@ -47,6 +49,7 @@ class _Mechanism(Stateless):
         self._min_ratio = settings.accounting_min_ratio
         self._prefill_min_tokens = settings.prefill_min_tokens
         self._prefill_bound = settings.prefill_max_tokens_per_s
+        self._max_ratio = settings.accounting_max_ratio
 
     def __getstate__(self) -> dict[str, Any]:
         return {"s": self._s}
@@ -87,11 +90,16 @@ class AccountingDetector(_Mechanism):
     """Engine input tokens against the gateway's count, judged against the normal ratio of the exchange's
     (model, tenant) in this domain, learned as traffic goes (RatioNorms), and against a fixed floor.
 
-    `_quick`: a ratio at or above it raises nothing, whatever the key (the floor, and the largest learned
-    norm times `accounting_min_ratio`, kept an upper bound between exact recomputations): the screen's and
-    observe's first test, so that an ordinary exchange costs one division."""
+    Two findings, one signal: the placeholder (far below: the floor, or half the norm, for a prompt of at least
+    `accounting_min_gateway_tokens`), and another prompt's usage (a factor `accounting_max_ratio` either way from a
+    tight norm of the prompt's size band, and `accounting_min_gap_tokens` apart): `direction` says which.
 
-    _REQUICK_EVERY = 256  # learns between exact recomputations of `_quick`
+    `_quick` and `_quick_hi`: a ratio between them raises nothing, whatever the key (the floor and the largest
+    learned norm times `accounting_min_ratio` below; the smallest tight norm times `accounting_max_ratio` above,
+    kept bounds between exact recomputations): the screen's and observe's first test, so that an ordinary exchange
+    costs one division."""
+
+    _REQUICK_EVERY = 256  # learns between exact recomputations of the quick bounds
 
     def __init__(self, settings: DetectionSettings) -> None:
         self.norms = _norms(settings)
@@ -103,6 +111,8 @@ class AccountingDetector(_Mechanism):
         s = self.s
         self._floor = s.accounting_floor_ratio
         self._quick = max([s.accounting_floor_ratio, *(n * self._min_ratio for n in self.norms.normals())])
+        tight = self.norms.tight_normals(s.accounting_max_spread)
+        self._quick_hi = min([math.inf, *(n * self._max_ratio for n in tight)])
 
     def __getstate__(self) -> dict[str, Any]:
         return {"s": self._s, "norms": self.norms}
@@ -126,33 +136,57 @@ class AccountingDetector(_Mechanism):
         if engine is None:
             return []
         # The ratio decides for almost every exchange, so it is tested first (a zero count is judged below).
-        if gateway and engine / gateway >= self._quick:
+        if gateway and self._quick <= engine / gateway < self._quick_hi:
             return []
         s = self.s
-        if not gateway or gateway < s.accounting_min_gateway_tokens or not _accepted(response, s):
+        if not gateway or not _accepted(response, s):
             return []
         ratio = engine / gateway
-        normal = self.norms.normal(_key(request, response))
-        if ratio >= self._floor and (normal is None or ratio >= normal * self._min_ratio):
+        key = _key(request, response, s)
+        normal = self.norms.normal(key)
+        if gateway >= s.accounting_min_gateway_tokens and (
+            ratio < self._floor or (normal is not None and ratio < normal * self._min_ratio)
+        ):
+            return [self._signal(usage, gateway, normal, "floor" if ratio < self._floor else "learned")]
+        tight = self.norms.tight(key, s.accounting_max_spread)
+        if tight is None:
             return []
+        expected = tight * gateway
+        if engine >= expected * self._max_ratio and engine - expected >= s.accounting_min_gap_tokens:
+            return [self._signal(usage, gateway, tight, "other_prompt", "above")]
+        # Below, for a prompt the placeholder check leaves alone. A provider that counts cached tokens apart
+        # (input + cached is the prompt) explains a shortfall up to its cached count.
+        counted = engine + (getattr(usage, "cached_input_tokens", None) or 0)
+        if (
+            gateway < s.accounting_min_gateway_tokens
+            and counted < expected * self._min_ratio
+            and expected - counted >= s.accounting_min_gap_tokens
+        ):
+            return [self._signal(usage, gateway, tight, "other_prompt", "below")]
+        return []
+
+    def _signal(self, usage: Usage, gateway: int, normal: float | None, basis: str, direction: str = "below") -> Signal:
+        """`basis`: floor or learned for the placeholder, other_prompt for another prompt's usage (with its
+        `direction`, a figure the placeholder's alerts never had)."""
+        engine = usage.input_tokens or 0
+        ratio = engine / gateway
         relative = ratio / (normal or 1.0)
         figures: dict[str, Any] = {"gateway_prompt_tokens": gateway, "engine_input_tokens": engine}
         figures |= {"ratio": round(ratio, 6), "normal_ratio": None if normal is None else round(normal, 4)}
-        figures["basis"] = "floor" if ratio < self._floor else "learned"
+        figures["basis"] = basis
+        if basis == "other_prompt":
+            figures["direction"] = direction
         # Evidence only: what the engine says it served from its prefix cache. Semconv counts it inside the input
         # tokens; a provider that counts it apart (input + cached near the gateway's count) explains the shortfall.
         # getattr: a usage restored from a snapshot taken before the field existed has no such attribute.
         cached = getattr(usage, "cached_input_tokens", None)
         if cached is not None:
             figures["engine_cached_input_tokens"] = cached
-        return [
-            Signal(
-                name="token_accounting_mismatch",
-                severity="high",
-                score=min(1.0, 0.6 + 0.4 * max(0.0, 1 - relative / self._min_ratio)),
-                figures=figures,
-            )
-        ]
+        if direction == "above":
+            score = min(1.0, 0.6 + 0.4 * min(1.0, relative / self._max_ratio - 1.0))
+        else:
+            score = min(1.0, 0.6 + 0.4 * max(0.0, 1 - relative / self._min_ratio))
+        return Signal(name="token_accounting_mismatch", severity="high", score=score, figures=figures)
 
     def learn(self, ex: Exchange, include_output: bool = True) -> None:
         request, response = ex.request, ex.response
@@ -160,17 +194,22 @@ class AccountingDetector(_Mechanism):
             return
         engine = response.usage.input_tokens
         gateway = request.prompt_tokens
-        if engine is None or not gateway or gateway < self.s.accounting_min_gateway_tokens:
+        if engine is None or not gateway:
             return
         ratio = engine / gateway
         if ratio < self._floor or not _accepted(response, self.s):
             return  # the placeholder is never normal; an error's count says nothing of the tokenizers
-        normal = self.norms.learn(_key(request, response), ratio)
-        if normal is not None and normal * self._min_ratio > self._quick:
-            self._quick = normal * self._min_ratio
+        key = _key(request, response, self.s)
+        normal = self.norms.learn(key, ratio)
+        if normal is not None:
+            if normal * self._min_ratio > self._quick:
+                self._quick = normal * self._min_ratio
+            tight = self.norms.tight(key, self.s.accounting_max_spread)
+            if tight is not None and tight * self._max_ratio < self._quick_hi:
+                self._quick_hi = tight * self._max_ratio
         self._learned += 1
         if self._learned % self._REQUICK_EVERY == 0:
-            self._requick()  # exact again: norms that fell (or keys evicted) no longer hold the bound up
+            self._requick()  # exact again: norms that fell (or keys evicted) no longer hold the bounds
 
     def state_size(self) -> int:
         return self.norms.state_size()
@@ -180,9 +219,11 @@ def _norms(s: DetectionSettings) -> RatioNorms:
     return RatioNorms(s.accounting_window, s.accounting_max_keys, s.accounting_learn_min)
 
 
-def _key(request: Request, response: Response) -> tuple[str, str]:
-    # The engine's model (the response's) and the tenant: the tokenizer pair and the tenant's language.
-    return (response.model, request.tenant_id)
+def _key(request: Request, response: Response, s: DetectionSettings) -> Key:
+    # The engine's model (the response's) and the tenant: the tokenizer pair and the tenant's language; a short
+    # prompt's size band too (accounting.band), since a template's fixed overhead weighs on its ratio.
+    size = band(request.prompt_tokens, s.accounting_min_gateway_tokens)
+    return (response.model, request.tenant_id) if size is None else (response.model, request.tenant_id, size)
 
 
 class PrefillDetector(_Mechanism):
@@ -250,8 +291,9 @@ class MechanismScreen:
         usage = response.usage
         if usage is not None:
             engine = usage.input_tokens
-            if engine is not None and not (tokens and engine / tokens >= self.accounting._quick):
-                out += self.accounting.observe(ex, domain)
+            accounting = self.accounting
+            if engine is not None and not (tokens and accounting._quick <= engine / tokens < accounting._quick_hi):
+                out += accounting.observe(ex, domain)
         # prefill: a long prompt with a 2xx status whose ttft implies a rate beyond the bound.
         ttft_ms = response.ttft_ms
         if ttft_ms is not None:
@@ -282,6 +324,9 @@ def overlong_report(f: dict[str, Any]) -> str:
 
 
 def accounting_summary(f: dict[str, Any]) -> str:
+    if f.get("direction") == "above":
+        engine, gateway = f["engine_input_tokens"], f["gateway_prompt_tokens"]
+        return f"engine counted {engine:,} input tokens for a prompt of {gateway:,}"
     return f"engine counted {f['engine_input_tokens']:,} of {f['gateway_prompt_tokens']:,} input tokens"
 
 
@@ -292,9 +337,14 @@ def accounting_report(f: dict[str, Any]) -> str:
         if isinstance(normal, int | float)
         else ""
     )
+    other = (
+        " An answer's usage counts the prompt it answered: this one counted another prompt."
+        if f.get("basis") == "other_prompt"
+        else ""
+    )
     return (
         f"The gateway counted {n(f['gateway_prompt_tokens'])} prompt tokens; the engine reported "
-        f"{n(f['engine_input_tokens'])}.{usual}"
+        f"{n(f['engine_input_tokens'])}.{usual}{other}"
     )
 
 

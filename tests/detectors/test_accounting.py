@@ -113,7 +113,7 @@ def test_a_snapshot_from_before_the_norms_restores_and_learns() -> None:
     assert pickle.loads(pickle.dumps(old)).norms.learn_min == s.accounting_learn_min
 
 
-def test_errors_small_prompts_and_the_placeholder_are_never_learned() -> None:
+def test_errors_and_the_placeholder_are_never_learned() -> None:
     m = Monitor(DetectionSettings())
     for i in range(20):
         _call(m, i, "acme", 1, gateway=800_000)  # each one an alert, none of them normal
@@ -122,3 +122,87 @@ def test_errors_small_prompts_and_the_placeholder_are_never_learned() -> None:
     det = m.domain("d1").detectors["accounting"]
     assert det.state_size() == 0
     assert len(_accounting(_call(m, 30, "acme", 1, gateway=800_000))) == 1
+
+
+# Another prompt's usage (ADR 0020): an answer delivered to the wrong request carries the usage of the prompt it
+# answered. Judged only against a tight norm of the prompt's own size band.
+
+
+def _usage_call(m: Monitor, i: int, tenant: str, gateway: int, engine: int, **usage: int) -> list[Alert]:
+    ts = 10.0 * i
+    rid = f"{tenant}-u{i}"
+    out = m.observe(request(rid, tenant, ts, tokens=gateway, model="glm"))
+    resp = response(rid, tenant, ts + 1, input_tokens=engine, ttft_ms=300, model="glm")
+    if usage:
+        resp = resp.model_copy(update={"usage": resp.usage.model_copy(update=usage)})  # type: ignore[union-attr]
+    return out + m.observe(resp)
+
+
+def _learn_steady(m: Monitor, tenant: str, sizes: list[int], n: int = 12, factor: float = 1.0) -> None:
+    for i in range(n):
+        gateway = sizes[i % len(sizes)]
+        assert _accounting(_usage_call(m, i, tenant, gateway, round(gateway * factor))) == []
+
+
+def test_an_answer_counting_another_prompt_is_high_both_ways() -> None:
+    # A swap between a 300-token and a 900-token chat turn: each answer carries the other's usage.
+    m = Monitor(DetectionSettings())
+    _learn_steady(m, "short", [280, 300, 320])
+    _learn_steady(m, "long", [700, 800, 900], factor=1.1)
+    (up,) = _accounting(_usage_call(m, 50, "short", 300, 990))
+    (down,) = _accounting(_usage_call(m, 51, "long", 900, 300))
+    for a, direction in ((up, "above"), (down, "below")):
+        f = a.evidence[0].figures
+        assert a.severity in ("high", "critical") and f["basis"] == "other_prompt" and f["direction"] == direction
+    assert up.evidence[0].figures["normal_ratio"] == 1.0
+    # The tenants' own next turns are normal again.
+    assert _accounting(_usage_call(m, 52, "short", 310, 310)) == []
+    assert _accounting(_usage_call(m, 53, "long", 800, 880)) == []
+
+
+def test_a_cold_or_loose_norm_and_a_small_gap_are_not_judged() -> None:
+    s = DetectionSettings()
+    m = Monitor(s)
+    # Cold: fewer than accounting_learn_min turns.
+    for i in range(s.accounting_learn_min - 1):
+        _usage_call(m, i, "cold", 300, 300)
+    assert _accounting(_usage_call(m, 20, "cold", 300, 1_200)) == []
+    # Loose: counts that spread (images counted by estimate) an octave either way.
+    for i in range(16):
+        _usage_call(m, 30 + i, "loose", 400, 280 if i % 2 else 560)
+    assert _accounting(_usage_call(m, 60, "loose", 400, 1_300)) == []
+    # A template's overhead on a tiny prompt: 3x, but 80 tokens apart.
+    _learn_steady(m, "tiny", [40])
+    assert _accounting(_usage_call(m, 70, "tiny", 40, 120)) == []
+    assert _accounting(_usage_call(m, 71, "tiny", 40, 40 + s.accounting_min_gap_tokens + 60))
+
+
+def test_a_provider_counting_cached_tokens_apart_explains_a_shortfall() -> None:
+    # Anthropic-style usage: input_tokens excludes what was read from the cache.
+    m = Monitor(DetectionSettings())
+    _learn_steady(m, "acme", [500, 600])
+    assert _accounting(_usage_call(m, 40, "acme", 600, 100, cached_input_tokens=500)) == []
+    assert _accounting(_usage_call(m, 41, "acme", 600, 100))
+
+
+def test_sizes_are_learned_apart_and_large_prompts_keep_the_placeholder_rule() -> None:
+    m = Monitor(DetectionSettings())
+    # Short prompts carry a fixed overhead (1.5x); long ones count alike at both ends.
+    _learn_steady(m, "acme", [200, 220, 240], factor=1.5)
+    _learn_steady(m, "acme", [GATEWAY], factor=1.0)
+    assert _accounting(_usage_call(m, 40, "acme", 220, 330)) == []  # normal for its band
+    (a,) = _accounting(_usage_call(m, 41, "acme", GATEWAY, GATEWAY // 3))
+    assert a.evidence[0].figures["basis"] == "learned" and "direction" not in a.evidence[0].figures
+
+
+def test_a_norm_restored_from_before_spreads_is_not_judged_until_it_learns() -> None:
+    from detectors.signals.accounting import RatioNorms
+
+    norms = RatioNorms(window=8, max_keys=4, learn_min=2)
+    for _ in range(4):
+        norms.learn(("m", "t"), 1.0)
+    assert norms.tight(("m", "t"), 0.25) == 1.0
+    object.__delattr__(norms._norms[("m", "t")], "spread")  # as a norm pickled before spreads existed
+    assert norms.tight(("m", "t"), 0.25) is None and norms.normal(("m", "t")) == 1.0
+    norms.learn(("m", "t"), 1.0)
+    assert norms.tight(("m", "t"), 0.25) == 1.0
