@@ -114,29 +114,26 @@ class DetectionSettings(BaseModel):
         "differ by up to ~4x, not 16x",
     )
     accounting_min_gateway_tokens: int = Field(
-        default=1024,
-        ge=0,
-        description="prompts the placeholder check judges (smaller ones: noise); shorter ones are learned apart, "
-        "in bands of a factor of 4, for the other-prompt check",
+        default=1024, ge=0, description="prompts the placeholder check judges (smaller ones: noise)"
     )
     accounting_max_ratio: float = Field(
         default=2.0,
         gt=1,
-        description="engine input_tokens at least this multiple, or at most the inverse share, of what a tight "
-        "learned norm makes of the gateway's count: the usage counted another prompt (a response delivered to "
-        "the wrong request carries its usage)",
+        description="engine input_tokens at least this multiple (or below accounting_min_ratio) of what the key's "
+        "neighbours in size make of the gateway's count: the usage counted another prompt (a response delivered "
+        "to the wrong request carries its usage)",
     )
     accounting_max_spread: float = Field(
         default=0.25,
         ge=0,
-        description="a norm is tight (judged for another prompt's usage) when its window's interquartile range is "
-        "at most this many octaves",
+        description="neighbours in size agree (and judge) when their upper and lower quartile ratios are within "
+        "this many octaves",
     )
     accounting_min_gap_tokens: int = Field(
         default=128,
         ge=0,
-        description="the other-prompt check needs the engine's count this many tokens from the expected one (a "
-        "chat template's fixed overhead is tens of tokens)",
+        description="the other-prompt check needs the engine's count this many tokens from the expected one (with "
+        "neighbours within 1.5x in size, a fixed overhead under twice this gap never reaches it)",
     )
     accounting_learn_min: int = Field(
         default=8,
@@ -144,7 +141,10 @@ class DetectionSettings(BaseModel):
         description="exchanges of a (model, tenant) before its learned ratio is used (until then: only the floor)",
     )
     accounting_window: int = Field(
-        default=32, ge=1, le=4096, description="last ratios kept per (model, tenant); their median is the norm"
+        default=32,
+        ge=1,
+        le=4096,
+        description="last ratios kept per (model, tenant), their median the norm; and last counts of every size",
     )
     accounting_max_keys: int = Field(
         default=4096, ge=1, description="(model, tenant) ratios learned per domain at most (least recent evicted)"

@@ -13,11 +13,10 @@ most selective figure first.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from detectors.settings import DetectionSettings
-from detectors.signals.accounting import Key, RatioNorms, band
+from detectors.signals.accounting import RatioNorms, SizeNorms
 from detectors.signals.base import DomainFacts, Stateless
 from detectors.signals.words import n, pct
 from schemas.alert import Signal
@@ -91,36 +90,42 @@ class AccountingDetector(_Mechanism):
     (model, tenant) in this domain, learned as traffic goes (RatioNorms), and against a fixed floor.
 
     Two findings, one signal: the placeholder (far below: the floor, or half the norm, for a prompt of at least
-    `accounting_min_gateway_tokens`), and another prompt's usage (a factor `accounting_max_ratio` either way from a
-    tight norm of the prompt's size band, and `accounting_min_gap_tokens` apart): `direction` says which.
+    `accounting_min_gateway_tokens`: `basis` floor or learned), and another prompt's usage (a factor
+    `accounting_max_ratio` above, or `accounting_min_ratio` below, what the key's neighbours in size make of the
+    prompt, and `accounting_min_gap_tokens` apart: `basis` other_prompt, with its `direction`; SizeNorms).
 
-    `_quick` and `_quick_hi`: a ratio between them raises nothing, whatever the key (the floor and the largest
-    learned norm times `accounting_min_ratio` below; the smallest tight norm times `accounting_max_ratio` above,
-    kept bounds between exact recomputations): the screen's and observe's first test, so that an ordinary exchange
-    costs one division."""
+    `_quick` and `_quick_hi`: a ratio between them raises nothing, whatever the key (below: the floor, the largest
+    learned norm and the largest kept ratio times `accounting_min_ratio`; above: the smallest kept ratio times
+    `accounting_max_ratio`; bounds kept between exact recomputations): the screen's and observe's first test, so that
+    an ordinary exchange costs one division."""
 
     _REQUICK_EVERY = 256  # learns between exact recomputations of the quick bounds
 
     def __init__(self, settings: DetectionSettings) -> None:
         self.norms = _norms(settings)
+        self.sizes = _sizes(settings)
         self._learned = 0
+        self._raised: str | None = None  # the request whose usage was found another prompt's: not learned
         super().__init__(settings)
         self._requick()
 
     def _requick(self) -> None:
         s = self.s
         self._floor = s.accounting_floor_ratio
-        self._quick = max([s.accounting_floor_ratio, *(n * self._min_ratio for n in self.norms.normals())])
-        tight = self.norms.tight_normals(s.accounting_max_spread)
-        self._quick_hi = min([math.inf, *(n * self._max_ratio for n in tight)])
+        self.sizes.rebound()
+        lows = [s.accounting_floor_ratio, self.sizes.high * self._min_ratio]
+        self._quick = max([*lows, *(n * self._min_ratio for n in self.norms.normals())])
+        self._quick_hi = self.sizes.low * self._max_ratio
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"s": self._s, "norms": self.norms}
+        return {"s": self._s, "norms": self.norms, "sizes": self.sizes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # A snapshot from before the norms were learned holds the settings alone: it starts learning afresh.
+        # A snapshot from before the norms (or the sizes) were learned holds less: the rest starts afresh.
         self.norms = state.get("norms") or _norms(state["s"])
+        self.sizes = state.get("sizes") or _sizes(state["s"])
         self._learned = 0
+        self._raised = None
         self.s = state["s"]
         self._requick()
 
@@ -142,32 +147,29 @@ class AccountingDetector(_Mechanism):
         if not gateway or not _accepted(response, s):
             return []
         ratio = engine / gateway
-        key = _key(request, response, s)
-        normal = self.norms.normal(key)
-        if gateway >= s.accounting_min_gateway_tokens and (
-            ratio < self._floor or (normal is not None and ratio < normal * self._min_ratio)
-        ):
-            return [self._signal(usage, gateway, normal, "floor" if ratio < self._floor else "learned")]
-        tight = self.norms.tight(key, s.accounting_max_spread)
-        if tight is None:
+        key = _key(request, response)
+        if gateway >= s.accounting_min_gateway_tokens:
+            normal = self.norms.normal(key)
+            if ratio < self._floor or (normal is not None and ratio < normal * self._min_ratio):
+                return [self._signal(usage, gateway, normal, "floor" if ratio < self._floor else "learned")]
+        expected = self.sizes.expected(key, gateway, s.accounting_max_spread)
+        if expected is None:
             return []
-        expected = tight * gateway
+        direction = None
         if engine >= expected * self._max_ratio and engine - expected >= s.accounting_min_gap_tokens:
-            return [self._signal(usage, gateway, tight, "other_prompt", "above")]
-        # Below, for a prompt the placeholder check leaves alone. A provider that counts cached tokens apart
-        # (input + cached is the prompt) explains a shortfall up to its cached count.
+            direction = "above"
+        # A provider that counts cached tokens apart (input + cached is the prompt) explains a shortfall up to them.
         counted = engine + (getattr(usage, "cached_input_tokens", None) or 0)
-        if (
-            gateway < s.accounting_min_gateway_tokens
-            and counted < expected * self._min_ratio
-            and expected - counted >= s.accounting_min_gap_tokens
-        ):
-            return [self._signal(usage, gateway, tight, "other_prompt", "below")]
-        return []
+        if counted < expected * self._min_ratio and expected - counted >= s.accounting_min_gap_tokens:
+            direction = "below"
+        if direction is None:
+            return []
+        self._raised = request.request_id
+        return [self._signal(usage, gateway, expected / gateway, "other_prompt", direction)]
 
     def _signal(self, usage: Usage, gateway: int, normal: float | None, basis: str, direction: str = "below") -> Signal:
         """`basis`: floor or learned for the placeholder, other_prompt for another prompt's usage (with its
-        `direction`, a figure the placeholder's alerts never had)."""
+        `direction`, a figure the placeholder's alerts never had; `normal_ratio` is then the neighbours')."""
         engine = usage.input_tokens or 0
         ratio = engine / gateway
         relative = ratio / (normal or 1.0)
@@ -182,7 +184,7 @@ class AccountingDetector(_Mechanism):
         cached = getattr(usage, "cached_input_tokens", None)
         if cached is not None:
             figures["engine_cached_input_tokens"] = cached
-        if direction == "above":
+        if direction == "above" and basis == "other_prompt":
             score = min(1.0, 0.6 + 0.4 * min(1.0, relative / self._max_ratio - 1.0))
         else:
             score = min(1.0, 0.6 + 0.4 * max(0.0, 1 - relative / self._min_ratio))
@@ -199,31 +201,35 @@ class AccountingDetector(_Mechanism):
         ratio = engine / gateway
         if ratio < self._floor or not _accepted(response, self.s):
             return  # the placeholder is never normal; an error's count says nothing of the tokenizers
-        key = _key(request, response, self.s)
-        normal = self.norms.learn(key, ratio)
-        if normal is not None:
-            if normal * self._min_ratio > self._quick:
+        if self._raised == request.request_id:
+            return  # another prompt's count says nothing of this tenant's
+        key = _key(request, response)
+        self.sizes.learn(key, gateway, engine)
+        self._quick = max(self._quick, ratio * self._min_ratio)
+        self._quick_hi = min(self._quick_hi, ratio * self._max_ratio)
+        if gateway >= self.s.accounting_min_gateway_tokens:
+            normal = self.norms.learn(key, ratio)
+            if normal is not None and normal * self._min_ratio > self._quick:
                 self._quick = normal * self._min_ratio
-            tight = self.norms.tight(key, self.s.accounting_max_spread)
-            if tight is not None and tight * self._max_ratio < self._quick_hi:
-                self._quick_hi = tight * self._max_ratio
         self._learned += 1
         if self._learned % self._REQUICK_EVERY == 0:
             self._requick()  # exact again: norms that fell (or keys evicted) no longer hold the bounds
 
     def state_size(self) -> int:
-        return self.norms.state_size()
+        return self.norms.state_size() + self.sizes.state_size()
 
 
 def _norms(s: DetectionSettings) -> RatioNorms:
     return RatioNorms(s.accounting_window, s.accounting_max_keys, s.accounting_learn_min)
 
 
-def _key(request: Request, response: Response, s: DetectionSettings) -> Key:
-    # The engine's model (the response's) and the tenant: the tokenizer pair and the tenant's language; a short
-    # prompt's size band too (accounting.band), since a template's fixed overhead weighs on its ratio.
-    size = band(request.prompt_tokens, s.accounting_min_gateway_tokens)
-    return (response.model, request.tenant_id) if size is None else (response.model, request.tenant_id, size)
+def _sizes(s: DetectionSettings) -> SizeNorms:
+    return SizeNorms(s.accounting_window, s.accounting_max_keys)
+
+
+def _key(request: Request, response: Response) -> tuple[str, str]:
+    # The engine's model (the response's) and the tenant: the tokenizer pair and the tenant's language.
+    return (response.model, request.tenant_id)
 
 
 class PrefillDetector(_Mechanism):

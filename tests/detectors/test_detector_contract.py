@@ -39,7 +39,7 @@ SETTINGS = DetectionSettings(
     overlap_warmup_s=0.0,
     spread_bits_log2=12,
     spread_capacity=1_000,
-    accounting_max_keys=13,  # one fewer than the keys below (7 tenants, two prompt size bands): eviction runs
+    accounting_max_keys=6,  # one fewer than the (model, tenant) keys below: eviction runs
     accounting_window=16,
     cache_read_max_tenants=5,  # fewer than the tenants below: eviction runs
 )

@@ -31,8 +31,9 @@ def test_mechanism_detectors_pickle_their_settings_only() -> None:
     for cls in (OverlongDetector, AccountingDetector, PrefillDetector):
         det = cls(S)
         state = det.__getstate__()
-        # The accounting detector also holds the ratios it learned (none yet); the others their settings alone.
-        assert state.pop("s") is S and list(state) == (["norms"] if cls is AccountingDetector else [])
+        # The accounting detector also holds the ratios and counts it learned (none yet); the others their settings.
+        learned = ["norms", "sizes"] if cls is AccountingDetector else []
+        assert state.pop("s") is S and list(state) == learned
         copy = pickle.loads(pickle.dumps(det))
         assert (copy.s, copy._prefill_min_tokens, copy._min_ratio) == (S, 99, 0.25)
         plain = cls.__new__(cls)
