@@ -6,8 +6,9 @@ Japanese, 0.8 req/s, 60 min), `blind-v1` (streams/sim/blind, written by other ha
 have been read one by one), `blind-v1b` (the same with its swap labels fixed: a swap in v1 handed both receivers one
 text, shown from events and labels alone in tests/sim/test_blind_profile.py), `ext-v2` (../shared/eval/ext-v2,
 written by other hands, generated and scored by its own scripts, never copied here) and `blind-v2` (streams/sim/blind2,
-a new author under blind-v1's rule: HELD OUT, its individual alerts are never read, only its pooled figures, once per
-change). No operator corpus: every run clears CROSSTALK_* and sets only the fingerprint key.
+a new author under blind-v1's rule; a development set since its documentation informed a change) and `blind-v3`
+(streams/sim/blind3, another new author under the same rule: HELD OUT, its individual alerts are never read, only its
+pooled figures, once per change). No operator corpus: every run clears CROSSTALK_* and sets only the fingerprint key.
 
 Each run is `python -m streams.cli replay` in the checkout under test (`--root`, default this one) on events
 generated once per profile/shape/seed (they do not depend on the key or on the detector). Every figure is reported
@@ -44,10 +45,12 @@ from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
 # Leak classes scored one by one, where a profile's labels name them (ours names cross-tenant and cross-session;
-# blind-v2 its own seven: streams/sim/blind2/README.md).
+# blind-v2 its own seven: streams/sim/blind2/README.md; blind-v3 names its classes `leak_class`, its README).
 CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page", "cross_session", "cross_tenant",
-           "misroute", "swap", "interleave", "stale_kv", "page_splice")  # fmt: skip
-HELD_OUT = ("blind-v2",)
+           "misroute", "swap", "interleave", "stale_kv", "page_splice",
+           "placeholder_stale_kv", "connection_desync", "response_cache_collision", "stream_interleave",
+           "prefix_hash_collision", "pd_kv_misdelivery", "session_history_mixup")  # fmt: skip
+HELD_OUT = ("blind-v3",)
 # profile -> shape -> (generator parameters, seeds)
 SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "sim": {
@@ -66,6 +69,7 @@ SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
         "eu-saas-4pools-40m": ({}, [1, 2]),
         "global-api-60t-15m": ({}, [1, 2]),
     },
+    "blind-v3": {"eu-pd": ({}, [1, 2]), "apac-otel": ({}, [1, 2]), "levant-tiny": ({}, [1, 2])},
 }
 SETS["blind-v1b"] = SETS["blind-v1"]
 QUICK: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
@@ -73,6 +77,7 @@ QUICK: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "blind-v1": {"quick-small-ja": ({}, [1])},
     "ext-v2": {"1h": ({"hours": 1.0}, [7])},
     "blind-v2": {"quick": ({}, [1])},
+    "blind-v3": {"quick": ({}, [1])},
 }
 QUICK["blind-v1b"] = QUICK["blind-v1"]
 
@@ -101,10 +106,10 @@ def generate(profile: str, shape: str, params: dict[str, Any], seed: int, work: 
         crossed = profile == "blind-v1b"  # v1 with its swaps fixed (streams/sim/blind/world.py, crossed_answers)
         paths = write(Shape(seed=seed, crossed_answers=crossed, **{**BS, **BQ}[shape]), where)
         events, labels = paths["events"], paths["labels"]
-    elif profile == "blind-v2":
-        from streams.sim import blind2
+    elif profile in ("blind-v2", "blind-v3"):
+        from streams.sim import blind2, blind3
 
-        paths = blind2.write(shape, seed, where)
+        paths = (blind2 if profile == "blind-v2" else blind3).write(shape, seed, where)
         events, labels = paths["events"], paths["labels"]
     else:
         cmd = [py, str(EXT_V2 / "generate.py"), "--seed", str(seed), "--hours", str(params["hours"])]
@@ -155,7 +160,7 @@ def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) ->
     }
     rows = labels["responses"]
     for c in classes:
-        sub = [r for r in rows if r["contaminated"] and r.get("leak_kind") == c]
+        sub = [r for r in rows if r["contaminated"] and (r.get("leak_class") or r.get("leak_kind")) == c]
         if sub:
             e = evaluate({"responses": sub}, alerts)
             f[f"class:{c}"] = e.exposure_recall
@@ -250,6 +255,13 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("class:interleave", "interleaved stream chunks", False, "share"),
     ("class:page_splice", "spliced page (v2)", False, "share"),
     ("class:stale_kv", "stale KV (v2)", False, "share"),
+    ("class:placeholder_stale_kv", "stale KV behind a placeholder (v3)", False, "share"),
+    ("class:connection_desync", "a pooled connection's answer read by the next request (v3)", False, "share"),
+    ("class:response_cache_collision", "a response cache not scoped per tenant (v3)", False, "share"),
+    ("class:stream_interleave", "two streams' chunks interleaved (v3)", False, "share"),
+    ("class:prefix_hash_collision", "prefix-cache hash collision (v3)", False, "share"),
+    ("class:pd_kv_misdelivery", "KV transfer to the wrong decode slot (v3)", False, "share"),
+    ("class:session_history_mixup", "another session's history (v3)", False, "share"),
     ("attribution", "attribution (≥ 95 %)", False, "share"),
     ("attribution_cjk_source", "CJK-source attribution", False, "share"),
     ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
@@ -360,9 +372,9 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         f"Each shape pooled over its seeds, then the worst over shapes and keys {', '.join(report['keys'])};"
         " no operator corpus"
         + (f"; before: {before['commit']}" if before else "")
-        + ". ext-v2, blind-v1 and blind-v2 were written by other hands; every profile here but blind-v2 is a"
-        " development set (alerts of each have been read one by one); blind-v2 is held out: only its pooled figures"
-        " are looked at, once per change, never its alerts.",
+        + ". ext-v2, blind-v1, blind-v2 and blind-v3 were written by other hands; every profile here but blind-v3 is"
+        " a development set (its alerts read one by one, or its documentation used to design a change); blind-v3 is"
+        " held out: only its pooled figures are looked at, once per change, never its alerts.",
         "",
         *_table(w, before.get("worst", {}) if before else None),
         "",
@@ -392,9 +404,9 @@ TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0,
 def readme_table(report: dict[str, Any]) -> str:
     """The README's table: each target per profile (worst of keys and shapes), and whether every profile meets it."""
     w = report["worst"]
-    profiles = [p for p in ("sim", "ext-v2", "blind-v2", "blind-v1b", "blind-v1") if p in w]
-    names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v2": "blind-v2 (held out)",
-             "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}  # fmt: skip
+    profiles = [p for p in ("sim", "ext-v2", "blind-v3", "blind-v2", "blind-v1b", "blind-v1") if p in w]
+    names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v3": "blind-v3 (held out)",
+             "blind-v2": "blind-v2 (dev)", "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}  # fmt: skip
     head = "| target | " + " | ".join(names[p] for p in profiles) + " | met |"
     lines = [head, "|---|" + "---|" * (len(profiles) + 1)]
     shown = {"false_incidents_by_alert", "unpaged_incidents", "incident_delay_s"}  # the price of paging on incidents
@@ -407,7 +419,8 @@ def readme_table(report: dict[str, Any]) -> str:
             met = "–"
         else:
             ok = [v is None or (v <= bound if higher_worse else v >= bound) for v in vals]
-            short = {"sim": "ours", "ext-v2": "ext-v2", "blind-v2": "v2", "blind-v1b": "v1b", "blind-v1": "v1"}
+            short = {"sim": "ours", "ext-v2": "ext-v2", "blind-v3": "v3", "blind-v2": "v2", "blind-v1b": "v1b"}
+            short["blind-v1"] = "v1"
             missed = [short[p] for p, good in zip(profiles, ok, strict=True) if not good]
             met = "yes" if not missed else "**no**: " + ", ".join(missed)
         lines.append(f"| {label} | " + " | ".join(cell(v, kind) for v in vals) + f" | {met} |")
@@ -417,7 +430,7 @@ def readme_table(report: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one short shape and seed per profile")
-    profiles = ["sim", "blind-v1", "blind-v1b", "ext-v2", "blind-v2"]
+    profiles = ["sim", "blind-v1", "blind-v1b", "ext-v2", "blind-v2", "blind-v3"]
     ap.add_argument("--profiles", nargs="+", default=profiles, choices=profiles)
     ap.add_argument("--keys", type=int, default=3, choices=range(1, len(KEYS) + 1))
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose crosstalk is judged")
