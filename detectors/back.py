@@ -74,6 +74,7 @@ class DomainTable:
         self._flushed: list[Alert] = []
         # What the model writes, over every domain this table judges and those it only hears of (detectors/fleet.py).
         self.fleet = Fleet(settings)
+        self.fleet.public = public
         # Digests of the exchanges this table judged, for a runner that tells other tables (a Kafka partition's); None:
         # nobody listens.
         self.told: list[Digest] | None = None
@@ -82,6 +83,7 @@ class DomainTable:
         self.__dict__.update(state)
         if self.__dict__.get("fleet") is None:  # never in its snapshot: it starts empty, and its runner refills it
             self.fleet = Fleet(self.settings)
+            self.fleet.public = self.__dict__.get("public")
         self.__dict__.setdefault("told", None)
         for dm in self.domains.values():  # each domain's overlap detector reads the table's record
             dm.overlap.fleet = self.fleet
@@ -105,23 +107,59 @@ class DomainTable:
         """An exchange one of its domains judged (or buffered to judge): learned as one heard, and noted for a runner
         that tells other tables (`told`)."""
         d = self.hear(ex)
-        if d is not None and self.told is not None:
-            self.told.append(d)
+        if d is not None:
+            if self.fleet.mixups is not None:
+                self.fleet.mixups.judged_here(d)  # this table raises what the fleet finds on it
+            if self.told is not None:
+                self.told.append(d)
 
     def get(self, name: str, ts: float) -> DomainMonitor:
         """The domain's monitor (created on first use), marked active at event time `ts`."""
-        dm = self.domains.get(name)
-        if dm is None:
-            while len(self.domains) >= self.settings.max_domains:
-                self._drop(next(iter(self._activity)), "domains.evicted")
-            dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
-            dm.overlap.fleet = self.fleet
-        self.fleet.advance(ts)
+        dm = self.domains.get(name) or self._create(name)
+        self.advance_fleet(ts)
+        self._active(name, ts)
+        return dm
+
+    def _create(self, name: str) -> DomainMonitor:
+        while len(self.domains) >= self.settings.max_domains:
+            self._drop(next(iter(self._activity)), "domains.evicted")
+        dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
+        dm.overlap.fleet = self.fleet
+        return dm
+
+    def _active(self, name: str, ts: float) -> None:
         activity = self._activity
         if activity.get(name, _NEG_INF) < ts:
             activity[name] = ts
         activity.move_to_end(name)
-        return dm
+
+    def advance_fleet(self, ts: float) -> None:
+        """The fleet record to event time `ts`, and the mix-ups across domains it found there raised for the receivers
+        this table judged (detectors/fleet_mixup.py); the others' tables raise theirs. The alerts go out with the
+        flushed ones (`take_flushed`), in every runner."""
+        fleet = self.fleet
+        fleet.advance(ts)
+        mixups = fleet.mixups
+        if mixups is None or not mixups.found:
+            return
+        for domain, leaked, sig in mixups.take():
+            if not mixups.was_judged_here(leaked.request_id):
+                continue  # judged by another table (another job, another partition), which found it too
+            dm = self.domains.get(domain)
+            if dm is None:  # gone idle since (a digest heard late): a fresh monitor raises it in its name
+                dm = self._create(domain)
+                self._active(domain, ts)
+            alert = dm.late_mixup(leaked, sig, ts)
+            if alert is not None:
+                self.counters["fleet.mixups"] += 1
+                self._flushed.append(alert)
+
+    def drain_fleet(self) -> None:
+        """Mix-ups found by digests learned as they came (heard after their time: `fleet.late`), raised at the table's
+        event time; a runner calls it after handing the table what others told (streams/kafka/fleet.py `deliver`)."""
+        fleet = self.fleet
+        if fleet.mixups is not None and fleet.mixups.found:
+            self.advance_fleet(fleet.learned_until + fleet.delay_s)
 
     def expire(self, ts: float) -> None:
         horizon = ts - self.settings.domain_idle_s
@@ -211,7 +249,7 @@ class Back:
         resolves its incidents). `failed`: a domain whose advance raises is recorded here and the others go on (a
         Kafka partition must not stop on one domain's bug); None: it raises."""
         alerts: list[Alert] = []
-        self.table.fleet.advance(ts)  # before held findings are judged again: they read it
+        self.table.advance_fleet(ts)  # before held findings are judged again: they read it
         for name, dm in list(self.table.domains.items()):
             # Only buffered input and held findings wait for time; walking idle domains costs O(domains).
             if dm.buffered or dm.holding:

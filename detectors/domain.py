@@ -1,7 +1,6 @@
 """Everything crosstalk knows about one cache domain, fed in event-time order.
 
-cache_stats -> capacity and pressure; Exchange -> signals -> one verdict -> incident grouping.
-The same object runs in the embedded runner and in a Faust worker (pickled into a table).
+cache_stats -> capacity and pressure; Exchange -> signals -> one verdict -> incidents. Embedded or in a Faust table.
 """
 
 from __future__ import annotations
@@ -223,8 +222,11 @@ class DomainMonitor:
         if not found:
             return signals, []
         signals, late = apply(signals, d, found)
-        out = [self._response_alert(as_held(other, [sig]), [sig], ts, "delivery_mixup") for other, sig in late]
-        return signals, [a for a in out if a is not None]
+        return signals, [a for other, sig in late if (a := self.late_mixup(other, sig, ts)) is not None]
+
+    def late_mixup(self, leaked: Delivery, sig: Signal, ts: float) -> Alert | None:
+        """The alert, at event time `ts`, on a past delivery of this domain found handed another tenant's answer."""
+        return self._response_alert(as_held(leaked, [sig]), [sig], ts, "delivery_mixup")
 
     def _gap_alert(self, ts: float) -> Alert | None:
         """The domain alert for an advertised context window larger than the prefill pool, if it is now."""
@@ -454,10 +456,9 @@ _NOT_PICKLED = frozenset({"_plan", "_lateness"})
 
 
 def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:
-    """The response's own alert's signals, and the content signals of other victims: tenants other than the one
-    the verdict names whose pages prove a leak on their own (high or critical). Each of those gets an alert of its
-    own, with the response's mechanism signals beside it, and is left out of the first alert's evidence, so every
-    (source, response) finding is in exactly one alert."""
+    """The response's own alert's signals, and the content signals of other victims (tenants other than the verdict's
+    whose pages prove a leak on their own), each for an alert of its own with the response's mechanism signals beside
+    it and out of the first alert's evidence: every (source, response) finding is in exactly one alert."""
     kind = kind_of(signals)
     named = source_of(signals, kind) if kind is not None else None
     others = [

@@ -26,10 +26,15 @@ from __future__ import annotations
 import heapq
 from array import array
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from detectors.commonness import LEVELS, MAX_LEVELS, TenantSpread
+from detectors.public import PublicSet
+
+if TYPE_CHECKING:
+    from detectors.fleet_mixup import FleetMixups
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange
 
@@ -57,6 +62,11 @@ class Digest:
     key: str  # tenant and session ("tenant\x1fsession"; a request without a session is one of its own)
     prompt: bytes
     output: bytes
+    # Where and when it was delivered, for the mix-ups across domains (detectors/fleet_mixup.py): its cache domain
+    # ("": unknown, a digest from a worker before them), its request's event time, its status (0: no response).
+    domain: str = ""
+    sent: float | None = None
+    status: int = 0
 
     @property
     def order(self) -> tuple[float, str]:
@@ -74,7 +84,12 @@ def digest_of(ex: Exchange) -> Digest | None:
     output = array("Q", op.hashes).tobytes() if op is not None and op.hashes else b""
     if not prompt and not output:
         return None
-    return Digest(ex.ts, ex.request_id, f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}", prompt, output)
+    key = f"{ex.tenant_id}\x1f{ex.session_id or ex.request_id}"
+    req, resp = ex.request, ex.response
+    half = resp or req
+    domain = (half.cache_domain if half is not None else None) or ""
+    sent = req.ts if req is not None else ex.ts
+    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, resp.status_code if resp else 0)
 
 
 class Fleet:
@@ -82,6 +97,13 @@ class Fleet:
     (`DomainTable.__getstate__`), and a Kafka partition rebuilds its own from what its worker heard."""
 
     def __init__(self, settings: DetectionSettings) -> None:
+        self.settings = settings
+        # The mix-ups across cache domains, found as the record learns (detectors/fleet_mixup.py; imported here, as it
+        # imports the domain's mix-up rules, which import this module's readers).
+        from detectors.fleet_mixup import FleetMixups
+
+        self.mixups: FleetMixups | None = FleetMixups() if settings.fleet_mixups else None
+        self.public: PublicSet | None = None  # the table's corpus: public text is no witness of a mix-up
         self.record = model_record(settings, settings.fleet_bits_log2, settings.fleet_capacity)
         self.delay_s = settings.fleet_delay_s
         self.max_pending = settings.fleet_pending_hashes
@@ -125,7 +147,14 @@ class Fleet:
         self._pending_hashes -= d.hashes
         self._learn(d)
 
+    def innocent(self, keys: np.ndarray) -> np.ndarray:
+        """What the fleet explains away in any output: the model's habit over the fleet, or the operator's corpus."""
+        mask: np.ndarray = self.record.tenants(keys) >= self.settings.common_min_sessions
+        return mask | self.public.contains(keys) if self.public is not None else mask
+
     def _learn(self, d: Digest) -> None:
+        if self.mixups is not None and d.domain:
+            self.mixups.learn(self.settings, d, self.innocent)  # before the record learns it: what was known then
         rec = self.record
         if d.prompt:
             fp = np.frombuffer(d.prompt, dtype=np.uint64)

@@ -392,6 +392,11 @@ class DetectionSettings(BaseModel):
         description="session-fingerprint pairs per generation of the fleet record "
         "(false-positive rate <= 1 % at the default bits)",
     )
+    fleet_mixups: bool = Field(
+        default=True,
+        description="find delivery mix-ups across cache domains where the fleet record learns (a gateway hands a "
+        "response to a client of any pool: detectors/fleet_mixup.py); raised fleet_delay_s after the exchange",
+    )
     fleet_delay_s: float = Field(
         default=30.0,
         ge=0,

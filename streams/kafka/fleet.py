@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import struct
@@ -39,7 +40,10 @@ from streams.settings import Settings
 
 log = logging.getLogger("crosstalk.fleet")
 _HEAD = struct.Struct("<dHHII")  # event time, id and key lengths, prompt and output byte lengths
-_VERSION = b"F1"
+# F2 adds where and when it was delivered (detectors/fleet_mixup.py): the request's event time, the status and the
+# cache domain's length (the domain follows the key). F1 messages (a worker from before) still decode, without them.
+_WHERE = struct.Struct("<dHH")
+_VERSION, _V1 = b"F2", b"F1"
 
 
 class FleetFrameError(ValueError):
@@ -49,9 +53,18 @@ class FleetFrameError(ValueError):
 def encode(digests: Iterable[Digest]) -> bytes:
     parts = [_VERSION]
     for d in digests:
-        rid, key = d.request_id.encode(), d.key.encode()
-        parts += [_HEAD.pack(d.ts, len(rid), len(key), len(d.prompt), len(d.output)), rid, key, d.prompt, d.output]
+        rid, key, dom = d.request_id.encode(), d.key.encode(), d.domain.encode()[:65535]
+        sent = d.ts if d.sent is None else d.sent
+        parts += [
+            _HEAD.pack(d.ts, len(rid), len(key), len(d.prompt), len(d.output)),
+            _WHERE.pack(sent, d.status, len(dom)),
+        ]
+        parts += [rid, key, dom, d.prompt, d.output]
     return b"".join(parts)
+
+
+def _size(d: Digest) -> int:
+    return _HEAD.size + _WHERE.size + len(d.request_id.encode()) + len(d.key.encode()) + len(d.domain.encode())
 
 
 def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
@@ -61,10 +74,10 @@ def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
     run: list[Digest] = []
     size, cut = 2, 0
     for d in digests:
-        one = _HEAD.size + len(d.request_id.encode()) + len(d.key.encode()) + len(d.prompt) + len(d.output)
+        one = _size(d) + len(d.prompt) + len(d.output)
         if one + 2 > limit:
-            d, cut = Digest(d.ts, d.request_id, d.key, b"", d.output[: (limit // 2) // 8 * 8]), cut + 1
-            one = _HEAD.size + len(d.request_id.encode()) + len(d.key.encode()) + len(d.output)
+            d, cut = dataclasses.replace(d, prompt=b"", output=d.output[: (limit // 2) // 8 * 8]), cut + 1
+            one = _size(d) + len(d.output)
         if run and size + one > limit:
             out.append(encode(run))
             run, size = [], 2
@@ -76,23 +89,27 @@ def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
 
 
 def decode(blob: bytes) -> list[Digest]:
-    if blob[:2] != _VERSION:
+    version = blob[:2]
+    if version not in (_VERSION, _V1):
         raise FleetFrameError("not a fleet message")
+    where = _WHERE.size if version == _VERSION else 0
     out, i, n = [], 2, len(blob)
     while i < n:
-        if i + _HEAD.size > n:
+        if i + _HEAD.size + where > n:
             raise FleetFrameError("truncated fleet message")
         ts, lr, lk, lp, lo = _HEAD.unpack_from(blob, i)
-        if not math.isfinite(ts):  # a NaN would break the waiting digests' order for good
+        sent, status, ld = _WHERE.unpack_from(blob, i + _HEAD.size) if where else (ts, 0, 0)
+        if not (math.isfinite(ts) and math.isfinite(sent)):  # a NaN would break the waiting digests' order for good
             raise FleetFrameError("an event time that is no number")
-        i += _HEAD.size
-        end = i + lr + lk + lp + lo
+        i += _HEAD.size + where
+        end = i + lr + lk + ld + lp + lo
         if end > n or lp % 8 or lo % 8:
             raise FleetFrameError("truncated fleet message")
         rid = blob[i : i + lr].decode()
         key = blob[i + lr : i + lr + lk].decode()
-        j = i + lr + lk
-        out.append(Digest(ts, rid, key, blob[j : j + lp], blob[j + lp : end]))
+        domain = blob[i + lr + lk : i + lr + lk + ld].decode()
+        j = i + lr + lk + ld
+        out.append(Digest(ts, rid, key, blob[j : j + lp], blob[j + lp : end], domain, sent if where else None, status))
         i = end
     return out
 
@@ -119,6 +136,7 @@ def deliver(origin: int, digests: list[Digest], states: Mapping[int, DomainState
         late = fleet.late
         for d in digests:
             fleet.push(d)
+        st.table.drain_fleet()  # a mix-up a late digest completed: out with the partition's next alerts
         counters["fleet.heard"] += len(digests)
         if fleet.late > late:
             counters["fleet.late"] += fleet.late - late

@@ -393,7 +393,9 @@ class DomainStage:
         """The worker's clock (issue 40): the partition's held findings due by `wall` (UNIX s) are judged
         (`Back.mature`), so a cold domain's finding comes out when the input has gone quiet; the core reads no clock."""
         res = DomainResult()
-        res.alerts = count_alerts(self.counters, judge_apart(st.table).mature(wall, st.released))
+        # Held findings due, and what a late digest of another partition found (detectors/fleet_mixup.py).
+        due = judge_apart(st.table).mature(wall, st.released) + st.table.take_flushed()
+        res.alerts = count_alerts(self.counters, due)
         if res.alerts:
             self._publish(res, partition)
         return res

@@ -13,7 +13,10 @@ from streams.kafka import fleet
 from streams.kafka.stages import DomainState
 
 S = DetectionSettings(fingerprint_key="fleet-feed-test")
-D = [Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8), Digest(2.0, "req-ü", "u\x1fr", b"", b"\x03" * 24)]
+D = [
+    Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200),
+    Digest(2.0, "req-ü", "u\x1fr", b"", b"\x03" * 24, "pool-ü", 0.5, 503),
+]
 
 
 def test_a_message_carries_its_digests_whole() -> None:
@@ -21,10 +24,17 @@ def test_a_message_carries_its_digests_whole() -> None:
     assert fleet.decode(fleet.encode([])) == []
 
 
+def test_a_message_of_a_worker_from_before_decodes_without_where_it_was_delivered() -> None:
+    # F1: no request time, status or cache domain (a rolling upgrade): the record learns it, the mix-ups pass it by.
+    head = fleet._HEAD.pack(1.5, 5, 3, 16, 8)
+    old = b"F1" + head + b"req-1" + b"t\x1fs" + b"\x01" * 16 + b"\x02" * 8
+    assert fleet.decode(old) == [Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8)]
+
+
 NAN = fleet.encode([Digest(float("nan"), "r", "k", b"", b"\x01" * 8)])
 
 
-@pytest.mark.parametrize("blob", [b"", b"{}", b"F1\x00", fleet.encode(D)[:-3], b"F2" + fleet.encode(D)[2:], NAN])
+@pytest.mark.parametrize("blob", [b"", b"{}", b"F1\x00", fleet.encode(D)[:-3], b"F9" + fleet.encode(D)[2:], NAN])
 def test_a_message_not_ours_is_refused_with_a_reason(blob: bytes) -> None:
     with pytest.raises(fleet.FleetFrameError):
         fleet.decode(blob)
@@ -51,8 +61,8 @@ def test_digests_go_to_every_partition_but_the_one_that_told_them() -> None:
 
 
 def test_messages_stay_under_the_limit_and_an_oversized_digest_loses_its_prompt_only() -> None:
-    big = Digest(3.0, "req-big", "t\x1fs", b"\x05" * 4000, b"\x06" * 80)
+    big = Digest(3.0, "req-big", "t\x1fs", b"\x05" * 4000, b"\x06" * 80, "pool-a", 2.5, 200)
     messages, cut = fleet.split([*D, big, *D], 300)
     assert cut == 1 and all(len(m) <= 300 for m in messages) and len(messages) >= 2
     got = [d for m in messages for d in fleet.decode(m)]
-    assert got == [*D, Digest(3.0, "req-big", "t\x1fs", b"", b"\x06" * 80), *D]
+    assert got == [*D, Digest(3.0, "req-big", "t\x1fs", b"", b"\x06" * 80, "pool-a", 2.5, 200), *D]

@@ -94,6 +94,12 @@ class StagePipeline:
         for send in self.ingest.sends({}, self.now, force=True):
             self.join_topic[send.partition].append(self._encode(send))
         self.drain()
+        # The worker's clock ticks every domain partition (streams/kafka/clock.py): what a partition's table raised
+        # after its last batch (a mix-up a late fleet digest completed) goes out then.
+        for q, st in self.domain_states.items():
+            dr = self.domain.tick(st, q, self.now)
+            self.out.alerts += dr.alerts
+            self.out.published += dr.published
 
     def drain(self) -> None:
         for p, queue in self.join_topic.items():

@@ -1,0 +1,120 @@
+"""Delivery mix-ups across cache domains, found where the fleet record learns its digests (ADR 0021).
+
+A gateway hands a response to a client of any pool: a misrouted answer, two crossed streams, a response cache keyed
+wrongly. Each domain's ledger (detectors/mixup.py) finds the pairs of one domain; on blind-v2 (a development set) a
+misrouted answer was found 95 % of the time in its source's domain and 52 % across domains. Content is correlated per
+domain on purpose (a Kafka partition owns its domains), so the pair across domains has to be found where every
+domain's exchanges meet: the fleet record, which every judge table holds and which learns every exchange of the
+fleet `fleet_delay_s` after it, in (event time, request id) order, wherever it was judged (detectors/fleet.py).
+
+So each table keeps one more ledger, of the fleet's deliveries as the record learns them, and checks each one as it
+comes against those learned before it, with the same rules as a domain's ledger (copy, swap, misroute, copy from
+before) and the fleet's own idea of common text (`innocent`: the fleet record's habits, and the operator's corpus).
+A pair within one domain is left to that domain (its ledger found it as it happened). Every table learns the same
+digests in the same order, so every table finds the same pairs; each raises the alerts of the receivers whose domain
+it judges, `fleet_delay_s` after the later of the two exchanges. A digest heard after its time (`fleet.late`) is
+checked when it comes, against what the ledger holds then.
+
+Bounded like a domain's ledger (`mixup_window_s`, `mixup_max_deliveries`, `mixup_max_prints`), but for the fleet:
+a busy fleet keeps a shorter window. Never in a snapshot, like the record it rides with. No text: digests hold prints.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from detectors.mixup import _EMPTY, _LOST, Delivery, MixupLedger, mixup_signal
+from detectors.settings import DetectionSettings
+from schemas.alert import Signal
+
+if TYPE_CHECKING:
+    from detectors.fleet import Digest
+
+Innocent = Callable[[np.ndarray], np.ndarray]
+# A finding for a receiver: (its cache domain, its delivery as the ledger keeps it, the signal naming the owner).
+Found = tuple[str, Delivery, Signal]
+
+
+def _keys(raw: bytes) -> np.ndarray:
+    keys = np.frombuffer(raw, dtype=np.uint64).copy()
+    keys.sort()
+    if keys.size > 1 and (keys[1:] == keys[:-1]).any():
+        keys = np.unique(keys)
+    return keys
+
+
+class FleetMixups:
+    """The fleet's recent deliveries, and the cross-domain mix-ups found among them, waiting for their tables."""
+
+    def __init__(self) -> None:
+        self.ledger = MixupLedger()
+        self.domain_of: dict[str, str] = {}  # request id -> cache domain, for the deliveries the ledger holds
+        self.found: list[Found] = []  # taken by the table (`take`)
+        self.checked = 0  # deliveries checked (cumulative)
+        # Request id -> event time of the exchanges this table judged: the receivers whose alerts it raises. Exactly
+        # one table judges an exchange, whatever the topology, so exactly one raises each finding.
+        self._here: dict[str, float] = {}
+        self._newest, self._window = float("-inf"), 600.0
+
+    def learn(self, s: DetectionSettings, d: Digest, innocent: Innocent) -> None:
+        """One digest of the fleet, in the record's order: checked against the earlier ones, then kept."""
+        code = d.status
+        if not code or (not 200 <= code <= 299 and code < 500 and code not in _LOST):
+            return  # no response, or refused: no answer was made, so none was handed over (as in a domain's ledger)
+        tenant, _, session = d.key.partition("\x1f")
+        out = _keys(d.output) if 200 <= code <= 299 else _EMPTY
+        sent = d.ts if d.sent is None else d.sent
+        cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
+                       out, _keys(d.prompt), set())  # fmt: skip
+        if not cur.out.size and not cur.prompt.size:
+            return
+        domain, request_id = d.domain, d.request_id
+        self._newest, self._window = max(self._newest, d.ts), s.mixup_window_s
+        self.checked += 1
+        if self.ledger.recent:
+            for f in self.ledger.check(s, cur, innocent):
+                owner_domain = domain if f.owner is cur else self.domain_of.get(f.owner.request_id)
+                leaked_domain = domain if f.leaked is cur else self.domain_of.get(f.leaked.request_id)
+                if owner_domain is None or leaked_domain is None or owner_domain == leaked_domain:
+                    continue  # one domain's pair: its own ledger found it as it happened
+                pairs = [(f.leaked, leaked_domain, f.owner)]
+                if f.mode == "swap":  # both receivers got the other's answer
+                    pairs.append((f.owner, owner_domain, f.leaked))
+                for leaked, where, owner in pairs:
+                    if owner.tenant_id not in leaked.named:
+                        leaked.named.add(owner.tenant_id)
+                        self.found.append((where, leaked, mixup_signal(f, owner)))
+        self.domain_of[request_id] = domain
+        recent = self.ledger.recent
+        late = bool(recent) and cur.ts < recent[-1].ts
+        self.ledger.add(s, cur)
+        if late and recent and recent[-1] is cur:
+            # Heard after its time: kept in event-time order, which `check` reads (it stops at the first delivery
+            # made before a request was sent). Rare, so a linear search; the sketch is rebuilt when next asked.
+            recent.pop()
+            at = bisect.bisect_right([x.ts for x in recent], cur.ts)
+            recent.insert(at, cur)
+            self.ledger._sketch = None
+        if len(self.domain_of) > 2 * len(self.ledger.recent) + 64:
+            held = {d.request_id for d in self.ledger.recent}
+            self.domain_of = {r: d for r, d in self.domain_of.items() if r in held}
+
+    def judged_here(self, d: Digest) -> None:
+        self._here[d.request_id] = d.ts
+        if len(self._here) > 2 * len(self.ledger.recent) + 1024:
+            horizon = self._newest - 2 * self._window  # long enough for a digest heard late
+            self._here = {r: t for r, t in self._here.items() if t >= horizon}
+
+    def was_judged_here(self, request_id: str) -> bool:
+        return request_id in self._here
+
+    def take(self) -> list[Found]:
+        out, self.found = self.found, []
+        return out
+
+    def state_size(self) -> int:
+        return len(self.ledger.recent)

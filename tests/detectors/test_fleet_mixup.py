@@ -1,0 +1,97 @@
+"""Delivery mix-ups across cache domains (detectors/fleet_mixup.py, ADR 0021): a gateway hands an answer to a client
+of another pool, and each domain alone cannot see the pair; the fleet record's ledger does, fleet_delay_s later.
+
+Every scenario here also runs through the embedded, direct and staged runners (tests/parity.py): in the direct
+topology each domain is on its own partition, and the pair meets only through the fleet topic's delivery."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from factories import request, response
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import SEVERITY_RANK, Alert
+
+WORDS = [f"w{i:04d}" for i in range(5000)]  # private vocabulary: no chance k-grams between random texts
+S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="fleet-mixup", fleet_delay_s=30.0)
+
+
+def _texts(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    pool = rng.sample(WORDS, 60 * n)
+    return [" ".join(pool[i * 60 : (i + 1) * 60]) for i in range(n)]
+
+
+def _high(alerts: list[Alert], tenant: str) -> list[Alert]:
+    return [a for a in alerts if a.tenant_id == tenant and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]]
+
+
+def _run(settings: DetectionSettings, events: list[tuple[str, str, float, str, str, str]]) -> list[Alert]:
+    """(request id, tenant, time, domain, prompt, answer) requests and responses, then an hour of quiet event time."""
+    m = Monitor(settings)
+    out: list[Alert] = []
+    for rid, tenant, ts, domain, prompt, answer in events:
+        out += m.observe(request(rid, tenant, ts, text=prompt, session_id=f"{tenant}-s", cache_domain=domain))
+        out += m.observe(response(rid, tenant, ts + 2.0, domain=domain, text=answer, session_id=f"{tenant}-s"))
+    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_answer_handed_to_a_client_of_another_pool_is_high_and_names_its_owner(seed: int) -> None:
+    doc, own, answer_words, warm = _texts(seed, 4)
+    a_answer = " ".join(doc.split()[:30]) + " " + answer_words  # A's answer quotes A's document
+    events = [(f"warm{i}", f"W{i}", 1.0 + i, d, warm, f"ok {warm}") for i, d in enumerate(["d1", "d2"] * 2)]
+    events += [
+        ("a1", "A", 100.0, "d1", f"summarise this please {doc}", a_answer),
+        ("r1", "R", 100.5, "d2", f"what is the weather {own}", a_answer),  # the gateway handed R A's answer too
+    ]
+    # Alone, d2 cannot tell: A's prompt was never there.
+    assert _high(_run(S.model_copy(update={"fleet_mixups": False}), events), "R") == []
+    (alert,) = _high(_run(S, events), "R")
+    f = alert.evidence[0].figures
+    assert alert.source_tenant_id == "A" and alert.cache_domain == "d2" and f["delivery_mixup"] == "copy"
+    assert f["source_request_ids"] == ["a1"] and alert.request_ids == ["r1"]
+    assert alert.ts >= 102.5 + S.fleet_delay_s  # found where the fleet record learns: its delay after the pair
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_answers_crossed_between_pools_are_each_high(seed: int) -> None:
+    doc_a, doc_b, words_a, words_b = _texts(seed, 4)
+    ans_a = " ".join(doc_a.split()[:30]) + " " + words_a  # the answer to A's prompt, quoting A's document
+    ans_b = " ".join(doc_b.split()[:30]) + " " + words_b
+    events = [
+        ("a1", "A", 100.0, "d1", f"explain {doc_a}", ans_b),  # A got B's answer
+        ("b1", "B", 100.2, "d2", f"explain {doc_b}", ans_a),  # and B got A's
+    ]
+    alerts = _run(S, events)
+    assert [a.source_tenant_id for a in _high(alerts, "A")] == ["B"]
+    assert [a.source_tenant_id for a in _high(alerts, "B")] == ["A"]
+
+
+def test_a_pair_in_one_domain_is_left_to_the_domain() -> None:
+    doc, own, words, _ = _texts(7, 4)
+    answer = " ".join(doc.split()[:30]) + " " + words
+    events = [
+        ("a1", "A", 100.0, "d1", f"summarise this please {doc}", answer),
+        ("r1", "R", 100.5, "d1", f"what is the weather {own}", answer),
+    ]
+    with_fleet, without = (
+        _high(_run(S, events), "R"),
+        _high(_run(S.model_copy(update={"fleet_mixups": False}), events), "R"),
+    )
+    assert [a.alert_id for a in with_fleet] == [a.alert_id for a in without] and len(with_fleet) == 1
+
+
+def test_one_answer_to_two_pools_that_neither_prompt_explains_concludes_nothing() -> None:
+    # The same public text translated for two tenants in two pools: one answer, and neither prompt says whose.
+    text, own_a, own_b, _ = _texts(11, 4)
+    events = [
+        ("a1", "A", 100.0, "d1", f"translate {own_a}", text),
+        ("b1", "B", 100.5, "d2", f"translate {own_b}", text),
+    ]
+    alerts = _run(S, events)
+    assert _high(alerts, "A") == [] and _high(alerts, "B") == []
