@@ -80,10 +80,13 @@ class DomainTable:
         self.told: list[Digest] | None = None
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        here = state.pop("fleet_here", None)
         self.__dict__.update(state)
         if self.__dict__.get("fleet") is None:  # never in its snapshot: it starts empty, and its runner refills it
             self.fleet = Fleet(self.settings)
             self.fleet.public = self.__dict__.get("public")
+            if here and self.fleet.mixups is not None:
+                self.fleet.mixups.restore_here(here)  # what it judged: it raises the mix-ups found on them once heard
         self.__dict__.setdefault("told", None)
         for dm in self.domains.values():  # each domain's overlap detector reads the table's record
             dm.overlap.fleet = self.fleet
@@ -91,7 +94,11 @@ class DomainTable:
     def __getstate__(self) -> dict[str, Any]:
         # The fleet record would be most of a partition's snapshot, copied at every checkpoint: a Kafka partition
         # rebuilds it from what its worker heard (streams/kafka/fleet.py). `told` is the runner's.
-        return self.__dict__ | {"told": None, "fleet": None}
+        # What it judged lately is kept: the digests come back from the fleet topic, and the mix-ups found on them
+        # are still this table's to raise.
+        mixups = self.fleet.mixups if self.fleet is not None else None
+        here = mixups.here() if mixups is not None else {}
+        return self.__dict__ | {"told": None, "fleet": None, "fleet_here": here}
 
     def hear(self, ex: Exchange) -> Digest | None:
         """An exchange of the fleet that another table judges (a replay job's): only the fleet record learns it, in its

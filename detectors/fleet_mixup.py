@@ -59,6 +59,7 @@ class FleetMixups:
         # one table judges an exchange, whatever the topology, so exactly one raises each finding.
         self._here: dict[str, float] = {}
         self._newest, self._window = float("-inf"), 600.0
+        self._here_limit = 4096
 
     def learn(self, s: DetectionSettings, d: Digest, innocent: Innocent) -> None:
         """One digest of the fleet, in the record's order: checked against the earlier ones, then kept."""
@@ -76,7 +77,8 @@ class FleetMixups:
         self._newest, self._window = max(self._newest, d.ts), s.mixup_window_s
         self.checked += 1
         if self.ledger.recent:
-            for f in self.ledger.check(s, cur, innocent):
+            domain_of = self.domain_of
+            for f in self.ledger.check(s, cur, innocent, apart=lambda o: domain_of.get(o.request_id) != domain):
                 owner_domain = domain if f.owner is cur else self.domain_of.get(f.owner.request_id)
                 leaked_domain = domain if f.leaked is cur else self.domain_of.get(f.leaked.request_id)
                 if owner_domain is None or leaked_domain is None or owner_domain == leaked_domain:
@@ -105,9 +107,18 @@ class FleetMixups:
 
     def judged_here(self, d: Digest) -> None:
         self._here[d.request_id] = d.ts
-        if len(self._here) > 2 * len(self.ledger.recent) + 1024:
-            horizon = self._newest - 2 * self._window  # long enough for a digest heard late
-            self._here = {r: t for r, t in self._here.items() if t >= horizon}
+        if len(self._here) > self._here_limit:  # pruned when it doubled: amortised O(1)
+            self._here = self.here()
+            self._here_limit = max(4096, 2 * len(self._here))
+
+    def here(self) -> dict[str, float]:
+        """The exchanges this table judged that the ledger may still find (a snapshot keeps them)."""
+        horizon = self._newest - 2 * self._window
+        return {r: t for r, t in self._here.items() if t >= horizon}
+
+    def restore_here(self, here: dict[str, float]) -> None:
+        self._here.update(here)
+        self._here_limit = max(4096, 2 * len(self._here))
 
     def was_judged_here(self, request_id: str) -> bool:
         return request_id in self._here

@@ -179,12 +179,18 @@ class MixupLedger(StoredAsIs):
         return Delivery(ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set())
 
     def check(
-        self, s: DetectionSettings, current: Delivery, innocent: Innocent, named: frozenset[str] = frozenset()
+        self,
+        s: DetectionSettings,
+        current: Delivery,
+        innocent: Innocent,
+        named: frozenset[str] = frozenset(),
+        apart: Callable[[Delivery], bool] | None = None,
     ) -> list[Finding]:
         """Mix-ups between `current` (just completed) and the deliveries made while its request was in flight, and
         copies of an answer delivered before it was sent (`mixup_copy_before_s`). `named`: the tenants the current
         output's content signals name (`named_by`; the overlap index's postings hold every prompt in flight), whose
-        deliveries are asked for a misroute even when their outputs hold nothing of the current prompt."""
+        deliveries are asked for a misroute even when their outputs hold nothing of the current prompt. `apart`: the
+        deliveries worth pairing with it (None: all; the fleet's ledger: those of other domains)."""
         found = []
         # With next to no output of its own, the current exchange can only be the owner of a misroute.
         short = current.out.size < s.mixup_min_matches
@@ -194,7 +200,7 @@ class MixupLedger(StoredAsIs):
         for other in reversed(self.recent):
             if other.ts < current.sent:
                 break  # delivered before this request was sent: it cannot carry its answer, nor be answered by it
-            if other.tenant_id != current.tenant_id:
+            if other.tenant_id != current.tenant_id and (apart is None or apart(other)):
                 others.append(other)
         for other in _candidates(s, current, others, named):
             f = _pair(s, current, other, innocent)
@@ -203,6 +209,8 @@ class MixupLedger(StoredAsIs):
         # Delivered before this request was sent, an answer can still have been handed to it again (a response cache
         # keyed wrongly): a copy whose owner is the earlier receiver.
         earlier = [] if short else self._earlier(s, current)
+        if apart is not None:
+            earlier = [o for o in earlier if apart(o)]
         for other in _candidates(s, current, earlier, frozenset(), copies_only=True):
             f = _pair(s, current, other, innocent, earlier=True)
             if f is not None:

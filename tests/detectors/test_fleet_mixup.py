@@ -6,11 +6,14 @@ topology each domain is on its own partition, and the pair meets only through th
 
 from __future__ import annotations
 
+import pickle
 import random
+from collections import Counter
 
 import pytest
 from factories import request, response
 
+from detectors.back import DomainTable
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
@@ -95,3 +98,30 @@ def test_one_answer_to_two_pools_that_neither_prompt_explains_concludes_nothing(
     ]
     alerts = _run(S, events)
     assert _high(alerts, "A") == [] and _high(alerts, "B") == []
+
+
+def test_a_restored_table_raises_what_the_replayed_fleet_finds_on_what_it_judged() -> None:
+    # A partition's snapshot taken before the fleet learned the pair: the record is not in it, but what it judged is;
+    # its worker hears the digests again from the fleet topic (kafka.fleet_replay_s), and the restored table raises.
+    doc, own, words, _ = _texts(3, 4)
+    answer = " ".join(doc.split()[:30]) + " " + words
+    m = Monitor(S)
+    m.table.told = []  # what a Kafka partition tells the fleet topic
+    for rid, tenant, domain, prompt in (("a1", "A", "d1", f"summarise {doc}"), ("r1", "R", "d2", f"weather {own}")):
+        m.observe(request(rid, tenant, 100.0, text=prompt, session_id=f"{tenant}-s", cache_domain=domain))
+        m.observe(response(rid, tenant, 102.0, domain=domain, text=answer, session_id=f"{tenant}-s"))
+    heard = list(m.table.told)
+    fresh = pickle.loads(pickle.dumps(m.table))  # the partition's table as its snapshot restores it
+    fresh.advance_fleet(500.0)
+    assert fresh.fleet.pending == 0 and fresh.take_flushed() == []  # nothing heard yet: nothing found
+    restored = pickle.loads(pickle.dumps(m.table))
+    for d in heard:
+        restored.fleet.push(d)
+    restored.advance_fleet(500.0)
+    assert [a.source_tenant_id for a in _high(restored.take_flushed(), "R")] == ["A"]
+    # Control: a table that judged neither (another partition's) hears the same and raises nothing.
+    other = DomainTable(S, Counter())
+    for d in heard:
+        other.fleet.push(d)
+    other.advance_fleet(500.0)
+    assert other.take_flushed() == []
