@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from detectors.mixup import _EMPTY, _LOST, Delivery, MixupLedger, mixup_signal
+from detectors.mixup import Delivery, MixupLedger, answered, mixup_signal, sorted_unique
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
 
@@ -40,11 +40,10 @@ Found = tuple[str, Delivery, Signal]
 
 
 def _keys(raw: bytes) -> np.ndarray:
-    keys = np.frombuffer(raw, dtype=np.uint64).copy()
-    keys.sort()
-    if keys.size > 1 and (keys[1:] == keys[:-1]).any():
-        keys = np.unique(keys)
-    return keys
+    return sorted_unique(np.frombuffer(raw, dtype=np.uint64).copy()) if raw else _EMPTY
+
+
+_EMPTY = np.empty(0, dtype=np.uint64)
 
 
 class FleetMixups:
@@ -63,11 +62,11 @@ class FleetMixups:
 
     def learn(self, s: DetectionSettings, d: Digest, innocent: Innocent) -> None:
         """One digest of the fleet, in the record's order: checked against the earlier ones, then kept."""
-        code = d.status
-        if not code or (not 200 <= code <= 299 and code < 500 and code not in _LOST):
+        witness, failed = answered(d.status)
+        if not d.status or not witness:
             return  # no response, or refused: no answer was made, so none was handed over (as in a domain's ledger)
         tenant, _, session = d.key.partition("\x1f")
-        out = _keys(d.output) if 200 <= code <= 299 else _EMPTY
+        out = _EMPTY if failed else _keys(d.output)
         sent = d.ts if d.sent is None else d.sent
         cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
                        out, _keys(d.prompt), set())  # fmt: skip

@@ -92,16 +92,30 @@ class Finding:
 
 
 def _keys(tp: TextFingerprint | None) -> np.ndarray:
-    """The print's fingerprints, sorted and unique. A selection holds each value once already, so a sort does; the
-    check for neighbours alike keeps wire prints (a producer's, which may repeat) right. np.unique's hash pass cost
-    ~5x the sort."""
+    """The print's fingerprints, sorted and unique."""
     if tp is None or not tp.hashes:
         return _EMPTY
-    keys = np.array(tp.hashes, dtype=np.uint64)
+    return sorted_unique(np.array(tp.hashes, dtype=np.uint64))
+
+
+def sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """`keys` (a copy it may sort in place) sorted and unique. A selection holds each value once already, so a sort
+    does; the check for neighbours alike keeps wire prints (a producer's, which may repeat) right. np.unique's hash
+    pass cost ~5x the sort."""
     keys.sort()
     if keys.size > 1 and (keys[1:] == keys[:-1]).any():
         keys = np.unique(keys)
     return keys
+
+
+def answered(code: int | None) -> tuple[bool, bool]:
+    """(whether a response of status `code` can witness a mix-up, whether its answer was lost): a refused request
+    (too long, rate-limited, malformed) had no answer to hand over; a server error, a timeout or a closed connection
+    had one, which it lost."""
+    failed = code is not None and not 200 <= code <= 299
+    if failed and code is not None and code < 500 and code not in _LOST:
+        return False, True
+    return True, failed
 
 
 def _common(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -167,10 +181,9 @@ class MixupLedger(StoredAsIs):
         resp = ex.response
         if resp is None:
             return None
-        code = resp.status_code
-        failed = code is not None and not 200 <= code <= 299
-        if failed and code is not None and code < 500 and code not in _LOST:
-            return None  # refused (too long, rate-limited, malformed): no answer was made, so none was handed over
+        witness, failed = answered(resp.status_code)
+        if not witness:
+            return None
         out = _EMPTY if failed else _keys(ex.output_print)
         prompt = _keys(ex.prompt_print)
         if not out.size and not prompt.size:
