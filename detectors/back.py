@@ -96,7 +96,7 @@ class DomainTable:
         # rebuilds it from what its worker heard (streams/kafka/fleet.py). `told` is the runner's.
         # What it judged lately is kept: the digests come back from the fleet topic, and the mix-ups found on them
         # are still this table's to raise.
-        mixups = self.fleet.mixups if self.fleet is not None else None
+        mixups = self.fleet.mixups
         here = mixups.here() if mixups is not None else {}
         return self.__dict__ | {"told": None, "fleet": None, "fleet_here": here}
 

@@ -32,11 +32,11 @@ import numpy as np
 
 from detectors.commonness import LEVELS, MAX_LEVELS, TenantSpread
 from detectors.public import PublicSet
+from detectors.settings import DetectionSettings
+from schemas.exchange import Exchange
 
 if TYPE_CHECKING:
     from detectors.fleet_mixup import FleetMixups
-from detectors.settings import DetectionSettings
-from schemas.exchange import Exchange
 
 # The record's tag for prompt text a tenant introduced (the model had not written it before, anywhere in the fleet).
 AUTHORED = "authored"
@@ -102,7 +102,7 @@ class Fleet:
         # imports the domain's mix-up rules, which import this module's readers).
         from detectors.fleet_mixup import FleetMixups
 
-        self.mixups: FleetMixups | None = FleetMixups() if settings.fleet_mixups else None
+        self.mixups: FleetMixups | None = FleetMixups(settings) if settings.fleet_mixups else None
         self.public: PublicSet | None = None  # the table's corpus: public text is no witness of a mix-up
         self.record = model_record(settings, settings.fleet_bits_log2, settings.fleet_capacity)
         self.delay_s = settings.fleet_delay_s
@@ -154,7 +154,7 @@ class Fleet:
 
     def _learn(self, d: Digest) -> None:
         if self.mixups is not None and d.domain:
-            self.mixups.learn(self.settings, d, self.innocent)  # before the record learns it: what was known then
+            self.mixups.learn(d, self.innocent)  # before the record learns it: what was known then
         rec = self.record
         if d.prompt:
             fp = np.frombuffer(d.prompt, dtype=np.uint64)

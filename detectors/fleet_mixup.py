@@ -49,7 +49,8 @@ _EMPTY = np.empty(0, dtype=np.uint64)
 class FleetMixups:
     """The fleet's recent deliveries, and the cross-domain mix-ups found among them, waiting for their tables."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: DetectionSettings) -> None:
+        self.s = settings
         self.ledger = MixupLedger()
         self.domain_of: dict[str, str] = {}  # request id -> cache domain, for the deliveries the ledger holds
         self.found: list[Found] = []  # taken by the table (`take`)
@@ -57,10 +58,10 @@ class FleetMixups:
         # Request id -> event time of the exchanges this table judged: the receivers whose alerts it raises. Exactly
         # one table judges an exchange, whatever the topology, so exactly one raises each finding.
         self._here: dict[str, float] = {}
-        self._newest, self._window = float("-inf"), 600.0
+        self._newest = float("-inf")
         self._here_limit = 4096
 
-    def learn(self, s: DetectionSettings, d: Digest, innocent: Innocent) -> None:
+    def learn(self, d: Digest, innocent: Innocent) -> None:
         """One digest of the fleet, in the record's order: checked against the earlier ones, then kept."""
         witness, failed = answered(d.status)
         if not d.status or not witness:
@@ -72,24 +73,26 @@ class FleetMixups:
                        out, _keys(d.prompt), set())  # fmt: skip
         if not cur.out.size and not cur.prompt.size:
             return
-        domain, request_id = d.domain, d.request_id
-        self._newest, self._window = max(self._newest, d.ts), s.mixup_window_s
+        s, domain, domain_of = self.s, d.domain, self.domain_of
+        self._newest = max(self._newest, d.ts)
         self.checked += 1
         if self.ledger.recent:
-            domain_of = self.domain_of
+            # Only deliveries of other domains are paired: a pair within one domain is its own ledger's, found as it
+            # happened.
             for f in self.ledger.check(s, cur, innocent, apart=lambda o: domain_of.get(o.request_id) != domain):
-                owner_domain = domain if f.owner is cur else self.domain_of.get(f.owner.request_id)
-                leaked_domain = domain if f.leaked is cur else self.domain_of.get(f.leaked.request_id)
-                if owner_domain is None or leaked_domain is None or owner_domain == leaked_domain:
-                    continue  # one domain's pair: its own ledger found it as it happened
-                pairs = [(f.leaked, leaked_domain, f.owner)]
+                other = f.owner if f.leaked is cur else f.leaked
+                other_domain = domain_of.get(other.request_id)
+                if other_domain is None:
+                    continue  # no longer held (a sketch entry outliving its delivery): its domain is unknown
+                where = {cur.request_id: domain, other.request_id: other_domain}
+                pairs = [(f.leaked, f.owner)]
                 if f.mode == "swap":  # both receivers got the other's answer
-                    pairs.append((f.owner, owner_domain, f.leaked))
-                for leaked, where, owner in pairs:
+                    pairs.append((f.owner, f.leaked))
+                for leaked, owner in pairs:
                     if owner.tenant_id not in leaked.named:
                         leaked.named.add(owner.tenant_id)
-                        self.found.append((where, leaked, mixup_signal(f, owner)))
-        self.domain_of[request_id] = domain
+                        self.found.append((where[leaked.request_id], leaked, mixup_signal(f, owner)))
+        domain_of[d.request_id] = domain
         recent = self.ledger.recent
         late = bool(recent) and cur.ts < recent[-1].ts
         self.ledger.add(s, cur)
@@ -112,7 +115,7 @@ class FleetMixups:
 
     def here(self) -> dict[str, float]:
         """The exchanges this table judged that the ledger may still find (a snapshot keeps them)."""
-        horizon = self._newest - 2 * self._window
+        horizon = self._newest - 2 * self.s.mixup_window_s
         return {r: t for r, t in self._here.items() if t >= horizon}
 
     def restore_here(self, here: dict[str, float]) -> None:

@@ -6,8 +6,8 @@ most selective figure first.
 - overlong_accepted: the prompt cannot have fitted the prefill pool, yet the client got 2xx.
 - token_accounting_mismatch: the engine counted far fewer input tokens than the gateway sent (a one-token
   placeholder): below a floor share at once, or below half of the ratio learned as normal for the model and
-  tenant (another tokenizer at the gateway: detectors/signals/accounting.py). Or, where that ratio has held
-  tight, twice as many or half as many: the usage of another prompt, delivered with its answer.
+  tenant (another tokenizer at the gateway: detectors/signals/accounting.py). Or twice as many or half as many as
+  the tenant's own prompts of about the same size make of it: the usage of another prompt, delivered with its answer.
 - impossible_prefill: time-to-first-token implies a prefill rate no hardware reaches.
 """
 

@@ -53,7 +53,7 @@ class FleetFrameError(ValueError):
 def encode(digests: Iterable[Digest]) -> bytes:
     parts = [_VERSION]
     for d in digests:
-        rid, key, dom = d.request_id.encode(), d.key.encode(), d.domain.encode()[:65535]
+        rid, key, dom = d.request_id.encode(), d.key.encode(), d.domain.encode()
         sent = d.ts if d.sent is None else d.sent
         parts += [
             _HEAD.pack(d.ts, len(rid), len(key), len(d.prompt), len(d.output)),
