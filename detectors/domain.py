@@ -11,7 +11,8 @@ from typing import Any
 
 from detectors.held import Held, held_receivers
 from detectors.incidents import IncidentTracker, proves
-from detectors.mixup import Delivery, MixupLedger, apply, as_held, innocent_of, named_by
+from detectors.mixup import Delivery, MixupLedger
+from detectors.mixup_verdict import apply, as_held, innocent_of, named_by
 from detectors.plan import Plan
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key

@@ -67,6 +67,7 @@ class Digest:
     domain: str = ""
     sent: float | None = None
     status: int = 0
+    response: str = ""  # the provider's response id ("": none, or a digest from a worker before them)
 
     @property
     def order(self) -> tuple[float, str]:
@@ -89,7 +90,8 @@ def digest_of(ex: Exchange) -> Digest | None:
     half = resp or req
     domain = (half.cache_domain if half is not None else None) or ""
     sent = req.ts if req is not None else ex.ts
-    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, resp.status_code if resp else 0)
+    status, response = (resp.status_code, resp.response_id or "") if resp is not None else (0, "")
+    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response)
 
 
 class Fleet:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from detectors.mixup import Delivery, MixupLedger, answered, mixup_signal, sorted_unique
+from detectors.mixup import Delivery, MixupLedger, answered, sorted_unique
+from detectors.mixup_verdict import mixup_signal
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
 
@@ -70,7 +71,7 @@ class FleetMixups:
         out = _EMPTY if failed else _keys(d.output)
         sent = d.ts if d.sent is None else d.sent
         cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
-                       out, _keys(d.prompt), set())  # fmt: skip
+                       out, _keys(d.prompt), set(), d.response or None)  # fmt: skip
         if not cur.out.size and not cur.prompt.size:
             return
         s, domain, domain_of = self.s, d.domain, self.domain_of

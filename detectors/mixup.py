@@ -17,6 +17,10 @@ it is delivered while that request is in flight, and the request's own exchange 
 - **copy from before**: an answer delivered before the receiver's request was sent cannot answer it; the same answer
   handed to it again (a response cache) is a copy whose owner is the earlier receiver, if the answer holds text of
   its own beyond the owner's prompt (a model reciting a text it knows writes that text alone).
+- **one response id, twice** (`mixup_response_ids`): a provider mints a response id per answer, so the same id on
+  two tenants' responses with one answer (shared by their outputs as a copy is) and different prompts is one answer
+  handed over twice, whatever the prompts quote: its owner is the one whose prompt the answer quotes, else the earlier
+  receiver (the id was minted for it). An id alone is no witness: some servers reuse or shorten ids.
 - **misroute** (one way): the output holds much text of a prompt in flight, and that prompt's owner got next to
   nothing (a server error, a timeout, an empty or near-empty answer that quotes nothing of its prompt). A refused
   request (4xx) had no answer to lose; an owner with an answer of its own is no witness.
@@ -39,13 +43,11 @@ from typing import Any, Literal
 import numpy as np
 
 from detectors.changes import StoredAsIs
-from detectors.held import Held
 from detectors.settings import DetectionSettings
-from detectors.signals.overlap import OverlapDetector
-from schemas.alert import SEVERITY_RANK, Signal
 from schemas.exchange import Exchange, TextFingerprint
 
 Innocent = Callable[[np.ndarray], np.ndarray]  # uint64 fingerprints -> mask of the common or public ones
+Apart = Callable[["Delivery"], bool] | None  # the deliveries worth pairing with the current one (None: all)
 _EMPTY = np.empty(0, dtype=np.uint64)
 # Of the two prompts, the one the shared answer quotes must hold at least this many of its fingerprints and the other
 # at most a quarter as many, or _WEAK of them while the other holds none: the answer is that prompt's.
@@ -78,13 +80,14 @@ class Delivery:
     out: np.ndarray  # sorted unique output fingerprints
     prompt: np.ndarray  # sorted unique prompt fingerprints
     named: set[str]  # tenants a high or critical alert on this response already names
+    response: str | None = None  # the provider's response id (a delivery pickled before it existed has none)
 
 
 @dataclass(slots=True)
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute"]
+    mode: Literal["copy", "swap", "misroute", "same_response"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -149,11 +152,13 @@ class MixupLedger(StoredAsIs):
         self.prints = 0  # fingerprints held (8 bytes each): bounded by mixup_max_prints
         # Since the last `mark` (a checkpoint copied the ledger): deliveries added and dropped; None: never marked.
         self._since: tuple[int, int] | None = None
-        # Deliveries by their sketch's fingerprints; derived from `recent`, so never copied (rebuilt when asked).
+        # Deliveries by their sketch's fingerprints, and the newest by response id; derived from `recent`, so never
+        # copied (rebuilt when asked).
         self._sketch: dict[int, deque[Delivery]] | None = None
+        self._ids: dict[str, Delivery] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sketch": None}
+        return {**self.__dict__, "_sketch": None, "_ids": None}
 
     # A piece (detectors/signals/base.py): a checkpoint copies the ledger as the deliveries it gained and lost.
     def changes(self) -> tuple[int, list[Delivery]] | None:
@@ -172,7 +177,7 @@ class MixupLedger(StoredAsIs):
             self.recent.popleft()
         self.recent.extend(added)
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
-        self._sketch = None
+        self._sketch = self._ids = None
 
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no response, a refusal, or neither
@@ -189,7 +194,10 @@ class MixupLedger(StoredAsIs):
         if not out.size and not prompt.size:
             return None
         sent = ex.request.ts if ex.request is not None else ex.ts
-        return Delivery(ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set())
+        rid = ex.response_id
+        return Delivery(
+            ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid
+        )
 
     def check(
         self,
@@ -228,8 +236,28 @@ class MixupLedger(StoredAsIs):
             f = _pair(s, current, other, innocent, earlier=True)
             if f is not None:
                 found.append(f)
+        twin = self._twin(s, current, apart)
+        if twin is not None and all(twin is not f.leaked and twin is not f.owner for f in found):
+            f = _same_response(s, current, twin, innocent)
+            if f is not None:
+                found.append(f)
         self.found += len(found)
         return found
+
+    def _twin(
+        self, s: DetectionSettings, current: Delivery, apart: Callable[[Delivery], bool] | None
+    ) -> Delivery | None:
+        """The newest delivery the ledger holds with `current`'s response id, to another tenant (`apart`)."""
+        rid = getattr(current, "response", None)
+        if not rid or not s.mixup_response_ids:
+            return None
+        ids = getattr(self, "_ids", None)  # a ledger pickled before the index existed has none
+        if ids is None:
+            ids = self._ids = {d.response: d for d in self.recent if getattr(d, "response", None) is not None}  # type: ignore[misc]
+        other = ids.get(rid)
+        if other is None or other is current or other.tenant_id == current.tenant_id:
+            return None
+        return other if apart is None or apart(other) else None
 
     def _earlier(self, s: DetectionSettings, current: Delivery) -> list[Delivery]:
         """Other tenants' deliveries of the `mixup_copy_before_s` before `current` was sent that share a sketch
@@ -258,6 +286,9 @@ class MixupLedger(StoredAsIs):
         sketch = getattr(self, "_sketch", None)
         if sketch is not None:
             _enter(sketch, d)
+        ids = getattr(self, "_ids", None)
+        if ids is not None and getattr(d, "response", None):
+            ids[d.response] = d
         recent.append(d)
         self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
         horizon, dropped = d.ts - s.mixup_window_s, 0
@@ -268,6 +299,8 @@ class MixupLedger(StoredAsIs):
             self.prints -= gone.out.size + gone.prompt.size
             if sketch is not None:
                 _leave(sketch, gone)
+            if ids is not None and ids.get(getattr(gone, "response", None) or "") is gone:
+                del ids[gone.response]
             dropped += 1
         if self._since is not None:
             self._since = (self._since[0] + 1, self._since[1] + dropped)
@@ -343,6 +376,26 @@ def _pair(
     return _swap(s, cur, other, innocent)
 
 
+def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
+    """`cur` and `other` carry one response id: one answer handed over twice if their outputs are one answer with
+    uncommon text in it and their prompts differ (the same prompt answered from a cache tenants share gives nobody's
+    data away). The owner is the one whose prompt the answer quotes, else the first receiver (a digest the fleet
+    heard late can be the earlier one)."""
+    if np.array_equal(cur.prompt, other.prompt):
+        return None
+    shared = _common(cur.out, other.out)
+    if shared.size < max(s.mixup_copy_share * min(cur.out.size, other.out.size), s.mixup_min_matches):
+        return None
+    shared = shared[~innocent(shared)]
+    if shared.size < s.mixup_min_matches:
+        return None
+    first, second = (other, cur) if (other.ts, other.request_id) <= (cur.ts, cur.request_id) else (cur, other)
+    quoted_first, quoted_second = _common(shared, first.prompt).size, _common(shared, second.prompt).size
+    if _owns(quoted_second, quoted_first) and first.ts >= second.sent:  # an answer cannot precede its prompt
+        return Finding("same_response", first, second, int(shared.size))
+    return Finding("same_response", second, first, int(shared.size))
+
+
 def _swap(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
     """A swap: each output holds the other prompt's text that its own prompt does not, and answers the other prompt
     more than its own (an answer quotes and restates the prompt it answers; a normal answer that shares stock text
@@ -376,81 +429,3 @@ def _swap(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innoce
     # Both directions are leaks: `current` holds `other`'s answer and `other` holds current's. The caller raises
     # both; the finding names the one delivered first as leaked, the current one is escalated in place.
     return Finding("swap", other, cur, int(n))
-
-
-def mixup_signal(f: Finding, source: Delivery) -> Signal:
-    """The finding as a cross-tenant signal naming `source`'s tenant (the owner of the answer the receiver got)."""
-    figures: dict[str, Any] = {
-        "delivery_mixup": f.mode,
-        "matched_fingerprints": f.shared,
-        "witness_fingerprints": f.shared,
-        "source_request_ids": [source.request_id],
-    }
-    return Signal(
-        name="cross_tenant_contamination",
-        severity="high",
-        score=1.0,
-        source_tenant_id=source.tenant_id,
-        figures=figures,
-    )
-
-
-def named_by(signals: list[Signal]) -> frozenset[str]:
-    """The tenants the response's content signals name: the hint `MixupLedger.check` asks misroutes under."""
-    return frozenset(x.source_tenant_id for x in signals if x.name == _CONTENT and x.source_tenant_id)
-
-
-def innocent_of(overlap: OverlapDetector) -> Innocent:
-    """What the domain's overlap detector explains away in any output: common over the long horizon, or public."""
-
-    def innocent(keys: np.ndarray) -> np.ndarray:
-        mask = overlap._common(keys, overlap.spread.tenants(keys))
-        return mask | overlap.public.contains(keys) if overlap.public is not None else mask
-
-    return innocent
-
-
-def as_held(d: Delivery, signals: list[Signal]) -> Held:
-    """A past delivery in the form the domain raises a late alert for (the held findings' form)."""
-    return Held(d.ts, d.request_id, d.tenant_id, d.session_id, d.traceparent, signals, {}, {})
-
-
-def apply(
-    signals: list[Signal], current: Delivery, findings: list[Finding]
-) -> tuple[list[Signal], list[tuple[Delivery, Signal]]]:
-    """The current response's signals after its mix-ups, and the late signals for earlier deliveries.
-
-    Where the current response is a leak (it got the owner's answer), it names the owner at high at least. Where it is
-    the owner (a copy: the other receiver got its answer), what its output shares with that receiver's output is its
-    own answer, not the other's text: signals naming that receiver are dropped. The earlier delivery that got the
-    current one's answer gets a late signal naming the current tenant."""
-    late: list[tuple[Delivery, Signal]] = []
-    for f in findings:
-        if f.mode == "copy" and f.owner is current:
-            signals = [x for x in signals if x.source_tenant_id != f.leaked.tenant_id or x.name != _CONTENT]
-        if f.leaked is not current and current.tenant_id not in f.leaked.named:
-            late.append((f.leaked, mixup_signal(f, current)))
-            f.leaked.named.add(current.tenant_id)
-        if f.mode == "swap":
-            signals = _escalate(signals, mixup_signal(f, f.leaked))
-        elif f.leaked is current:
-            signals = _escalate(signals, mixup_signal(f, f.owner))
-    return signals, late
-
-
-_CONTENT = "cross_tenant_contamination"
-
-
-def _escalate(signals: list[Signal], sig: Signal) -> list[Signal]:
-    """`signals` with the finding naming `sig`'s source at high at least (the content signal naming it raised, its
-    figures kept and the mix-up's added), or with `sig` added first when none names it."""
-    out, done = [], False
-    for x in signals:
-        if not done and x.name == _CONTENT and x.source_tenant_id == sig.source_tenant_id:
-            done = True
-            if SEVERITY_RANK[x.severity] < SEVERITY_RANK["high"]:
-                x = x.model_copy(update={"severity": "high", "figures": {**x.figures, **sig.figures}})
-            else:
-                x = x.model_copy(update={"figures": {**x.figures, "delivery_mixup": sig.figures["delivery_mixup"]}})
-        out.append(x)
-    return out if done else [sig, *signals]

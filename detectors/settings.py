@@ -338,6 +338,12 @@ class DetectionSettings(BaseModel):
         description="how long before a request was sent an answer delivered to another tenant can be handed to it "
         "again as a copy (a response cache keyed wrongly; 0 = only answers delivered while it was in flight)",
     )
+    mixup_response_ids: bool = Field(
+        default=True,
+        description="one response id on two tenants' responses with one answer and different prompts is one answer "
+        "handed over twice (a response cache keyed wrongly, a connection read by the next request): its owner is "
+        "the prompt it quotes, else the earlier receiver",
+    )
     # The session-incremental fingerprinting cache (detectors/session_prints.py): a cache, never state.
     session_cache_prints: int = Field(
         default=1_000_000,

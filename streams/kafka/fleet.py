@@ -43,7 +43,9 @@ _HEAD = struct.Struct("<dHHII")  # event time, id and key lengths, prompt and ou
 # F2 adds where and when it was delivered (detectors/fleet_mixup.py): the request's event time, the status and the
 # cache domain's length (the domain follows the key). F1 messages (a worker from before) still decode, without them.
 _WHERE = struct.Struct("<dHH")
-_VERSION, _V1 = b"F2", b"F1"
+# F3 adds the provider's response id (its length here, its bytes after the domain): one id on two tenants' answers.
+_RESPONSE = struct.Struct("<H")
+_VERSION, _V2, _V1 = b"F3", b"F2", b"F1"
 
 
 class FleetFrameError(ValueError):
@@ -53,18 +55,20 @@ class FleetFrameError(ValueError):
 def encode(digests: Iterable[Digest]) -> bytes:
     parts = [_VERSION]
     for d in digests:
-        rid, key, dom = d.request_id.encode(), d.key.encode(), d.domain.encode()
+        rid, key, dom, resp = d.request_id.encode(), d.key.encode(), d.domain.encode(), d.response.encode()
         sent = d.ts if d.sent is None else d.sent
         parts += [
             _HEAD.pack(d.ts, len(rid), len(key), len(d.prompt), len(d.output)),
             _WHERE.pack(sent, d.status, len(dom)),
+            _RESPONSE.pack(len(resp)),
         ]
-        parts += [rid, key, dom, d.prompt, d.output]
+        parts += [rid, key, dom, resp, d.prompt, d.output]
     return b"".join(parts)
 
 
 def _size(d: Digest) -> int:
-    return _HEAD.size + _WHERE.size + len(d.request_id.encode()) + len(d.key.encode()) + len(d.domain.encode())
+    named = len(d.request_id.encode()) + len(d.key.encode()) + len(d.domain.encode()) + len(d.response.encode())
+    return _HEAD.size + _WHERE.size + _RESPONSE.size + named
 
 
 def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
@@ -90,26 +94,30 @@ def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
 
 def decode(blob: bytes) -> list[Digest]:
     version = blob[:2]
-    if version not in (_VERSION, _V1):
+    if version not in (_VERSION, _V2, _V1):
         raise FleetFrameError("not a fleet message")
-    where = _WHERE.size if version == _VERSION else 0
+    where = 0 if version == _V1 else _WHERE.size
+    more = _RESPONSE.size if version == _VERSION else 0
     out, i, n = [], 2, len(blob)
     while i < n:
-        if i + _HEAD.size + where > n:
+        if i + _HEAD.size + where + more > n:
             raise FleetFrameError("truncated fleet message")
         ts, lr, lk, lp, lo = _HEAD.unpack_from(blob, i)
         sent, status, ld = _WHERE.unpack_from(blob, i + _HEAD.size) if where else (ts, 0, 0)
+        (lx,) = _RESPONSE.unpack_from(blob, i + _HEAD.size + where) if more else (0,)
         if not (math.isfinite(ts) and math.isfinite(sent)):  # a NaN would break the waiting digests' order for good
             raise FleetFrameError("an event time that is no number")
-        i += _HEAD.size + where
-        end = i + lr + lk + ld + lp + lo
+        i += _HEAD.size + where + more
+        end = i + lr + lk + ld + lx + lp + lo
         if end > n or lp % 8 or lo % 8:
             raise FleetFrameError("truncated fleet message")
         rid = blob[i : i + lr].decode()
         key = blob[i + lr : i + lr + lk].decode()
         domain = blob[i + lr + lk : i + lr + lk + ld].decode()
-        j = i + lr + lk + ld
-        out.append(Digest(ts, rid, key, blob[j : j + lp], blob[j + lp : end], domain, sent if where else None, status))
+        response = blob[i + lr + lk + ld : i + lr + lk + ld + lx].decode()
+        j = i + lr + lk + ld + lx
+        prompt, output = blob[j : j + lp], blob[j + lp : end]
+        out.append(Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response))
         i = end
     return out
 

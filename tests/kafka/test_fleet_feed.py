@@ -14,7 +14,7 @@ from streams.kafka.stages import DomainState
 
 S = DetectionSettings(fingerprint_key="fleet-feed-test")
 D = [
-    Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200),
+    Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200, "chatcmpl-ä1"),
     Digest(2.0, "req-ü", "u\x1fr", b"", b"\x03" * 24, "pool-ü", 0.5, 503),
 ]
 
@@ -29,6 +29,13 @@ def test_a_message_of_a_worker_from_before_decodes_without_where_it_was_delivere
     head = fleet._HEAD.pack(1.5, 5, 3, 16, 8)
     old = b"F1" + head + b"req-1" + b"t\x1fs" + b"\x01" * 16 + b"\x02" * 8
     assert fleet.decode(old) == [Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8)]
+
+
+def test_a_message_of_a_worker_from_before_decodes_without_the_response_id() -> None:
+    # F2: where and when it was delivered, no response id: the one-id-twice check passes it by.
+    head = fleet._HEAD.pack(1.5, 5, 3, 16, 8) + fleet._WHERE.pack(1.0, 200, 6)
+    old = b"F2" + head + b"req-1" + b"t\x1fs" + b"pool-a" + b"\x01" * 16 + b"\x02" * 8
+    assert fleet.decode(old) == [Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200)]
 
 
 NAN = fleet.encode([Digest(float("nan"), "r", "k", b"", b"\x01" * 8)])

@@ -1,0 +1,107 @@
+"""One response id on two tenants' answers (detectors/mixup.py, `mixup_response_ids`, ADR 0022): a provider mints an
+id per answer, so one answer delivered twice under its id, to prompts that differ, was handed over, whatever the
+prompts quote. The pairs here cross two pools, where content cannot see them (in one pool the receiver's output holds
+the first receiver's, and content judges). Each runs through the embedded, direct and staged runners
+(tests/parity.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from factories import request, response
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import SEVERITY_RANK, Alert
+
+WORDS = [f"w{i:04d}" for i in range(5000)]  # private vocabulary: no chance k-grams between random texts
+S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="response-ids", fleet_delay_s=30.0)
+Event = tuple[str, str, float, str, str, str, str | None]
+
+
+def _texts(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    pool = rng.sample(WORDS, 60 * n)
+    return [" ".join(pool[i * 60 : (i + 1) * 60]) for i in range(n)]
+
+
+def _high(alerts: list[Alert], tenant: str) -> list[Alert]:
+    return [a for a in alerts if a.tenant_id == tenant and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]]
+
+
+def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
+    """(request id, tenant, time, domain, prompt, answer, response id) exchanges, then an hour of quiet event time."""
+    m = Monitor(settings)
+    out: list[Alert] = []
+    for rid, tenant, ts, domain, prompt, answer, response_id in events:
+        out += m.observe(request(rid, tenant, ts, text=prompt, session_id=f"{tenant}-s", cache_domain=domain))
+        kw = {"response_id": response_id} if response_id else {}
+        out += m.observe(response(rid, tenant, ts + 2.0, domain=domain, text=answer, session_id=f"{tenant}-s", **kw))
+    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+
+
+def _cached(seed: int, second_domain: str, ids: tuple[str | None, str | None]) -> list[Event]:
+    """A's answer, which quotes neither prompt, handed to R again five minutes later (a response cache keyed on
+    the prompt's meaning, not the caller)."""
+    prompt_a, prompt_r, answer, _ = _texts(seed, 4)
+    return [
+        ("a1", "A", 100.0, "d1", f"my order {prompt_a}", answer, ids[0]),
+        ("r1", "R", 400.0, second_domain, f"my ticket {prompt_r}", answer, ids[1]),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_answer_under_one_id_to_a_tenant_of_another_pool_is_high_and_names_the_first_receiver(seed: int) -> None:
+    events = _cached(seed, "d2", ("chatcmpl-8f2a", "chatcmpl-8f2a"))
+    # Alone, neither pool can tell, and the fleet's ledger sees one answer that neither prompt explains.
+    assert _high(_run(S.model_copy(update={"mixup_response_ids": False}), events), "R") == []
+    (alert,) = _high(_run(S, events), "R")
+    f = alert.evidence[0].figures
+    assert alert.source_tenant_id == "A" and alert.kind == "cross_tenant_contamination"
+    assert f["delivery_mixup"] == "same_response" and f["source_request_ids"] == ["a1"]
+    assert alert.request_ids == ["r1"] and alert.cache_domain == "d2"
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_in_one_pool_the_id_joins_the_content_finding_that_names_the_first_receiver(seed: int) -> None:
+    # In one pool the receiver's output holds the first receiver's output, which content finds; the id says how.
+    (alert,) = _high(_run(S, _cached(seed, "d1", ("chatcmpl-8f2a", "chatcmpl-8f2a"))), "R")
+    assert alert.source_tenant_id == "A"
+    assert any(e.figures.get("delivery_mixup") == "same_response" for e in alert.evidence)
+
+
+def test_the_same_answer_under_two_ids_concludes_nothing() -> None:
+    # A model can write one text for two prompts (a public text it knows); without the id nothing says it was handed.
+    alerts = _run(S, _cached(5, "d2", ("chatcmpl-1", "chatcmpl-2")))
+    assert _high(alerts, "R") == [] and _high(alerts, "A") == []
+
+
+def test_one_id_on_two_different_answers_concludes_nothing() -> None:
+    # Some servers reuse or shorten ids (a counter, a few random digits): the id alone is no witness.
+    prompt_a, prompt_r, answer_a, answer_r = _texts(6, 4)
+    events: list[Event] = [
+        ("a1", "A", 100.0, "d1", f"my order {prompt_a}", answer_a, "chatcmpl-7"),
+        ("r1", "R", 400.0, "d2", f"my ticket {prompt_r}", answer_r, "chatcmpl-7"),
+    ]
+    assert _high(_run(S, events), "R") == []
+
+
+def test_one_prompt_answered_twice_from_a_shared_cache_concludes_nothing() -> None:
+    # Two tenants sent the very same prompt, and a cache shared by tenants answered the second: nobody's data moved.
+    prompt, answer, _, _ = _texts(8, 4)
+    events: list[Event] = [
+        ("a1", "A", 100.0, "d1", prompt, answer, "chatcmpl-c"),
+        ("r1", "R", 400.0, "d2", prompt, answer, "chatcmpl-c"),
+    ]
+    assert _high(_run(S, events), "R") == []
+
+
+def test_the_same_tenant_given_its_own_cached_answer_again_is_no_leak() -> None:
+    prompt_a, prompt_b, answer, _ = _texts(9, 4)
+    events: list[Event] = [
+        ("a1", "A", 100.0, "d1", f"my order {prompt_a}", answer, "chatcmpl-s"),
+        ("a2", "A", 400.0, "d2", f"my ticket {prompt_b}", answer, "chatcmpl-s"),
+    ]
+    assert _high(_run(S, events), "A") == []
