@@ -1,7 +1,5 @@
-"""Everything crosstalk knows about one cache domain, fed in event-time order.
-
-cache_stats -> capacity and pressure; Exchange -> signals -> one verdict -> incidents. Embedded or in a Faust table.
-"""
+"""Everything crosstalk knows about one cache domain, fed in event-time order: cache_stats -> capacity and pressure;
+Exchange -> signals -> one verdict -> incidents. Embedded or in a Faust table."""
 
 from __future__ import annotations
 

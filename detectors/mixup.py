@@ -379,8 +379,9 @@ def _pair(
 def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:
     """`cur` and `other` carry one response id: one answer handed over twice if their outputs are one answer with
     uncommon text in it and their prompts differ (the same prompt answered from a cache tenants share gives nobody's
-    data away). The owner is the one whose prompt the answer quotes, else the first receiver (a digest the fleet
-    heard late can be the earlier one)."""
+    data away). The owner is the one whose prompt the answer quotes, else the one whose request was sent first: an
+    answer is made after its prompt is sent and handed over again after it was made, while the owner's own delivery
+    can end later (a long stream)."""
     if np.array_equal(cur.prompt, other.prompt):
         return None
     shared = _common(cur.out, other.out)
@@ -389,7 +390,7 @@ def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocen
     shared = shared[~innocent(shared)]
     if shared.size < s.mixup_min_matches:
         return None
-    first, second = (other, cur) if (other.ts, other.request_id) <= (cur.ts, cur.request_id) else (cur, other)
+    first, second = (other, cur) if (other.sent, other.ts) <= (cur.sent, cur.ts) else (cur, other)
     quoted_first, quoted_second = _common(shared, first.prompt).size, _common(shared, second.prompt).size
     if _owns(quoted_second, quoted_first) and first.ts >= second.sent:  # an answer cannot precede its prompt
         return Finding("same_response", first, second, int(shared.size))

@@ -64,6 +64,20 @@ def test_one_answer_under_one_id_to_a_tenant_of_another_pool_is_high_and_names_t
     assert alert.request_ids == ["r1"] and alert.cache_domain == "d2"
 
 
+def test_the_owner_is_the_request_sent_first_even_when_its_own_stream_ends_later() -> None:
+    # A long stream to A; R's request, sent while it streamed, is a cache hit answered in milliseconds.
+    prompt_a, prompt_r, answer, _ = _texts(12, 4)
+    m = Monitor(S)
+    out = m.observe(request("a1", "A", 100.0, text=f"my order {prompt_a}", session_id="A-s", cache_domain="d1"))
+    out += m.observe(request("r1", "R", 104.0, text=f"my ticket {prompt_r}", session_id="R-s", cache_domain="d2"))
+    kw = {"text": answer, "response_id": "chatcmpl-long"}
+    out += m.observe(response("r1", "R", 104.2, domain="d2", session_id="R-s", **kw))
+    out += m.observe(response("a1", "A", 110.0, domain="d1", session_id="A-s", **kw))
+    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    out += m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+    assert [a.source_tenant_id for a in _high(out, "R")] == ["A"] and _high(out, "A") == []
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_in_one_pool_the_id_joins_the_content_finding_that_names_the_first_receiver(seed: int) -> None:
     # In one pool the receiver's output holds the first receiver's output, which content finds; the id says how.
