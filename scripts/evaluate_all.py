@@ -6,9 +6,11 @@ Japanese, 0.8 req/s, 60 min), `blind-v1` (streams/sim/blind, written by other ha
 have been read one by one), `blind-v1b` (the same with its swap labels fixed: a swap in v1 handed both receivers one
 text, shown from events and labels alone in tests/sim/test_blind_profile.py), `ext-v2` (../shared/eval/ext-v2,
 written by other hands, generated and scored by its own scripts, never copied here) and `blind-v2` (streams/sim/blind2,
-a new author under blind-v1's rule; a development set since its documentation informed a change) and `blind-v3`
-(streams/sim/blind3, another new author under the same rule: HELD OUT, its individual alerts are never read, only its
-pooled figures, once per change). No operator corpus: every run clears CROSSTALK_* and sets only the fingerprint key.
+a new author under blind-v1's rule; a development set since its documentation informed a change), `blind-v3`
+(streams/sim/blind3, another new author; a development set since stop 54, when its documentation informed a change)
+and `blind-v4` (streams/sim/blind4, another new author under the same rule: HELD OUT, its individual alerts are never
+read, only its pooled figures, once per change). No operator corpus: every run clears CROSSTALK_* and sets only the
+fingerprint key.
 
 Each run is `python -m streams.cli replay` in the checkout under test (`--root`, default this one) on events
 generated once per profile/shape/seed (they do not depend on the key or on the detector). Every figure is reported
@@ -45,12 +47,19 @@ from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
 # Leak classes scored one by one, where a profile's labels name them (ours names cross-tenant and cross-session;
-# blind-v2 its own seven: streams/sim/blind2/README.md; blind-v3 names its classes `leak_class`, its README).
+# blind-v2 its own seven: streams/sim/blind2/README.md; blind-v3 and blind-v4 name their classes `leak_class`).
 CLASSES = ("stale_kv_abort", "whole_response", "prefix_collision", "spliced_page", "cross_session", "cross_tenant",
            "misroute", "swap", "interleave", "stale_kv", "page_splice",
            "placeholder_stale_kv", "connection_desync", "response_cache_collision", "stream_interleave",
-           "prefix_hash_collision", "pd_kv_misdelivery", "session_history_mixup")  # fmt: skip
-HELD_OUT = ("blind-v3",)
+           "prefix_hash_collision", "pd_kv_misdelivery", "session_history_mixup",
+           "prefix_block_shared", "stream_splice", "response_cache_unscoped", "conversation_key_collision",
+           "draft_slot_bleed", "tool_result_misroute", "batch_offset_shift", "kv_handoff_mismatch")  # fmt: skip
+# Every profile, in the tables' order: (its column in the README, its short name in the "met" column).
+PROFILES = {"sim": ("ours (2 shapes)", "ours"), "ext-v2": ("ext-v2", "ext-v2"),
+            "blind-v4": ("blind-v4 (held out)", "v4"), "blind-v3": ("blind-v3 (dev)", "v3"),
+            "blind-v2": ("blind-v2 (dev)", "v2"), "blind-v1b": ("blind-v1b (dev)", "v1b"),
+            "blind-v1": ("blind-v1 (dev)", "v1")}  # fmt: skip
+HELD_OUT = ("blind-v4",)  # the profiles whose alerts nobody reads
 # profile -> shape -> (generator parameters, seeds)
 SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "sim": {
@@ -70,6 +79,7 @@ SETS: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
         "global-api-60t-15m": ({}, [1, 2]),
     },
     "blind-v3": {"eu-pd": ({}, [1, 2]), "apac-otel": ({}, [1, 2]), "levant-tiny": ({}, [1, 2])},
+    "blind-v4": {"eurodesk": ({}, [1, 2]), "agentforge": ({}, [1, 2]), "nightbatch": ({}, [1, 2])},
 }
 SETS["blind-v1b"] = SETS["blind-v1"]
 QUICK: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
@@ -78,6 +88,7 @@ QUICK: dict[str, dict[str, tuple[dict[str, Any], list[int]]]] = {
     "ext-v2": {"1h": ({"hours": 1.0}, [7])},
     "blind-v2": {"quick": ({}, [1])},
     "blind-v3": {"quick": ({}, [1])},
+    "blind-v4": {"quick": ({}, [1])},
 }
 QUICK["blind-v1b"] = QUICK["blind-v1"]
 
@@ -106,10 +117,10 @@ def generate(profile: str, shape: str, params: dict[str, Any], seed: int, work: 
         crossed = profile == "blind-v1b"  # v1 with its swaps fixed (streams/sim/blind/world.py, crossed_answers)
         paths = write(Shape(seed=seed, crossed_answers=crossed, **{**BS, **BQ}[shape]), where)
         events, labels = paths["events"], paths["labels"]
-    elif profile in ("blind-v2", "blind-v3"):
-        from streams.sim import blind2, blind3
+    elif profile in ("blind-v2", "blind-v3", "blind-v4"):
+        from streams.sim import blind2, blind3, blind4
 
-        paths = (blind2 if profile == "blind-v2" else blind3).write(shape, seed, where)
+        paths = {"blind-v2": blind2, "blind-v3": blind3, "blind-v4": blind4}[profile].write(shape, seed, where)
         events, labels = paths["events"], paths["labels"]
     else:
         cmd = [py, str(EXT_V2 / "generate.py"), "--seed", str(seed), "--hours", str(params["hours"])]
@@ -255,13 +266,21 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("class:interleave", "interleaved stream chunks", False, "share"),
     ("class:page_splice", "spliced page (v2)", False, "share"),
     ("class:stale_kv", "stale KV (v2)", False, "share"),
-    ("class:placeholder_stale_kv", "stale KV behind a placeholder (v3)", False, "share"),
+    ("class:placeholder_stale_kv", "stale KV behind a placeholder (v3, v4)", False, "share"),
     ("class:connection_desync", "a pooled connection's answer read by the next request (v3)", False, "share"),
     ("class:response_cache_collision", "a response cache not scoped per tenant (v3)", False, "share"),
     ("class:stream_interleave", "two streams' chunks interleaved (v3)", False, "share"),
     ("class:prefix_hash_collision", "prefix-cache hash collision (v3)", False, "share"),
     ("class:pd_kv_misdelivery", "KV transfer to the wrong decode slot (v3)", False, "share"),
     ("class:session_history_mixup", "another session's history (v3)", False, "share"),
+    ("class:prefix_block_shared", "prefix-cache blocks shared across tenants (v4)", False, "share"),
+    ("class:stream_splice", "another stream's tokens spliced in (v4)", False, "share"),
+    ("class:response_cache_unscoped", "a response cache without tenant scope (v4)", False, "share"),
+    ("class:conversation_key_collision", "another session's conversation loaded (v4)", False, "share"),
+    ("class:draft_slot_bleed", "a speculative draft slot not reset (v4)", False, "share"),
+    ("class:tool_result_misroute", "another tenant's tool result (v4)", False, "share"),
+    ("class:batch_offset_shift", "batch results joined by offset (v4)", False, "share"),
+    ("class:kv_handoff_mismatch", "KV handed to the wrong decode request (v4)", False, "share"),
     ("attribution", "attribution (≥ 95 %)", False, "share"),
     ("attribution_cjk_source", "CJK-source attribution", False, "share"),
     ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
@@ -372,9 +391,11 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         f"Each shape pooled over its seeds, then the worst over shapes and keys {', '.join(report['keys'])};"
         " no operator corpus"
         + (f"; before: {before['commit']}" if before else "")
-        + ". ext-v2, blind-v1, blind-v2 and blind-v3 were written by other hands; every profile here but blind-v3 is"
-        " a development set (its alerts read one by one, or its documentation used to design a change); blind-v3 is"
-        " held out: only its pooled figures are looked at, once per change, never its alerts.",
+        + ". ext-v2 and the blind profiles were written by other hands; every profile here but "
+        + " and ".join(HELD_OUT)
+        + " is a development set (its alerts read one by one, or its documentation used to design a change); "
+        + " and ".join(HELD_OUT)
+        + " is held out: only its pooled figures are looked at, once per change, never its alerts.",
         "",
         *_table(w, before.get("worst", {}) if before else None),
         "",
@@ -404,10 +425,8 @@ TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0,
 def readme_table(report: dict[str, Any]) -> str:
     """The README's table: each target per profile (worst of keys and shapes), and whether every profile meets it."""
     w = report["worst"]
-    profiles = [p for p in ("sim", "ext-v2", "blind-v3", "blind-v2", "blind-v1b", "blind-v1") if p in w]
-    names = {"sim": "ours (2 shapes)", "ext-v2": "ext-v2", "blind-v3": "blind-v3 (held out)",
-             "blind-v2": "blind-v2 (dev)", "blind-v1b": "blind-v1b (dev)", "blind-v1": "blind-v1 (dev)"}  # fmt: skip
-    head = "| target | " + " | ".join(names[p] for p in profiles) + " | met |"
+    profiles = [p for p in PROFILES if p in w]
+    head = "| target | " + " | ".join(PROFILES[p][0] for p in profiles) + " | met |"
     lines = [head, "|---|" + "---|" * (len(profiles) + 1)]
     shown = {"false_incidents_by_alert", "unpaged_incidents", "incident_delay_s"}  # the price of paging on incidents
     for name, label, higher_worse, kind in COLUMNS:
@@ -419,9 +438,7 @@ def readme_table(report: dict[str, Any]) -> str:
             met = "–"
         else:
             ok = [v is None or (v <= bound if higher_worse else v >= bound) for v in vals]
-            short = {"sim": "ours", "ext-v2": "ext-v2", "blind-v3": "v3", "blind-v2": "v2", "blind-v1b": "v1b"}
-            short["blind-v1"] = "v1"
-            missed = [short[p] for p, good in zip(profiles, ok, strict=True) if not good]
+            missed = [PROFILES[p][1] for p, good in zip(profiles, ok, strict=True) if not good]
             met = "yes" if not missed else "**no**: " + ", ".join(missed)
         lines.append(f"| {label} | " + " | ".join(cell(v, kind) for v in vals) + f" | {met} |")
     return "\n".join(lines) + "\n"
@@ -430,8 +447,7 @@ def readme_table(report: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one short shape and seed per profile")
-    profiles = ["sim", "blind-v1", "blind-v1b", "ext-v2", "blind-v2", "blind-v3"]
-    ap.add_argument("--profiles", nargs="+", default=profiles, choices=profiles)
+    ap.add_argument("--profiles", nargs="+", default=list(PROFILES), choices=list(PROFILES))
     ap.add_argument("--keys", type=int, default=3, choices=range(1, len(KEYS) + 1))
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout whose crosstalk is judged")
     ap.add_argument("--work", type=Path, default=Path("/tmp/crosstalk-eval-all"))

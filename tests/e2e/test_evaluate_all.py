@@ -108,7 +108,7 @@ def test_a_quick_run_scores_every_profile_and_prints_the_readme_table(tmp_path: 
         text=True,
     ).stdout
     assert table.startswith("| target | ours (2 shapes) |") and "| blind-v1b (dev) | blind-v1 (dev) | met |" in table
-    assert "| blind-v3 (held out) | blind-v2 (dev) |" in table  # the one profile whose alerts nobody reads
+    assert "| blind-v4 (held out) | blind-v3 (dev) |" in table  # the one profile whose alerts nobody reads
 
 
 def test_every_leak_class_is_pooled_and_the_worst_class_is_the_target() -> None:
