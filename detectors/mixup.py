@@ -384,11 +384,13 @@ def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocen
     can end later (a long stream)."""
     if np.array_equal(cur.prompt, other.prompt):
         return None
+    # The id says it is one answer, so the text need only show it is one (the copy's share) and no stock answer: _WEAK
+    # uncommon fingerprints, which a short personal answer has ("Nice to meet you, Elvin! How is Palu today?").
     shared = _common(cur.out, other.out)
-    if shared.size < max(s.mixup_copy_share * min(cur.out.size, other.out.size), s.mixup_min_matches):
+    if shared.size < max(s.mixup_copy_share * min(cur.out.size, other.out.size), _WEAK):
         return None
     shared = shared[~innocent(shared)]
-    if shared.size < s.mixup_min_matches:
+    if shared.size < _WEAK:
         return None
     first, second = (other, cur) if (other.sent, other.ts) <= (cur.sent, cur.ts) else (cur, other)
     quoted_first, quoted_second = _common(shared, first.prompt).size, _common(shared, second.prompt).size

@@ -78,6 +78,19 @@ def test_the_owner_is_the_request_sent_first_even_when_its_own_stream_ends_later
     assert [a.source_tenant_id for a in _high(out, "R")] == ["A"] and _high(out, "A") == []
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_short_personal_answer_under_one_id_is_enough(seed: int) -> None:
+    # A chat greeting with the user's name in it: too short for a copy's four uncommon fingerprints, but the id says
+    # it is one answer, and two uncommon ones say it is no stock answer.
+    prompt_a, prompt_r, words, _ = _texts(20 + seed, 4)
+    answer = " ".join(words.split()[:15])
+    events: list[Event] = [
+        ("a1", "A", 100.0, "d1", f"hello I am {prompt_a}", answer, "chatcmpl-hi"),
+        ("r1", "R", 160.0, "d2", f"hello I am {prompt_r}", answer, "chatcmpl-hi"),
+    ]
+    assert [a.source_tenant_id for a in _high(_run(S, events), "R")] == ["A"]
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_in_one_pool_the_id_joins_the_content_finding_that_names_the_first_receiver(seed: int) -> None:
     # In one pool the receiver's output holds the first receiver's output, which content finds; the id says how.
