@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import orjson
 
-from schemas.alert import Alert
+from schemas.alert import SEVERITY_RANK, Alert
 from schemas.events import CacheStats, Canary, Event, Request, Response, parse_event
 
 _ids = itertools.count()
@@ -28,6 +29,21 @@ TEXTS = [
     "Here is the updated function with the bug fixed and a short explanation of what changed and why the "
     "original version failed on empty input lists",
 ]
+
+
+# A private vocabulary: random texts drawn from it share no chance k-grams.
+PRIVATE_WORDS = [f"w{i:04d}" for i in range(5000)]
+
+
+def private_texts(seed: int, n: int) -> list[str]:
+    """`n` texts of 60 distinct private words each, none shared between them."""
+    pool = random.Random(seed).sample(PRIVATE_WORDS, 60 * n)
+    return [" ".join(pool[i * 60 : (i + 1) * 60]) for i in range(n)]
+
+
+def high_on(alerts: list[Alert], tenant: str) -> list[Alert]:
+    """The alerts on `tenant`'s responses at high or critical."""
+    return [a for a in alerts if a.tenant_id == tenant and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]]
 
 
 def nid(prefix: str) -> str:

@@ -7,29 +7,19 @@ topology each domain is on its own partition, and the pair meets only through th
 from __future__ import annotations
 
 import pickle
-import random
 from collections import Counter
 
 import pytest
+from factories import high_on as _high
+from factories import private_texts as _texts
 from factories import request, response
 
 from detectors.back import DomainTable
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
-from schemas.alert import SEVERITY_RANK, Alert
+from schemas.alert import Alert
 
-WORDS = [f"w{i:04d}" for i in range(5000)]  # private vocabulary: no chance k-grams between random texts
 S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="fleet-mixup", fleet_delay_s=30.0)
-
-
-def _texts(seed: int, n: int) -> list[str]:
-    rng = random.Random(seed)
-    pool = rng.sample(WORDS, 60 * n)
-    return [" ".join(pool[i * 60 : (i + 1) * 60]) for i in range(n)]
-
-
-def _high(alerts: list[Alert], tenant: str) -> list[Alert]:
-    return [a for a in alerts if a.tenant_id == tenant and SEVERITY_RANK[a.severity] >= SEVERITY_RANK["high"]]
 
 
 def _run(settings: DetectionSettings, events: list[tuple[str, str, float, str, str, str]]) -> list[Alert]:
