@@ -99,7 +99,8 @@ class FleetMixups:
         self.ledger.add(s, cur)
         if late and recent and recent[-1] is cur:
             # Heard after its time: kept in event-time order, which `check` reads (it stops at the first delivery
-            # made before a request was sent). Rare, so a linear search; the sketch and the id index are rebuilt when next asked.
+            # made before a request was sent). Rare, so a linear search; the sketch and the id index are rebuilt when
+            # next asked.
             recent.pop()
             at = bisect.bisect_right([x.ts for x in recent], cur.ts)
             recent.insert(at, cur)
