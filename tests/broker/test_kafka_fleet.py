@@ -36,6 +36,27 @@ def _domains(first: list[int], second: list[int], partitions: int, of: Any) -> t
     return d1, d2
 
 
+def _two_domains(names: KafkaNames, a: Any, b: Any, topology: str) -> tuple[str, str]:
+    """A domain judged by worker `a` and one judged by worker `b`, once the two share the judging partitions."""
+    k = names.settings().kafka
+    n = k.input_partitions if topology == "direct" else k.internal_partitions
+    # Where a domain is judged: its input partition (direct), or its domain-stage partition (staged).
+    of = (lambda d, q: input_partition_of(d.encode(), q)) if topology == "direct" else partition_of
+
+    def split() -> tuple[list[int], list[int]] | None:
+        # The judging partitions shared out between the two (a partition shows once its state exists: the test
+        # waits for the assignment instead, from the consumer's view).
+        ca, cb = a.counters(), b.counters()
+        if not ca or not cb:
+            return None
+        topic = names.input_topic if topology == "direct" else f"{names.app_id}.domain"
+        mine = [[int(tp.rsplit(":", 1)[1]) for tp in c["assigned"] if tp.rsplit(":", 1)[0] == topic] for c in (ca, cb)]
+        return (mine[0], mine[1]) if mine[0] and mine[1] and sorted(mine[0] + mine[1]) == list(range(n)) else None
+
+    first, second = wait_for(split, 90, what="two workers sharing the partitions")
+    return _domains(first, second, n, of)
+
+
 def _world(d1: str, d2: str, with_c: bool) -> tuple[list[bytes], list[bytes]]:
     """(the sessions that teach the phrase, and R's exchange two minutes of event time later), as input lines."""
     rng = random.Random(11)
@@ -98,25 +119,9 @@ def _r_alerts(names: KafkaNames, want_any: bool) -> list[dict[str, Any]]:
 def test_a_worker_hears_what_the_model_wrote_on_another_workers_partitions(
     kafka_names: KafkaNames, workers: Workers, topology: str, with_c: bool
 ) -> None:
-    k = kafka_names.settings().kafka
-    n = k.input_partitions if topology == "direct" else k.internal_partitions
-    # Where a domain is judged: its input partition (direct), or its domain-stage partition (staged).
-    of = (lambda d, q: input_partition_of(d.encode(), q)) if topology == "direct" else partition_of
     a = workers.start(kafka_names, "a", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
     b = workers.start(kafka_names, "b", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
-
-    def split() -> tuple[list[int], list[int]] | None:
-        # The judging partitions shared out between the two (a partition shows once its state exists: the test
-        # waits for the assignment instead, from the consumer's view).
-        ca, cb = a.counters(), b.counters()
-        if not ca or not cb:
-            return None
-        topic = kafka_names.input_topic if topology == "direct" else f"{kafka_names.app_id}.domain"
-        mine = [[int(tp.rsplit(":", 1)[1]) for tp in c["assigned"] if tp.rsplit(":", 1)[0] == topic] for c in (ca, cb)]
-        return (mine[0], mine[1]) if mine[0] and mine[1] and sorted(mine[0] + mine[1]) == list(range(n)) else None
-
-    first, second = wait_for(split, 90, what="two workers sharing the partitions")
-    d1, d2 = _domains(first, second, n, of)
+    d1, d2 = _two_domains(kafka_names, a, b, topology)
     lines, later = _world(d1, d2, with_c)
     domain_of = {"s0": d1, "s1": d2, "r1": d1} | {f"w{j}": d1 for j in range(4)}
     _send(kafka_names, lines, domain_of)
@@ -140,3 +145,35 @@ def test_a_worker_hears_what_the_model_wrote_on_another_workers_partitions(
         assert alerts == [], (alerts, a.log_tail(40))
     else:
         assert [x["source_tenant_id"] for x in alerts] == ["A"], (alerts, a.log_tail(40))
+
+
+def _twice(d1: str, d2: str) -> list[bytes]:
+    """A's answer in d1, handed again under its response id to R in d2 a minute later (a response cache keyed wrongly):
+    it quotes neither prompt, so only the id says whose it is (ADR 0022)."""
+    rng = random.Random(23)
+    pool = rng.sample([f"z{i:04d}" for i in range(5000)], 180)
+    prompt_a, prompt_r, answer = " ".join(pool[:60]), " ".join(pool[60:120]), " ".join(pool[120:])
+    base = time.time() - 7200
+    events = [
+        request("a1", "A", base, text=f"my order {prompt_a}", session_id="a", cache_domain=d1),
+        response("a1", "A", base + 2, text=answer, session_id="a", domain=d1, response_id="chatcmpl-twice"),
+        request("r1", "R", base + 60, text=f"my ticket {prompt_r}", session_id="r", cache_domain=d2),
+        response("r1", "R", base + 62, text=answer, session_id="r", domain=d2, response_id="chatcmpl-twice"),
+    ]
+    return [e.model_dump_json(exclude_none=True).encode() for e in events]
+
+
+@pytest.mark.parametrize("topology", ["direct", "staged"])
+def test_one_answer_under_one_id_judged_by_two_workers_names_its_owner(
+    kafka_names: KafkaNames, workers: Workers, topology: str
+) -> None:
+    # A's exchange is judged by one worker, R's by the other: only the fleet topic (frame F3, with the response id)
+    # brings the pair together, and the worker that judged R raises the alert.
+    a = workers.start(kafka_names, "a", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
+    b = workers.start(kafka_names, "b", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
+    d1, d2 = _two_domains(kafka_names, a, b, topology)
+    _send(kafka_names, _twice(d1, d2), {"a1": d1, "r1": d2})
+    alerts = _r_alerts(kafka_names, want_any=True)
+    assert [x["source_tenant_id"] for x in alerts] == ["A"], (alerts, a.log_tail(40), b.log_tail(40))
+    figures = [e["figures"] for e in alerts[0]["evidence"] if e["name"] == "cross_tenant_contamination"]
+    assert figures and figures[0]["delivery_mixup"] == "same_response", alerts
