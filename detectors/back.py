@@ -273,8 +273,9 @@ class Back:
         return alerts
 
     def mature(self, now: float, newest: float) -> list[Alert]:
-        """Held findings that waited `overlap_hold_s` by `now`, judged: a live runner's clock, passed in (the
-        OTLP receiver, a Kafka worker), so that a finding comes out when no event follows it. Moves no event time.
+        """Held findings that waited `overlap_hold_s` by `now`, judged, and the fleet record advanced to `now`: a live
+        runner's clock, passed in (the OTLP receiver, a Kafka worker), so that a finding comes out when no event
+        follows it. Moves no domain's event time.
 
         `newest`: the newest event time seen. Only live input is judged by the clock: input whose newest event is
         more than twice `overlap_hold_s` behind it (a replay of an old log through a live runner) is judged by event
@@ -282,6 +283,9 @@ class Back:
         alerts: list[Alert] = []
         if now - newest > 2 * self.table.settings.overlap_hold_s:
             return alerts
+        # The fleet record too: a mix-up across domains found `fleet_delay_s` after its pair comes out on a quiet
+        # input as well (its alerts go out with the flushed ones). Every digest told within the delay has been heard.
+        self.table.advance_fleet(now)
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)
