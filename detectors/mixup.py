@@ -19,8 +19,8 @@ it is delivered while that request is in flight, and the request's own exchange 
   its own beyond the owner's prompt (a model reciting a text it knows writes that text alone).
 - **one response id, twice** (`mixup_response_ids`): a provider mints a response id per answer, so the same id on
   two tenants' responses with one answer (shared by their outputs as a copy is) and different prompts is one answer
-  handed over twice, whatever the prompts quote: its owner is the one whose prompt the answer quotes, else the earlier
-  receiver (the id was minted for it). An id alone is no witness: some servers reuse or shorten ids.
+  handed over twice, whatever the prompts quote: its owner is the one whose prompt the answer quotes, else the request
+  sent first (ADR 0022). An id alone is no witness: some servers reuse or shorten ids.
 - **misroute** (one way): the output holds much text of a prompt in flight, and that prompt's owner got next to
   nothing (a server error, a timeout, an empty or near-empty answer that quotes nothing of its prompt). A refused
   request (4xx) had no answer to lose; an owner with an answer of its own is no witness.
@@ -205,7 +205,7 @@ class MixupLedger(StoredAsIs):
         current: Delivery,
         innocent: Innocent,
         named: frozenset[str] = frozenset(),
-        apart: Callable[[Delivery], bool] | None = None,
+        apart: Apart = None,
     ) -> list[Finding]:
         """Mix-ups between `current` (just completed) and the deliveries made while its request was in flight, and
         copies of an answer delivered before it was sent (`mixup_copy_before_s`). `named`: the tenants the current
@@ -244,16 +244,14 @@ class MixupLedger(StoredAsIs):
         self.found += len(found)
         return found
 
-    def _twin(
-        self, s: DetectionSettings, current: Delivery, apart: Callable[[Delivery], bool] | None
-    ) -> Delivery | None:
+    def _twin(self, s: DetectionSettings, current: Delivery, apart: Apart) -> Delivery | None:
         """The newest delivery the ledger holds with `current`'s response id, to another tenant (`apart`)."""
         rid = getattr(current, "response", None)
         if not rid or not s.mixup_response_ids:
             return None
         ids = getattr(self, "_ids", None)  # a ledger pickled before the index existed has none
         if ids is None:
-            ids = self._ids = {d.response: d for d in self.recent if getattr(d, "response", None) is not None}  # type: ignore[misc]
+            ids = self._ids = {r: d for d in self.recent if (r := getattr(d, "response", None))}
         other = ids.get(rid)
         if other is None or other is current or other.tenant_id == current.tenant_id:
             return None
