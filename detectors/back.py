@@ -273,7 +273,7 @@ class Back:
         return alerts
 
     def mature(self, now: float, newest: float) -> list[Alert]:
-        """Held findings that waited `overlap_hold_s` by `now`, judged, and the fleet record advanced to `now`: a live
+        """Held findings that waited `overlap_hold_s` by `now`, judged, and the fleet record advanced: a live
         runner's clock, passed in (the OTLP receiver, a Kafka worker), so that a finding comes out when no event
         follows it. Moves no domain's event time.
 
@@ -283,9 +283,12 @@ class Back:
         alerts: list[Alert] = []
         if now - newest > 2 * self.table.settings.overlap_hold_s:
             return alerts
-        # The fleet record too: a mix-up across domains found `fleet_delay_s` after its pair comes out on a quiet
-        # input as well (its alerts go out with the flushed ones). Every digest told within the delay has been heard.
-        self.table.advance_fleet(now)
+        # The fleet record too, up to the newest event seen here once the delay has passed on the clock: a mix-up
+        # across domains found `fleet_delay_s` after its pair comes out on a quiet input as well (its alerts go out with
+        # the flushed ones). Never past that event: a partition behind the others learns no digest ahead of its own
+        # event time, as by event time alone.
+        fleet = self.table.fleet
+        self.table.advance_fleet(min(now, newest + fleet.delay_s))
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)
