@@ -283,12 +283,11 @@ class Back:
         alerts: list[Alert] = []
         if now - newest > 2 * self.table.settings.overlap_hold_s:
             return alerts
-        # The fleet record too, up to the newest event seen here once the delay has passed on the clock: a mix-up
-        # across domains found `fleet_delay_s` after its pair comes out on a quiet input as well (its alerts go out with
-        # the flushed ones). Never past that event: a partition behind the others learns no digest ahead of its own
-        # event time, as by event time alone.
-        fleet = self.table.fleet
-        self.table.advance_fleet(min(now, newest + fleet.delay_s))
+        # The fleet record too, once the input went quiet (`Fleet.quiet`): a mix-up across domains found
+        # `fleet_delay_s` after its pair comes out with no later event (its alerts go out with the flushed ones).
+        until = self.table.fleet.quiet(now, newest)
+        if until is not None:
+            self.table.advance_fleet(until)
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)
