@@ -99,12 +99,11 @@ class FleetMixups:
         self.ledger.add(s, cur)
         if late and recent and recent[-1] is cur:
             # Heard after its time: kept in event-time order, which `check` reads (it stops at the first delivery
-            # made before a request was sent). Rare, so a linear search; the sketch and the id index are rebuilt when
-            # next asked.
+            # made before a request was sent). Rare, so a linear search.
             recent.pop()
             at = bisect.bisect_right([x.ts for x in recent], cur.ts)
             recent.insert(at, cur)
-            self.ledger._sketch = self.ledger._ids = None
+            self.ledger.forget_derived()
         if len(self.domain_of) > 2 * len(self.ledger.recent) + 64:
             held = {d.request_id for d in self.ledger.recent}
             self.domain_of = {r: d for r, d in self.domain_of.items() if r in held}

@@ -177,6 +177,11 @@ class MixupLedger(StoredAsIs):
             self.recent.popleft()
         self.recent.extend(added)
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
+        self.forget_derived()
+
+    def forget_derived(self) -> None:
+        """Drops the indexes derived from `recent` (the sketch, the ids), rebuilt when next asked: after `recent` was
+        changed other than by `add` (a checkpoint replayed, a delivery heard late put in its place)."""
         self._sketch = self._ids = None
 
     def delivery(self, ex: Exchange) -> Delivery | None:
@@ -246,7 +251,7 @@ class MixupLedger(StoredAsIs):
 
     def _twin(self, s: DetectionSettings, current: Delivery, apart: Apart) -> Delivery | None:
         """The newest delivery the ledger holds with `current`'s response id, to another tenant (`apart`)."""
-        rid = getattr(current, "response", None)
+        rid = current.response
         if not rid or not s.mixup_response_ids:
             return None
         ids = getattr(self, "_ids", None)  # a ledger pickled before the index existed has none
@@ -349,16 +354,25 @@ def _candidates(
     return [others[i] for i in np.flatnonzero(keep).tolist()]
 
 
+def _one_answer(s: DetectionSettings, a: Delivery, b: Delivery, innocent: Innocent, least: int) -> np.ndarray | None:
+    """The uncommon fingerprints two outputs share when they are one answer (they share `mixup_copy_share` of the
+    shorter one's fingerprints, and at least `least`); None when they are not. Stock text and public quotes inside an
+    answer count for its sameness, not as its evidence."""
+    shared = _common(a.out, b.out)
+    if shared.size < max(s.mixup_copy_share * min(a.out.size, b.out.size), least):
+        return None
+    out: np.ndarray = shared[~innocent(shared)]
+    return out
+
+
 def _pair(
     s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent, earlier: bool = False
 ) -> Finding | None:
     """The mix-up of `cur` and `other`, if any. `earlier`: `other` was delivered before `cur`'s request was sent, so
     only a copy with `other` as its owner is possible (an answer cannot precede the prompt it answers)."""
-    shared = _common(cur.out, other.out)
-    if shared.size >= max(s.mixup_copy_share * min(cur.out.size, other.out.size), s.mixup_min_matches):
-        # One answer delivered twice (stock text and public quotes inside it count for the sameness, not as its
-        # evidence: at least mixup_min_matches uncommon fingerprints must be shared).
-        shared = shared[~innocent(shared)]
+    shared = _one_answer(s, cur, other, innocent, s.mixup_min_matches)
+    if shared is not None:
+        # One answer delivered twice: at least mixup_min_matches uncommon fingerprints must be shared.
         if shared.size < s.mixup_min_matches:
             return None
         mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
@@ -384,11 +398,8 @@ def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocen
         return None
     # The id says it is one answer, so the text need only show it is one (the copy's share) and no stock answer: _WEAK
     # uncommon fingerprints, which a short personal answer has ("Nice to meet you, Elvin! How is Palu today?").
-    shared = _common(cur.out, other.out)
-    if shared.size < max(s.mixup_copy_share * min(cur.out.size, other.out.size), _WEAK):
-        return None
-    shared = shared[~innocent(shared)]
-    if shared.size < _WEAK:
+    shared = _one_answer(s, cur, other, innocent, _WEAK)
+    if shared is None or shared.size < _WEAK:
         return None
     first, second = (other, cur) if (other.sent, other.ts) <= (cur.sent, cur.ts) else (cur, other)
     quoted_first, quoted_second = _common(shared, first.prompt).size, _common(shared, second.prompt).size

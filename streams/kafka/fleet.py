@@ -111,12 +111,12 @@ def decode(blob: bytes) -> list[Digest]:
         end = i + lr + lk + ld + lx + lp + lo
         if end > n or lp % 8 or lo % 8:
             raise FleetFrameError("truncated fleet message")
-        rid = blob[i : i + lr].decode()
-        key = blob[i + lr : i + lr + lk].decode()
-        domain = blob[i + lr + lk : i + lr + lk + ld].decode()
-        response = blob[i + lr + lk + ld : i + lr + lk + ld + lx].decode()
-        j = i + lr + lk + ld + lx
-        prompt, output = blob[j : j + lp], blob[j + lp : end]
+        names = []
+        for length in (lr, lk, ld, lx):  # request id, key, cache domain, response id
+            names.append(blob[i : i + length].decode())
+            i += length
+        rid, key, domain, response = names
+        prompt, output = blob[i : i + lp], blob[i + lp : end]
         out.append(Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response))
         i = end
     return out
