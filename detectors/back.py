@@ -273,9 +273,8 @@ class Back:
         return alerts
 
     def mature(self, now: float, newest: float) -> list[Alert]:
-        """Held findings that waited `overlap_hold_s` by `now`, judged, and the fleet record advanced: a live
-        runner's clock, passed in (the OTLP receiver, a Kafka worker), so that a finding comes out when no event
-        follows it. Moves no domain's event time.
+        """Held findings that waited `overlap_hold_s` by `now`, judged: a live runner's clock, passed in (the
+        OTLP receiver, a Kafka worker), so that a finding comes out when no event follows it. Moves no event time.
 
         `newest`: the newest event time seen. Only live input is judged by the clock: input whose newest event is
         more than twice `overlap_hold_s` behind it (a replay of an old log through a live runner) is judged by event
@@ -283,11 +282,6 @@ class Back:
         alerts: list[Alert] = []
         if now - newest > 2 * self.table.settings.overlap_hold_s:
             return alerts
-        # The fleet record too, once the input went quiet (`Fleet.quiet`): a mix-up across domains found
-        # `fleet_delay_s` after its pair comes out with no later event (its alerts go out with the flushed ones).
-        until = self.table.fleet.quiet(now, newest)
-        if until is not None:
-            self.table.advance_fleet(until)
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)

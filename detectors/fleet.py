@@ -113,7 +113,6 @@ class Fleet:
         self._pending_hashes = 0
         self.learned_until = float("-inf")  # event time up to which every digest due was learned
         self.late = 0  # digests that came after their time (learned when they came)
-        self._still: tuple[float, float] | None = None  # (the newest event seen, the clock when it was first seen)
 
     # --- what the domains read ----------------------------------------------------------------
     def sessions(self, keys: np.ndarray) -> np.ndarray:
@@ -144,17 +143,6 @@ class Fleet:
             self._pop()
         if due > self.learned_until:
             self.learned_until = due
-
-    def quiet(self, now: float, newest: float) -> float | None:
-        """On a live runner's clock `now`: the event time to learn up to once no event newer than `newest` has come for
-        the delay (the input went quiet), so that a pair no later event follows is still learned; None while events
-        still come, which learn by event time alone. Never past the newest event: a partition behind the others
-        learns no digest ahead of its own event time."""
-        still = self._still
-        if still is None or still[0] != newest:
-            self._still = (newest, now)
-            return None
-        return newest + self.delay_s if now - still[1] >= self.delay_s else None
 
     def _pop(self) -> None:
         _, d = heapq.heappop(self._pending)

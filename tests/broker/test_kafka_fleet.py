@@ -149,17 +149,19 @@ def test_a_worker_hears_what_the_model_wrote_on_another_workers_partitions(
 
 def _twice(d1: str, d2: str) -> list[bytes]:
     """A's answer in d1, handed again under its response id to R in d2 a minute later (a response cache keyed wrongly):
-    it quotes neither prompt, so only the id says whose it is (ADR 0022)."""
+    it quotes neither prompt, so only the id says whose it is (ADR 0022). Then another exchange in d2, which moves the
+    event time of R's worker past the fleet's delay."""
     rng = random.Random(23)
-    pool = rng.sample([f"z{i:04d}" for i in range(5000)], 180)
-    prompt_a, prompt_r, answer = " ".join(pool[:60]), " ".join(pool[60:120]), " ".join(pool[120:])
-    # Live input, then nothing: the workers' clocks move the fleet record past the pair (no later event does).
-    base = time.time() - 300
+    pool = rng.sample([f"z{i:04d}" for i in range(5000)], 200)
+    prompt_a, prompt_r, answer = " ".join(pool[:60]), " ".join(pool[60:120]), " ".join(pool[120:180])
+    base = time.time() - 7200
     events = [
         request("a1", "A", base, text=f"my order {prompt_a}", session_id="a", cache_domain=d1),
         response("a1", "A", base + 2, text=answer, session_id="a", domain=d1, response_id="chatcmpl-twice"),
         request("r1", "R", base + 60, text=f"my ticket {prompt_r}", session_id="r", cache_domain=d2),
         response("r1", "R", base + 62, text=answer, session_id="r", domain=d2, response_id="chatcmpl-twice"),
+        request("w1", "W", base + 200, text=" ".join(pool[180:]), session_id="w", cache_domain=d2),
+        response("w1", "W", base + 201, text="fine thanks", session_id="w", domain=d2, response_id="chatcmpl-w"),
     ]
     return [e.model_dump_json(exclude_none=True).encode() for e in events]
 
@@ -173,7 +175,7 @@ def test_one_answer_under_one_id_judged_by_two_workers_names_its_owner(
     a = workers.start(kafka_names, "a", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
     b = workers.start(kafka_names, "b", **WARM, CROSSTALK_KAFKA__TOPOLOGY=topology)
     d1, d2 = _two_domains(kafka_names, a, b, topology)
-    _send(kafka_names, _twice(d1, d2), {"a1": d1, "r1": d2})
+    _send(kafka_names, _twice(d1, d2), {"a1": d1, "r1": d2, "w1": d2})
     alerts = _r_alerts(kafka_names, want_any=True)
     assert [x["source_tenant_id"] for x in alerts] == ["A"], (alerts, a.counters(), b.counters())
     figures = [e["figures"] for e in alerts[0]["evidence"] if e["name"] == "cross_tenant_contamination"]

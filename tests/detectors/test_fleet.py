@@ -116,13 +116,3 @@ def test_the_digests_waiting_their_delay_are_bounded_oldest_learned_first() -> N
         fleet.push(_digest(float(i), f"r{i}", [100 + i]))
     assert fleet.pending == 3
     assert [_sessions(fleet, 100 + i) for i in range(5)] == [1, 1, 0, 0, 0]
-
-
-def test_the_clock_moves_the_record_only_once_the_input_went_quiet() -> None:
-    # While events come, the record learns by event time alone (as a replay would); once the newest event has stood
-    # for the delay on a live runner's clock, up to that event, never past it.
-    fleet = Fleet(DetectionSettings(fingerprint_key="quiet", fleet_delay_s=30.0))
-    assert fleet.quiet(1_000.0, 10.0) is None  # first seen now
-    assert fleet.quiet(1_020.0, 11.0) is None  # a newer event came: still busy
-    assert fleet.quiet(1_049.0, 11.0) is None  # quiet for 29 s
-    assert fleet.quiet(1_050.0, 11.0) == 41.0  # quiet for 30 s: learn what is due by the newest event
