@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from detectors.changes import StoredAsIs
+from detectors.mixup_history import history
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange, TextFingerprint
 
@@ -87,7 +88,7 @@ class Delivery:
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response"]
+    mode: Literal["copy", "swap", "misroute", "same_response", "history"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -156,9 +157,10 @@ class MixupLedger(StoredAsIs):
         # copied (rebuilt when asked).
         self._sketch: dict[int, deque[Delivery]] | None = None
         self._ids: dict[str, Delivery] | None = None
+        self._sessions: dict[tuple[str, str], Delivery] | None = None  # the newest by (tenant, session)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sketch": None, "_ids": None}
+        return {**self.__dict__, "_sketch": None, "_ids": None, "_sessions": None}
 
     # A piece (detectors/signals/base.py): a checkpoint copies the ledger as the deliveries it gained and lost.
     def changes(self) -> tuple[int, list[Delivery]] | None:
@@ -182,7 +184,7 @@ class MixupLedger(StoredAsIs):
     def forget_derived(self) -> None:
         """Drops the indexes derived from `recent` (the sketch, the ids), rebuilt when next asked: after `recent` was
         changed other than by `add` (a checkpoint replayed, a delivery heard late put in its place)."""
-        self._sketch = self._ids = None
+        self._sketch = self._ids = self._sessions = None
 
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no response, a refusal, or neither
@@ -246,8 +248,24 @@ class MixupLedger(StoredAsIs):
             f = _same_response(s, current, twin, innocent)
             if f is not None:
                 found.append(f)
+        if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
+            hit = history(s, current, self._latest(current), self._copies(), innocent, apart)
+            if hit is not None:
+                found.append(Finding("history", current, *hit))
         self.found += len(found)
         return found
+
+    def _latest(self, current: Delivery) -> Delivery | None:
+        """The newest delivery the ledger holds of `current`'s session other than `current` itself."""
+        sessions = getattr(self, "_sessions", None)  # a ledger pickled before the index existed has none
+        if sessions is None:
+            sessions = self._sessions = {}
+            for d in self.recent:
+                if d.session_id is not None:
+                    sessions[(d.tenant_id, d.session_id)] = d
+        assert current.session_id is not None
+        own = sessions.get((current.tenant_id, current.session_id))
+        return None if own is current else own
 
     def _twin(self, s: DetectionSettings, current: Delivery, apart: Apart) -> Delivery | None:
         """The newest delivery the ledger holds with `current`'s response id, to another tenant (`apart`)."""
@@ -292,6 +310,9 @@ class MixupLedger(StoredAsIs):
         ids = getattr(self, "_ids", None)
         if ids is not None and getattr(d, "response", None):
             ids[d.response] = d
+        sessions = getattr(self, "_sessions", None)
+        if sessions is not None and d.session_id is not None:
+            sessions[(d.tenant_id, d.session_id)] = d
         recent.append(d)
         self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
         horizon, dropped = d.ts - s.mixup_window_s, 0
@@ -304,6 +325,9 @@ class MixupLedger(StoredAsIs):
                 _leave(sketch, gone)
             if ids is not None and ids.get(getattr(gone, "response", None) or "") is gone:
                 del ids[gone.response]
+            at = (gone.tenant_id, gone.session_id or "")
+            if sessions is not None and sessions.get(at) is gone:
+                del sessions[at]
             dropped += 1
         if self._since is not None:
             self._since = (self._since[0] + 1, self._since[1] + dropped)

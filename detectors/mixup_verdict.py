@@ -14,15 +14,20 @@ from schemas.alert import SEVERITY_RANK, Signal
 
 
 def mixup_signal(f: Finding, source: Delivery) -> Signal:
-    """The finding as a cross-tenant signal naming `source`'s tenant (the owner of the answer the receiver got)."""
+    """The finding as a cross-tenant signal naming `source`'s tenant (the owner of the answer the receiver got); a
+    cross-session one where that is the receiver's own tenant (a history carried into another of its sessions)."""
     figures: dict[str, Any] = {
         "delivery_mixup": f.mode,
         "matched_fingerprints": f.shared,
         "witness_fingerprints": f.shared,
         "source_request_ids": [source.request_id],
     }
+    receiver = f.owner if source is f.leaked else f.leaked
+    own = source.tenant_id == receiver.tenant_id
+    if own:
+        figures["source_session_id"] = source.session_id
     return Signal(
-        name="cross_tenant_contamination",
+        name="cross_session_contamination" if own else _CONTENT,
         severity="high",
         score=1.0,
         source_tenant_id=source.tenant_id,
@@ -81,7 +86,7 @@ def _escalate(signals: list[Signal], sig: Signal) -> list[Signal]:
     figures kept and the mix-up's added), or with `sig` added first when none names it."""
     out, done = [], False
     for x in signals:
-        if not done and x.name == _CONTENT and x.source_tenant_id == sig.source_tenant_id:
+        if not done and x.name == sig.name and x.source_tenant_id == sig.source_tenant_id:
             done = True
             if SEVERITY_RANK[x.severity] < SEVERITY_RANK["high"]:
                 x = x.model_copy(update={"severity": "high", "figures": {**x.figures, **sig.figures}})

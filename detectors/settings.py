@@ -344,6 +344,12 @@ class DetectionSettings(BaseModel):
         "handed over twice (a response cache keyed wrongly, a connection read by the next request): its owner is "
         "the prompt it quotes, else the earlier receiver",
     )
+    mixup_history: bool = Field(
+        default=True,
+        description="a turn whose prompt carries an answer delivered earlier to another session, and next to none of "
+        "the answer its own session was given last, was sent with another conversation's history (a history store "
+        "keyed wrongly): a high finding naming that session's tenant (ADR 0023)",
+    )
     # The session-incremental fingerprinting cache (detectors/session_prints.py): a cache, never state.
     session_cache_prints: int = Field(
         default=1_000_000,

@@ -1,0 +1,86 @@
+"""A conversation's history swapped for another's: a request that carries an answer delivered to another session.
+
+A chat or agent client re-sends its conversation with every turn, so a turn's prompt holds the answers its session
+was given, the latest one above all (a client that trims its history drops the oldest turns first). A history store
+keyed wrongly (by user cohort, by a hash that collides, by a session id reused across tenants) sends a turn with
+another conversation's history instead, and the model answers from it: the receiver is shown, and its answer
+restates, someone else's conversation (the shape of ChatGPT's March 2023 history leak). Content alone calls this an
+echo, since the answer quotes the receiver's own prompt. The ledger sees two more witnesses:
+
+- the prompt holds most of an answer delivered earlier to *another* session (its owner), with uncommon text in it
+  beyond what that answer quotes of its own prompt (a document both prompts hold is no witness);
+- it holds next to none of the answer its own session was given last.
+
+A conversation forked into a new session has no answer of its own yet, and a user who pastes an answer from another
+chat still continues their own: neither is concluded. A client that sends no session id is never judged. Same
+tenant: a cross-session finding; another tenant: a cross-tenant one. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from detectors.settings import DetectionSettings
+
+if TYPE_CHECKING:
+    from detectors.mixup import Delivery
+
+Innocent = Callable[[np.ndarray], np.ndarray]
+Apart = Callable[["Delivery"], bool] | None
+# At most this share of its own session's latest answer may be in a prompt whose history was swapped: a client that
+# keeps its history keeps the latest answer whole, and the replaced history has none of it.
+_OWN_LEFT = 0.25
+
+
+def history(
+    s: DetectionSettings,
+    current: Delivery,
+    own: Delivery | None,
+    sketch: dict[int, deque[Delivery]],
+    innocent: Innocent,
+    apart: Apart,
+) -> tuple[Delivery, int] | None:
+    """(the owner of the history `current`'s prompt carries, the uncommon fingerprints witnessing it), or None.
+
+    `own`: the newest delivery of `current`'s session the ledger holds; `sketch`: deliveries by their smallest output
+    fingerprints (an answer carried whole in a prompt has them there). Only searched when the latest answer of the
+    session is missing from the prompt, which a client that keeps its history never does: the cost is nil on a
+    healthy service."""
+    if own is None or own.ts >= current.sent or own.out.size < s.mixup_min_matches:
+        return None  # a new session (or a fork), a turn sent before its session's last answer came, or no answer
+    if _held(own.out, current.prompt).sum() > _OWN_LEFT * own.out.size:
+        return None  # the session's own latest answer is there: its history is its own
+    best: tuple[Delivery, int] | None = None
+    seen: set[int] = set()
+    for key in current.prompt.tolist() if len(sketch) else ():
+        for other in sketch.get(key, ()):
+            if id(other) in seen or other.ts >= current.sent or other is own:
+                continue
+            seen.add(id(other))
+            if (other.tenant_id, other.session_id) == (current.tenant_id, current.session_id):
+                continue
+            if apart is not None and not apart(other):
+                continue
+            inside = other.out[_held(other.out, current.prompt)]
+            if inside.size < max(s.mixup_min_matches, s.mixup_copy_share * other.out.size):
+                continue  # not that answer carried whole: a quote of it, or stock text it shares
+            # What the answer quotes of its own prompt is no witness: the two prompts may share that document.
+            inside = inside[~_held(inside, other.prompt)]
+            n = int((~innocent(inside)).sum()) if inside.size >= s.mixup_min_matches else 0
+            if n >= s.mixup_min_matches and (best is None or n > best[1]):
+                best = (other, n)
+    return best
+
+
+def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per value of sorted unique `a`: whether sorted unique `b` holds it."""
+    if not a.size or not b.size:
+        return np.zeros(a.size, dtype=bool)
+    at = np.searchsorted(b, a)
+    at[at == b.size] = 0
+    held: np.ndarray = b[at] == a
+    return held
