@@ -22,12 +22,14 @@ a busy fleet keeps a shorter window. Never in a snapshot, like the record it rid
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from detectors.mixup import Delivery, MixupLedger, answered, sorted_unique
+from detectors.mixup import Delivery, Finding, MixupLedger, answered, sorted_unique
+from detectors.mixup_history import carried, lost_own
 from detectors.mixup_verdict import mixup_signal
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
@@ -61,6 +63,9 @@ class FleetMixups:
         self._here: dict[str, float] = {}
         self._newest = float("-inf")
         self._here_limit = 4096
+        # Deliveries whose prompt lost their session's latest answer and carried no other one the ledger held: a
+        # digest heard late may still be the answer they carry (detectors/mixup_history.py). Rare on a healthy fleet.
+        self._carriers: deque[tuple[str, Delivery]] = deque()
 
     def learn(self, d: Digest, innocent: Innocent) -> None:
         """One digest of the fleet, in the record's order: checked against the earlier ones, then kept."""
@@ -96,6 +101,8 @@ class FleetMixups:
         domain_of[d.request_id] = domain
         recent = self.ledger.recent
         late = bool(recent) and cur.ts < recent[-1].ts
+        if s.mixup_history:
+            self._carry(cur, domain, late, innocent)
         self.ledger.add(s, cur)
         if late and recent and recent[-1] is cur:
             # Heard after its time: kept in event-time order, which `check` reads (it stops at the first delivery
@@ -107,6 +114,24 @@ class FleetMixups:
         if len(self.domain_of) > 2 * len(self.ledger.recent) + 64:
             held = {d.request_id for d in self.ledger.recent}
             self.domain_of = {r: d for r, d in self.domain_of.items() if r in held}
+
+    def _carry(self, cur: Delivery, domain: str, late: bool, innocent: Innocent) -> None:
+        """A late digest is asked whether it is the answer a carrier's prompt carries, which the carrier's own check
+        could not see (a history found in every topology, whatever order the digests came in); then `cur` becomes a
+        carrier itself if its prompt lost its session's latest answer and no history was found for it."""
+        s, carriers = self.s, self._carriers
+        horizon = self._newest - s.mixup_window_s
+        while carriers and (carriers[0][1].ts < horizon or len(carriers) > 1024):
+            carriers.popleft()
+        if late:
+            for where, c in carriers:
+                if where != domain and cur.tenant_id not in c.named and (n := carried(s, c, cur, innocent)):
+                    c.named.add(cur.tenant_id)
+                    self.found.append((where, c, mixup_signal(Finding("history", c, cur, n), cur)))
+        if cur.session_id is not None and cur.prompt.size and not cur.named:
+            own = self.ledger.latest(cur)
+            if lost_own(s, cur, own):
+                carriers.append((domain, cur))
 
     def judged_here(self, d: Digest) -> None:
         self._here[d.request_id] = d.ts

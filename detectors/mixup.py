@@ -249,13 +249,13 @@ class MixupLedger(StoredAsIs):
             if f is not None:
                 found.append(f)
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
-            hit = history(s, current, self._latest(current), self._copies(), innocent, apart)
+            hit = history(s, current, self.latest(current), self._copies(), innocent, apart)
             if hit is not None:
                 found.append(Finding("history", current, *hit))
         self.found += len(found)
         return found
 
-    def _latest(self, current: Delivery) -> Delivery | None:
+    def latest(self, current: Delivery) -> Delivery | None:
         """The newest delivery the ledger holds of `current`'s session other than `current` itself."""
         sessions = getattr(self, "_sessions", None)  # a ledger pickled before the index existed has none
         if sessions is None:

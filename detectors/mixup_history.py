@@ -50,30 +50,44 @@ def history(
     fingerprints (an answer carried whole in a prompt has them there). Only searched when the latest answer of the
     session is missing from the prompt, which a client that keeps its history never does: the cost is nil on a
     healthy service."""
-    if own is None or own.ts >= current.sent or own.out.size < s.mixup_min_matches:
-        return None  # a new session (or a fork), a turn sent before its session's last answer came, or no answer
-    if _held(own.out, current.prompt).sum() > _OWN_LEFT * own.out.size:
-        return None  # the session's own latest answer is there: its history is its own
+    if not lost_own(s, current, own):
+        return None
     best: tuple[Delivery, int] | None = None
     seen: set[int] = set()
     for key in current.prompt.tolist() if len(sketch) else ():
         for other in sketch.get(key, ()):
-            if id(other) in seen or other.ts >= current.sent or other is own:
+            if id(other) in seen or other is own:
                 continue
             seen.add(id(other))
-            if (other.tenant_id, other.session_id) == (current.tenant_id, current.session_id):
-                continue
             if apart is not None and not apart(other):
                 continue
-            inside = other.out[_held(other.out, current.prompt)]
-            if inside.size < max(s.mixup_min_matches, s.mixup_copy_share * other.out.size):
-                continue  # not that answer carried whole: a quote of it, or stock text it shares
-            # What the answer quotes of its own prompt is no witness: the two prompts may share that document.
-            inside = inside[~_held(inside, other.prompt)]
-            n = int((~innocent(inside)).sum()) if inside.size >= s.mixup_min_matches else 0
-            if n >= s.mixup_min_matches and (best is None or n > best[1]):
+            n = carried(s, current, other, innocent)
+            if n and (best is None or n > best[1]):
                 best = (other, n)
     return best
+
+
+def lost_own(s: DetectionSettings, current: Delivery, own: Delivery | None) -> bool:
+    """Whether `current`'s prompt holds next to none of `own`, its session's latest answer (delivered before it was
+    sent, with text enough to tell): False for a new session (or a fork), a turn sent before its session's last
+    answer came, or a session whose answers are too short to tell."""
+    if own is None or own.ts >= current.sent or own.out.size < s.mixup_min_matches:
+        return False
+    return bool(_held(own.out, current.prompt).sum() <= _OWN_LEFT * own.out.size)
+
+
+def carried(s: DetectionSettings, current: Delivery, other: Delivery, innocent: Innocent) -> int:
+    """The uncommon fingerprints of `other`'s answer that `current`'s prompt carries when it carries that answer
+    whole (delivered to another session before `current` was sent); 0 when it does not."""
+    if other.ts >= current.sent or (other.tenant_id, other.session_id) == (current.tenant_id, current.session_id):
+        return 0
+    inside = other.out[_held(other.out, current.prompt)]
+    if inside.size < max(s.mixup_min_matches, s.mixup_copy_share * other.out.size):
+        return 0  # not that answer carried whole: a quote of it, or stock text it shares
+    # What the answer quotes of its own prompt is no witness: the two prompts may share that document.
+    inside = inside[~_held(inside, other.prompt)]
+    n = int((~innocent(inside)).sum()) if inside.size >= s.mixup_min_matches else 0
+    return n if n >= s.mixup_min_matches else 0
 
 
 def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,11 +5,14 @@ an echo. Each scenario runs through the embedded, direct and staged runners (tes
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from factories import high_on as _high
 from factories import private_texts as _texts
 from factories import request, response
 
+from detectors.fleet import Digest
+from detectors.fleet_mixup import FleetMixups
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
@@ -98,3 +101,33 @@ def test_a_history_trimmed_to_its_latest_turns_is_its_own() -> None:
     rid, tenant, session, ts, domain, _, _ = turns[3]
     turns[3] = (rid, tenant, session, ts, domain, f"{SYSTEM}\n\n{turns[2][6]}\n\nand then", "good to hear")
     assert _high(_run(S, turns), "A") == []
+
+
+def _digest(ts: float, rid: str, key: str, prompt: range, output: range, domain: str) -> Digest:
+    p, o = (np.array(list(r), dtype="<u8").tobytes() for r in (prompt, output))
+    return Digest(ts, rid, key, p, o, domain, ts - 2.0, 200)
+
+
+def _found(order: list[Digest]) -> list[tuple[str, str, str]]:
+    fm = FleetMixups(S)
+    for d in order:
+        fm.learn(d, lambda keys: np.zeros(keys.size, dtype=bool))
+    return [(where, d.request_id, sig.figures["delivery_mixup"]) for where, d, sig in fm.take()]
+
+
+# Fingerprints as numbers: A1's answers 1000.., B1's prompt 2000.. and answer 3000.., the swapped turn's question 4000...
+A1 = _digest(100.0, "a1", "A\x1fA1", range(10, 40), range(1000, 1030), "d1")
+B1 = _digest(130.0, "b1", "B\x1fB1", range(2000, 2030), range(3000, 3030), "d2")
+_CARRIED = np.array([*range(2000, 2030), *range(3000, 3030), *range(4000, 4010)], dtype="<u8").tobytes()
+A3 = Digest(220.0, "a3", "A\x1fA1", _CARRIED, np.arange(5000, 5010, dtype="<u8").tobytes(), "d1", 218.0, 200)
+
+
+def test_the_fleet_finds_a_carried_history_whatever_order_the_digests_come_in() -> None:
+    # A digest heard after its time (a worker behind the others) is checked when it comes: the carrier waits for it.
+    assert _found([A1, B1, A3]) == [("d1", "a3", "history")]
+    assert _found([A1, A3, B1]) == [("d1", "a3", "history")]
+
+
+def test_a_late_answer_of_the_same_domain_is_left_to_the_domain() -> None:
+    b1_here = Digest(*[B1.ts, B1.request_id, B1.key, B1.prompt, B1.output, "d1", B1.sent, B1.status])
+    assert _found([A1, b1_here, A3]) == [] and _found([A1, A3, b1_here]) == []
