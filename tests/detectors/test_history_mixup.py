@@ -115,7 +115,7 @@ def _found(order: list[Digest]) -> list[tuple[str, str, str]]:
     return [(where, d.request_id, sig.figures["delivery_mixup"]) for where, d, sig in fm.take()]
 
 
-# Fingerprints as numbers: A1's answers 1000.., B1's prompt 2000.. and answer 3000.., the swapped turn's question 4000...
+# Fingerprints as numbers: A1's answers 1000.., B1's prompt 2000.. and answer 3000.., A3's question 4000..
 A1 = _digest(100.0, "a1", "A\x1fA1", range(10, 40), range(1000, 1030), "d1")
 B1 = _digest(130.0, "b1", "B\x1fB1", range(2000, 2030), range(3000, 3030), "d2")
 _CARRIED = np.array([*range(2000, 2030), *range(3000, 3030), *range(4000, 4010)], dtype="<u8").tobytes()
