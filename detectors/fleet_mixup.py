@@ -65,7 +65,7 @@ class FleetMixups:
         self._here_limit = 4096
         # Deliveries whose prompt lost their session's latest answer and carried no other one the ledger held: a
         # digest heard late may still be the answer they carry (detectors/mixup_history.py). Rare on a healthy fleet.
-        self._carriers: deque[tuple[str, Delivery]] = deque()
+        self._carriers: deque[tuple[str, Delivery, Delivery]] = deque()  # (domain, carrier, its own latest)
 
     def learn(self, d: Digest, innocent: Innocent) -> None:
         """One digest of the fleet, in the record's order: checked against the earlier ones, then kept."""
@@ -124,14 +124,14 @@ class FleetMixups:
         while carriers and (carriers[0][1].ts < horizon or len(carriers) > 1024):
             carriers.popleft()
         if late:
-            for where, c in carriers:
-                if where != domain and cur.tenant_id not in c.named and (n := carried(s, c, cur, innocent)):
+            for where, c, own_c in carriers:
+                if where != domain and cur.tenant_id not in c.named and (n := carried(s, c, cur, own_c, innocent)):
                     c.named.add(cur.tenant_id)
                     self.found.append((where, c, mixup_signal(Finding("history", c, cur, n), cur)))
         if cur.session_id is not None and cur.prompt.size and not cur.named:
             own = self.ledger.latest(cur)
-            if lost_own(s, cur, own):
-                carriers.append((domain, cur))
+            if own is not None and lost_own(s, cur, own):
+                carriers.append((domain, cur, own))
 
     def judged_here(self, d: Digest) -> None:
         self._here[d.request_id] = d.ts

@@ -34,6 +34,9 @@ Apart = Callable[["Delivery"], bool] | None
 # At most this share of its own session's latest answer may be in a prompt whose history was swapped: a client that
 # keeps its history keeps the latest answer whole, and the replaced history has none of it.
 _OWN_LEFT = 0.25
+# The least uncommon evidence each half of a carried exchange (the question, the answer) gives: a chat's first turn is
+# a sentence or two ("I'm Norma from Hamburg" and "Nice to meet you, Norma! How is Hamburg today?").
+_WEAK = 2
 
 
 def history(
@@ -50,7 +53,7 @@ def history(
     fingerprints (an answer carried whole in a prompt has them there). Only searched when the latest answer of the
     session is missing from the prompt, which a client that keeps its history never does: the cost is nil on a
     healthy service."""
-    if not lost_own(s, current, own):
+    if own is None or not lost_own(s, current, own):
         return None
     best: tuple[Delivery, int] | None = None
     seen: set[int] = set()
@@ -61,7 +64,7 @@ def history(
             seen.add(id(other))
             if apart is not None and not apart(other):
                 continue
-            n = carried(s, current, other, innocent)
+            n = carried(s, current, other, own, innocent)
             if n and (best is None or n > best[1]):
                 best = (other, n)
     return best
@@ -76,18 +79,28 @@ def lost_own(s: DetectionSettings, current: Delivery, own: Delivery | None) -> b
     return bool(_held(own.out, current.prompt).sum() <= _OWN_LEFT * own.out.size)
 
 
-def carried(s: DetectionSettings, current: Delivery, other: Delivery, innocent: Innocent) -> int:
-    """The uncommon fingerprints of `other`'s answer that `current`'s prompt carries when it carries that answer
-    whole (delivered to another session before `current` was sent); 0 when it does not."""
+def carried(s: DetectionSettings, current: Delivery, other: Delivery, own: Delivery, innocent: Innocent) -> int:
+    """The uncommon fingerprints witnessing that `current`'s prompt carries `other`'s exchange (delivered to another
+    session before `current` was sent), or 0. A history is questions and answers: the prompt must hold most of that
+    answer and uncommon text of it beyond what it quotes of its own prompt (a document both prompts hold is no
+    witness), and uncommon text of that question which its own session had not sent (`own`'s prompt: the system prompt
+    and history the session sends anyway). An answer alone in a prompt is a user pasting text the model also wrote
+    elsewhere (a licence, a famous text), or a client that builds its history from stock text."""
     if other.ts >= current.sent or (other.tenant_id, other.session_id) == (current.tenant_id, current.session_id):
         return 0
-    inside = other.out[_held(other.out, current.prompt)]
-    if inside.size < max(s.mixup_min_matches, s.mixup_copy_share * other.out.size):
+    answer = other.out[_held(other.out, current.prompt)]
+    if answer.size < max(_WEAK, s.mixup_copy_share * other.out.size):
         return 0  # not that answer carried whole: a quote of it, or stock text it shares
-    # What the answer quotes of its own prompt is no witness: the two prompts may share that document.
-    inside = inside[~_held(inside, other.prompt)]
-    n = int((~innocent(inside)).sum()) if inside.size >= s.mixup_min_matches else 0
-    return n if n >= s.mixup_min_matches else 0
+    answer = answer[~_held(answer, other.prompt)]
+    answer = answer[~innocent(answer)] if answer.size >= _WEAK else answer[:0]
+    if answer.size < _WEAK:
+        return 0
+    question = other.prompt[_held(other.prompt, current.prompt)]
+    question = question[~_held(question, own.prompt)]
+    question = question[~innocent(question)] if question.size >= _WEAK else question[:0]
+    if question.size < _WEAK or answer.size + question.size < s.mixup_min_matches:
+        return 0
+    return int(answer.size + question.size)
 
 
 def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
