@@ -129,7 +129,7 @@ class FleetMixups:
                     c.named.add(cur.tenant_id)
                     self.found.append((where, c, mixup_signal(Finding("history", c, cur, n), cur)))
         if cur.session_id is not None and cur.prompt.size and not cur.named:
-            own = self.ledger.latest(cur)
+            own = self.ledger.latest(s, cur)
             if own is not None and lost_own(s, cur, own):
                 carriers.append((domain, cur, own))
 

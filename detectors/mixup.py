@@ -157,7 +157,8 @@ class MixupLedger(StoredAsIs):
         # copied (rebuilt when asked).
         self._sketch: dict[int, deque[Delivery]] | None = None
         self._ids: dict[str, Delivery] | None = None
-        self._sessions: dict[tuple[str, str], Delivery] | None = None  # the newest by (tenant, session)
+        # The newest with an answer long enough to tell (mixup_min_matches) by (tenant, session).
+        self._sessions: dict[tuple[str, str], Delivery] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_sketch": None, "_ids": None, "_sessions": None}
@@ -249,19 +250,20 @@ class MixupLedger(StoredAsIs):
             if f is not None:
                 found.append(f)
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
-            hit = history(s, current, self.latest(current), self._copies(), innocent, apart)
+            hit = history(s, current, self.latest(s, current), self._copies(), innocent, apart)
             if hit is not None:
                 found.append(Finding("history", current, *hit))
         self.found += len(found)
         return found
 
-    def latest(self, current: Delivery) -> Delivery | None:
-        """The newest delivery the ledger holds of `current`'s session other than `current` itself."""
+    def latest(self, s: DetectionSettings, current: Delivery) -> Delivery | None:
+        """The newest delivery the ledger holds of `current`'s session, other than `current` itself, whose answer is
+        long enough to tell whether a prompt holds it (a chat's "Good morning to you too" is not)."""
         sessions = getattr(self, "_sessions", None)  # a ledger pickled before the index existed has none
         if sessions is None:
             sessions = self._sessions = {}
             for d in self.recent:
-                if d.session_id is not None:
+                if d.session_id is not None and d.out.size >= s.mixup_min_matches:
                     sessions[(d.tenant_id, d.session_id)] = d
         assert current.session_id is not None
         own = sessions.get((current.tenant_id, current.session_id))
@@ -311,7 +313,7 @@ class MixupLedger(StoredAsIs):
         if ids is not None and getattr(d, "response", None):
             ids[d.response] = d
         sessions = getattr(self, "_sessions", None)
-        if sessions is not None and d.session_id is not None:
+        if sessions is not None and d.session_id is not None and d.out.size >= s.mixup_min_matches:
             sessions[(d.tenant_id, d.session_id)] = d
         recent.append(d)
         self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size

@@ -131,3 +131,11 @@ def test_the_fleet_finds_a_carried_history_whatever_order_the_digests_come_in() 
 def test_a_late_answer_of_the_same_domain_is_left_to_the_domain() -> None:
     b1_here = Digest(*[B1.ts, B1.request_id, B1.key, B1.prompt, B1.output, "d1", B1.sent, B1.status])
     assert _found([A1, b1_here, A3]) == [] and _found([A1, A3, b1_here]) == []
+
+
+def test_the_latest_answer_too_short_to_tell_is_passed_over_for_the_one_before() -> None:
+    # "Good morning to you too" cannot say whether a prompt holds it; the session's last long answer can.
+    turns, _, _ = _conversations(60, "B", "d1")
+    rid, tenant, session, ts, domain, prompt, _ = turns[2]
+    turns[2] = (rid, tenant, session, ts, domain, prompt, "morning")
+    assert [a.request_ids for a in _high(_run(S, turns), "A")] == [["a3"]]
