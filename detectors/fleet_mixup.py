@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from detectors.mixup import Delivery, Finding, MixupLedger, answered, sorted_unique
+from detectors.mixup import Delivery, Finding, MixupLedger, answered
 from detectors.mixup_history import carried, lost_own
 from detectors.mixup_verdict import mixup_signal
+from detectors.printsets import sorted_unique
 from detectors.settings import DetectionSettings
 from schemas.alert import Signal
 
@@ -92,7 +93,7 @@ class FleetMixups:
                     continue  # no longer held (a sketch entry outliving its delivery): its domain is unknown
                 where = {cur.request_id: domain, other.request_id: other_domain}
                 pairs = [(f.leaked, f.owner)]
-                if f.mode == "swap":  # both receivers got the other's answer
+                if f.mode in ("swap", "splice_both"):  # both receivers got the other's answer
                     pairs.append((f.owner, f.leaked))
                 for leaked, owner in pairs:
                     if owner.tenant_id not in leaked.named:

@@ -44,6 +44,11 @@ import numpy as np
 
 from detectors.changes import StoredAsIs
 from detectors.mixup_history import history
+from detectors.mixup_splice import Norm, norm_of, spliced
+from detectors.printsets import common as _common
+from detectors.printsets import held as _held
+from detectors.printsets import sorted_unique
+from detectors.printsets import without as _without
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange, TextFingerprint
 
@@ -82,13 +87,15 @@ class Delivery:
     prompt: np.ndarray  # sorted unique prompt fingerprints
     named: set[str]  # tenants a high or critical alert on this response already names
     response: str | None = None  # the provider's response id (a delivery pickled before it existed has none)
+    units: int = 0  # text units of the output as delivered (detectors/tokens.py)
+    used: int = 0  # output tokens the engine counted (usage; 0: none reported)
 
 
 @dataclass(slots=True)
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response", "history"]
+    mode: Literal["copy", "swap", "misroute", "same_response", "history", "splice", "splice_both"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -102,16 +109,6 @@ def _keys(tp: TextFingerprint | None) -> np.ndarray:
     return sorted_unique(np.array(tp.hashes, dtype=np.uint64))
 
 
-def sorted_unique(keys: np.ndarray) -> np.ndarray:
-    """`keys` (a copy it may sort in place) sorted and unique. A selection holds each value once already, so a sort
-    does; the check for neighbours alike keeps wire prints (a producer's, which may repeat) right. np.unique's hash
-    pass cost ~5x the sort."""
-    keys.sort()
-    if keys.size > 1 and (keys[1:] == keys[:-1]).any():
-        keys = np.unique(keys)
-    return keys
-
-
 def answered(code: int | None) -> tuple[bool, bool]:
     """(whether a response of status `code` can witness a mix-up, whether its answer was lost): a refused request
     (too long, rate-limited, malformed) had no answer to hand over; a server error, a timeout or a closed connection
@@ -120,29 +117,6 @@ def answered(code: int | None) -> tuple[bool, bool]:
     if failed and code is not None and code < 500 and code not in _LOST:
         return False, True
     return True, failed
-
-
-def _common(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The values of sorted unique `a` that sorted unique `b` holds."""
-    if not a.size or not b.size:
-        return _EMPTY
-    out: np.ndarray = a[_held(a, b)]
-    return out
-
-
-def _without(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if not a.size or not b.size:
-        return a
-    out: np.ndarray = a[~_held(a, b)]
-    return out
-
-
-def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per value of `a`: whether sorted unique `b` holds it."""
-    at = np.searchsorted(b, a)
-    at[at == b.size] = 0
-    held: np.ndarray = b[at] == a
-    return held
 
 
 class MixupLedger(StoredAsIs):
@@ -203,8 +177,11 @@ class MixupLedger(StoredAsIs):
             return None
         sent = ex.request.ts if ex.request is not None else ex.ts
         rid = ex.response_id
+        units = ex.output_print.words if ex.output_print is not None and out.size else 0
+        used = (resp.usage.output_tokens or 0) if resp.usage is not None else 0
+        tenant, session = ex.tenant_id, ex.session_id
         return Delivery(
-            ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid
+            ex.ts, sent, ex.request_id, tenant, session, ex.traceparent, out, prompt, set(), rid, units, used
         )
 
     def check(
@@ -231,8 +208,9 @@ class MixupLedger(StoredAsIs):
                 break  # delivered before this request was sent: it cannot carry its answer, nor be answered by it
             if other.tenant_id != current.tenant_id and (apart is None or apart(other)):
                 others.append(other)
-        for other in _candidates(s, current, others, named):
-            f = _pair(s, current, other, innocent)
+        norm = norm_of(self.recent) if s.mixup_splices and current.used else None
+        for other in _candidates(s, current, others, named, splices=norm is not None):
+            f = _pair(s, current, other, innocent, norm=norm)
             if f is not None:
                 found.append(f)
         # Delivered before this request was sent, an answer can still have been handed to it again (a response cache
@@ -354,12 +332,18 @@ def _leave(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:
 
 
 def _candidates(
-    s: DetectionSettings, cur: Delivery, others: list[Delivery], named: frozenset[str], copies_only: bool = False
+    s: DetectionSettings,
+    cur: Delivery,
+    others: list[Delivery],
+    named: frozenset[str],
+    copies_only: bool = False,
+    splices: bool = False,
 ) -> list[Delivery]:
     """The deliveries of `others` (in order) that `_pair` could find a mix-up with, tested for all of them at once: a
     copy needs its two outputs to share `mixup_copy_share` of the shorter, a swap needs at least _WEAK of the other's
     output in the current prompt, or the other's tenant among those the current output's content signals name (a
-    misroute: the current output holds the other prompt's text, the other output nothing of the current one). A
+    misroute: the current output holds the other prompt's text, the other output nothing of the current one), or
+    (`splices`) `mixup_min_matches` of the other's output in the current one (detectors/mixup_splice.py). A
     busy domain has many deliveries in flight and almost none of them qualify; one search over all their outputs
     replaces a few per delivery (the exact same pairs go on to `_pair`)."""
     n = len(others)
@@ -377,6 +361,8 @@ def _candidates(
         keep |= quoted >= _WEAK
         if named:
             keep |= np.fromiter((o.tenant_id in named for o in others), dtype=bool, count=n)
+        if splices:
+            keep |= shared >= s.mixup_min_matches
     return [others[i] for i in np.flatnonzero(keep).tolist()]
 
 
@@ -392,7 +378,12 @@ def _one_answer(s: DetectionSettings, a: Delivery, b: Delivery, innocent: Innoce
 
 
 def _pair(
-    s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent, earlier: bool = False
+    s: DetectionSettings,
+    cur: Delivery,
+    other: Delivery,
+    innocent: Innocent,
+    earlier: bool = False,
+    norm: Norm | None = None,
 ) -> Finding | None:
     """The mix-up of `cur` and `other`, if any. `earlier`: `other` was delivered before `cur`'s request was sent, so
     only a copy with `other` as its owner is possible (an answer cannot precede the prompt it answers)."""
@@ -411,7 +402,13 @@ def _pair(
         return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
     if earlier:
         return None
-    return _swap(s, cur, other, innocent)
+    found = _swap(s, cur, other, innocent)
+    if found is None and norm is not None and (hit := spliced(s, cur, other, innocent, norm)) is not None:
+        receivers, n = hit
+        if len(receivers) == 2:  # crossed both ways: named like a swap, the one delivered first as leaked
+            return Finding("splice_both", other, cur, n)
+        return Finding("splice", receivers[0], cur if receivers[0] is other else other, n)
+    return found
 
 
 def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from detectors.printsets import held as _held
 from detectors.settings import DetectionSettings
 
 if TYPE_CHECKING:
@@ -101,13 +102,3 @@ def carried(s: DetectionSettings, current: Delivery, other: Delivery, own: Deliv
     if question.size < _WEAK or answer.size + question.size < s.mixup_min_matches:
         return 0
     return int(answer.size + question.size)
-
-
-def _held(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per value of sorted unique `a`: whether sorted unique `b` holds it."""
-    if not a.size or not b.size:
-        return np.zeros(a.size, dtype=bool)
-    at = np.searchsorted(b, a)
-    at[at == b.size] = 0
-    held: np.ndarray = b[at] == a
-    return held
