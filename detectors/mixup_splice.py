@@ -32,11 +32,15 @@ if TYPE_CHECKING:
     from detectors.mixup import Delivery
 
 Innocent = Callable[[np.ndarray], np.ndarray]
-Norm = Callable[[str], float | None]  # tenant -> its median text units per output token, None when unknown
+# tenant -> (its median text units per output token, their median absolute deviation), None when unknown
+Norm = Callable[[str], tuple[float, float] | None]
 # Deliveries of a tenant with a usage the ratio is learned from: fewer say nothing about its spread.
 _NORM_MIN = 5
-# A receiver's text exceeds its usage by at least this share of the shared passage (the rest is the ratio's noise).
+# A receiver's text exceeds its usage by at least this share of the shared passage (the rest is the ratio's noise),
+# and its ratio the tenant's median by this many of the tenant's deviations: a tenant that answers in several languages
+# or mixes code and prose has ratios too spread to tell a spliced run from its own variety.
 _EXCESS = 0.5
+_SPREAD = 3.0
 
 
 def spliced(
@@ -61,14 +65,18 @@ def spliced(
 
 
 def norm_of(recent: Iterable[Delivery]) -> Norm:
-    """The median text units per output token of each tenant's deliveries in `recent` (with a usage), computed once
-    per tenant asked."""
-    memo: dict[str, float | None] = {}
+    """The median text units per output token of each tenant's deliveries in `recent` (with a usage), and their
+    median absolute deviation, computed once per tenant asked."""
+    memo: dict[str, tuple[float, float] | None] = {}
 
-    def norm(tenant: str) -> float | None:
+    def norm(tenant: str) -> tuple[float, float] | None:
         if tenant not in memo:
-            ratios = [d.units / d.used for d in recent if d.tenant_id == tenant and _used(d)]
-            memo[tenant] = float(np.median(ratios)) if len(ratios) >= _NORM_MIN else None
+            ratios = np.array([d.units / d.used for d in recent if d.tenant_id == tenant and _used(d)])
+            if ratios.size < _NORM_MIN:
+                memo[tenant] = None
+            else:
+                median = float(np.median(ratios))
+                memo[tenant] = (median, float(np.median(np.abs(ratios - median))))
         return memo[tenant]
 
     return norm
@@ -81,8 +89,9 @@ def _used(d: Delivery) -> bool:
 def _excess(d: Delivery, shared: int, norm: Norm) -> bool:
     """Whether `d`'s text exceeds what its usage explains by `_EXCESS` of the shared passage's units (estimated from
     the share of `d`'s fingerprints it holds)."""
-    ratio = norm(d.tenant_id)
-    if ratio is None or not d.out.size:
+    known = norm(d.tenant_id)
+    if known is None or not d.out.size:
         return False
+    ratio, spread = known
     passage = d.units * shared / d.out.size
-    return bool(d.units - ratio * d.used >= _EXCESS * passage)
+    return bool(d.units - ratio * d.used >= _EXCESS * passage and d.units / d.used - ratio > _SPREAD * spread)
