@@ -108,3 +108,23 @@ def test_answers_not_streamed_at_the_same_time_are_no_splice() -> None:
     alerts += m.observe(request("b", "B", 230.0, text=f"my question {prompt_b}"))
     alerts += m.observe(response("b", "B", 236.0, text=out_b, **_usage(out_b, 25)))
     assert not any(e.figures.get("delivery_mixup") == "splice" for a in alerts for e in a.evidence)
+
+
+def test_a_tenant_whose_text_per_token_varies_widely_is_not_judged() -> None:
+    # Answers in several languages (or code and prose) spread the ratio: a spliced run hides in the tenant's variety,
+    # and the tenant's own variety must not read as one.
+    prompt_a, prompt_b, *words = _texts(9, 6)
+    m = Monitor(S)
+    alerts: list[Alert] = []
+    for i, text in enumerate(_texts(109, 10)):
+        tenant, ts, answer = "AB"[i % 2], 10.0 * i, " ".join(text.split()[20:50])
+        used = round(len(answer.split()) / (0.4 + 0.2 * (i // 2)))  # 0.4 to 1.2 words per token
+        alerts += m.observe(request(f"w{i}", tenant, ts, text=f"question {i} {text[:200]}"))
+        alerts += m.observe(response(f"w{i}", tenant, ts + 2.0, text=answer, usage={"output_tokens": used}))
+    answer_a, answer_b = f"{words[0]} {words[1][:200]}", f"{words[2]} {words[3][:200]}"
+    out_b = f"{answer_b} {' '.join(answer_a.split()[10:35])}"
+    alerts += m.observe(request("a", "A", 200.0, text=f"my question {prompt_a}"))
+    alerts += m.observe(request("b", "B", 201.0, text=f"my question {prompt_b}"))
+    alerts += m.observe(response("a", "A", 205.0, text=answer_a, **_usage(answer_a)))
+    alerts += m.observe(response("b", "B", 206.0, text=out_b, **_usage(out_b, 25)))
+    assert not any(e.figures.get("delivery_mixup", "").startswith("splice") for a in alerts for e in a.evidence)
