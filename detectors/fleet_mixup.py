@@ -93,7 +93,7 @@ class FleetMixups:
                     continue  # no longer held (a sketch entry outliving its delivery): its domain is unknown
                 where = {cur.request_id: domain, other.request_id: other_domain}
                 pairs = [(f.leaked, f.owner)]
-                if f.mode in ("swap", "splice_both"):  # both receivers got the other's answer
+                if f.mode == "swap":  # both receivers got the other's answer
                     pairs.append((f.owner, f.leaked))
                 for leaked, owner in pairs:
                     if owner.tenant_id not in leaked.named:

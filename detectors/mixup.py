@@ -44,7 +44,6 @@ import numpy as np
 
 from detectors.changes import StoredAsIs
 from detectors.mixup_history import history
-from detectors.mixup_splice import Norm, norm_of, spliced
 from detectors.printsets import common as _common
 from detectors.printsets import held as _held
 from detectors.printsets import sorted_unique
@@ -87,15 +86,13 @@ class Delivery:
     prompt: np.ndarray  # sorted unique prompt fingerprints
     named: set[str]  # tenants a high or critical alert on this response already names
     response: str | None = None  # the provider's response id (a delivery pickled before it existed has none)
-    units: int = 0  # text units of the output as delivered (detectors/tokens.py)
-    used: int = 0  # output tokens the engine counted (usage; 0: none reported)
 
 
 @dataclass(slots=True)
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response", "history", "splice", "splice_both"]
+    mode: Literal["copy", "swap", "misroute", "same_response", "history"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -177,11 +174,8 @@ class MixupLedger(StoredAsIs):
             return None
         sent = ex.request.ts if ex.request is not None else ex.ts
         rid = ex.response_id
-        units = ex.output_print.words if ex.output_print is not None and out.size else 0
-        used = (resp.usage.output_tokens or 0) if resp.usage is not None else 0
-        tenant, session = ex.tenant_id, ex.session_id
         return Delivery(
-            ex.ts, sent, ex.request_id, tenant, session, ex.traceparent, out, prompt, set(), rid, units, used
+            ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid
         )
 
     def check(
@@ -208,9 +202,8 @@ class MixupLedger(StoredAsIs):
                 break  # delivered before this request was sent: it cannot carry its answer, nor be answered by it
             if other.tenant_id != current.tenant_id and (apart is None or apart(other)):
                 others.append(other)
-        norm = norm_of(self.recent) if s.mixup_splices and current.used else None
-        for other in _candidates(s, current, others, named, splices=norm is not None):
-            f = _pair(s, current, other, innocent, norm=norm)
+        for other in _candidates(s, current, others, named):
+            f = _pair(s, current, other, innocent)
             if f is not None:
                 found.append(f)
         # Delivered before this request was sent, an answer can still have been handed to it again (a response cache
@@ -332,18 +325,12 @@ def _leave(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:
 
 
 def _candidates(
-    s: DetectionSettings,
-    cur: Delivery,
-    others: list[Delivery],
-    named: frozenset[str],
-    copies_only: bool = False,
-    splices: bool = False,
+    s: DetectionSettings, cur: Delivery, others: list[Delivery], named: frozenset[str], copies_only: bool = False
 ) -> list[Delivery]:
     """The deliveries of `others` (in order) that `_pair` could find a mix-up with, tested for all of them at once: a
     copy needs its two outputs to share `mixup_copy_share` of the shorter, a swap needs at least _WEAK of the other's
     output in the current prompt, or the other's tenant among those the current output's content signals name (a
-    misroute: the current output holds the other prompt's text, the other output nothing of the current one), or
-    (`splices`) `mixup_min_matches` of the other's output in the current one (detectors/mixup_splice.py). A
+    misroute: the current output holds the other prompt's text, the other output nothing of the current one). A
     busy domain has many deliveries in flight and almost none of them qualify; one search over all their outputs
     replaces a few per delivery (the exact same pairs go on to `_pair`)."""
     n = len(others)
@@ -361,8 +348,6 @@ def _candidates(
         keep |= quoted >= _WEAK
         if named:
             keep |= np.fromiter((o.tenant_id in named for o in others), dtype=bool, count=n)
-        if splices:
-            keep |= shared >= s.mixup_min_matches
     return [others[i] for i in np.flatnonzero(keep).tolist()]
 
 
@@ -378,12 +363,7 @@ def _one_answer(s: DetectionSettings, a: Delivery, b: Delivery, innocent: Innoce
 
 
 def _pair(
-    s: DetectionSettings,
-    cur: Delivery,
-    other: Delivery,
-    innocent: Innocent,
-    earlier: bool = False,
-    norm: Norm | None = None,
+    s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent, earlier: bool = False
 ) -> Finding | None:
     """The mix-up of `cur` and `other`, if any. `earlier`: `other` was delivered before `cur`'s request was sent, so
     only a copy with `other` as its owner is possible (an answer cannot precede the prompt it answers)."""
@@ -402,13 +382,7 @@ def _pair(
         return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
     if earlier:
         return None
-    found = _swap(s, cur, other, innocent)
-    if found is None and norm is not None and (hit := spliced(s, cur, other, innocent, norm)) is not None:
-        receivers, n = hit
-        if len(receivers) == 2:  # crossed both ways: named like a swap, the one delivered first as leaked
-            return Finding("splice_both", other, cur, n)
-        return Finding("splice", receivers[0], cur if receivers[0] is other else other, n)
-    return found
+    return _swap(s, cur, other, innocent)
 
 
 def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:

@@ -61,17 +61,17 @@ def apply(
     """The current response's signals after its mix-ups, and the late signals for earlier deliveries.
 
     Where the current response is a leak (it got the owner's answer), it names the owner at high at least. Where it is
-    the owner (a copy: the other receiver got its answer; a splice: a run of it), what its output shares with that
-    receiver's output is its own answer, not the other's text: signals naming that receiver are dropped. The earlier
-    delivery that got the current one's answer gets a late signal naming the current tenant."""
+    the owner (a copy: the other receiver got its answer), what its output shares with that receiver's output is its
+    own answer, not the other's text: signals naming that receiver are dropped. The earlier delivery that got the
+    current one's answer gets a late signal naming the current tenant."""
     late: list[tuple[Delivery, Signal]] = []
     for f in findings:
-        if f.mode in ("copy", "same_response", "splice") and f.owner is current:
+        if f.mode in ("copy", "same_response") and f.owner is current:
             signals = [x for x in signals if x.source_tenant_id != f.leaked.tenant_id or x.name != _CONTENT]
         if f.leaked is not current and current.tenant_id not in f.leaked.named:
             late.append((f.leaked, mixup_signal(f, current)))
             f.leaked.named.add(current.tenant_id)
-        if f.mode in ("swap", "splice_both"):
+        if f.mode == "swap":
             signals = _escalate(signals, mixup_signal(f, f.leaked))
         elif f.leaked is current:
             signals = _escalate(signals, mixup_signal(f, f.owner))

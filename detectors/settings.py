@@ -344,12 +344,6 @@ class DetectionSettings(BaseModel):
         "handed over twice (a response cache keyed wrongly, a connection read by the next request): its owner is "
         "the prompt it quotes, else the earlier receiver",
     )
-    mixup_splices: bool = Field(
-        default=True,
-        description="two answers streamed to two tenants at the same time that share uncommon text neither prompt "
-        "holds had text spliced across: the side whose delivered text exceeds what its usage explains (by the "
-        "tenant's usual text per output token) got the other's (detectors/mixup_splice.py)",
-    )
     mixup_history: bool = Field(
         default=True,
         description="a turn whose prompt carries an answer delivered earlier to another session, and next to none of "
