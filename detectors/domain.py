@@ -10,7 +10,7 @@ from typing import Any
 from detectors.held import Held, held_receivers
 from detectors.incidents import IncidentTracker, proves
 from detectors.mixup import Delivery, MixupLedger
-from detectors.mixup_verdict import apply, as_held, innocent_of, named_by
+from detectors.mixup_verdict import apply, as_held, innocent_of, mixup_clause, named_by
 from detectors.plan import Plan
 from detectors.public import PublicSet
 from detectors.reorder import EventTimeBuffer, order_key
@@ -492,7 +492,7 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
         if r is not None and r.summary is not None:
             parts.append(r.summary(sig.figures))
     if kind in by and "delivery_mixup" in by[kind].figures:
-        parts.append(f"a whole response of tenant {source}'s request in flight ({by[kind].figures['delivery_mixup']})")
+        parts.append(mixup_clause(source, by[kind].figures))
     elif ts != ex.ts:
         parts.append(f"response at {format_ts(ex.ts)}, held while its domain was cold")
     when = format_ts(ts)

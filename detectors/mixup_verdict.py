@@ -35,6 +35,16 @@ def mixup_signal(f: Finding, source: Delivery) -> Signal:
     )
 
 
+def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
+    """The alert summary's clause for a mix-up finding (its evidence figures)."""
+    mode = figures["delivery_mixup"]
+    if mode == "history":
+        session = figures.get("source_session_id")
+        whose = f"session {session} of tenant {source}" if session else f"tenant {source}"
+        return f"sent with another conversation's history: {whose}'s question and answer (history)"
+    return f"a whole response of tenant {source}'s request in flight ({mode})"
+
+
 def named_by(signals: list[Signal]) -> frozenset[str]:
     """The tenants the response's content signals name: the hint `MixupLedger.check` asks misroutes under."""
     return frozenset(x.source_tenant_id for x in signals if x.name == _CONTENT and x.source_tenant_id)

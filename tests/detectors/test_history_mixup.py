@@ -139,3 +139,9 @@ def test_the_latest_answer_too_short_to_tell_is_passed_over_for_the_one_before()
     rid, tenant, session, ts, domain, prompt, _ = turns[2]
     turns[2] = (rid, tenant, session, ts, domain, prompt, "morning")
     assert [a.request_ids for a in _high(_run(S, turns), "A")] == [["a3"]]
+
+
+def test_the_alert_says_whose_conversation_the_turn_carried() -> None:
+    turns, _, _ = _conversations(70, "A", "d1")
+    (alert,) = _high(_run(S, turns), "A")
+    assert "another conversation's history: session B1 of tenant A's question and answer" in alert.summary
