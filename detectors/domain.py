@@ -215,7 +215,7 @@ class DomainMonitor:
 
     def _mixups(self, d: Delivery, signals: list[Signal], ts: float) -> tuple[list[Signal], list[Alert]]:
         """The signals after the mix-ups `d` completes (detectors/mixup.py); late alerts (own ids) for the others."""
-        if not self.mixup.recent:
+        if self.mixup.empty():
             return signals, []
         found = self.mixup.check(self.s, d, innocent_of(self.overlap), named_by(signals))
         if not found:

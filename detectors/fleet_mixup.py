@@ -15,8 +15,10 @@ digests in the same order, so every table finds the same pairs; each raises the 
 it judges, `fleet_delay_s` after the later of the two exchanges. A digest heard after its time (`fleet.late`) is
 checked when it comes, against what the ledger holds then.
 
-Bounded like a domain's ledger (`mixup_window_s`, `mixup_max_deliveries`, `mixup_max_prints`), but for the fleet:
-a busy fleet keeps a shorter window. Never in a snapshot, like the record it rides with. No text: digests hold prints.
+Bounded like a domain's ledger (`mixup_window_s`, `mixup_max_deliveries`, `mixup_max_prints`, and the conversations'
+latest answers: `mixup_session_*`), but for the fleet: a busy fleet keeps a shorter window. Never in a snapshot, like
+the record it rides with: a restarted table knows the conversations of its replay (`fleet_replay_s`). No text: digests
+hold prints.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ class FleetMixups:
     def __init__(self, settings: DetectionSettings) -> None:
         self.s = settings
         self.ledger = MixupLedger()
-        self.domain_of: dict[str, str] = {}  # request id -> cache domain, for the deliveries the ledger holds
+        # Request id -> cache domain, for the deliveries the ledger holds: in its window, and the conversations' latest
+        # answers past it (detectors/mixup_tails.py), which a history found across domains names.
+        self.domain_of: dict[str, str] = {}
         self.found: list[Found] = []  # taken by the table (`take`)
         self.checked = 0  # deliveries checked (cumulative)
         # Request id -> event time of the exchanges this table judged: the receivers whose alerts it raises. Exactly
@@ -112,8 +116,9 @@ class FleetMixups:
             at = bisect.bisect_right([x.ts for x in recent], cur.ts)
             recent.insert(at, cur)
             self.ledger.forget_derived()
-        if len(self.domain_of) > 2 * len(self.ledger.recent) + 64:
-            held = {d.request_id for d in self.ledger.recent}
+        if len(self.domain_of) > 2 * self.ledger.state_size() + 64:
+            tails = self.ledger.tails.by_session.values() if self.ledger.tails is not None else ()
+            held = {d.request_id for d in (*self.ledger.recent, *tails)}
             self.domain_of = {r: d for r, d in self.domain_of.items() if r in held}
 
     def _carry(self, cur: Delivery, domain: str, late: bool, innocent: Innocent) -> None:

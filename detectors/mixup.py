@@ -44,6 +44,7 @@ import numpy as np
 
 from detectors.changes import StoredAsIs
 from detectors.mixup_history import history
+from detectors.mixup_tails import Bounds, SessionTails, bounds
 from detectors.printsets import common as _common
 from detectors.printsets import held as _held
 from detectors.printsets import sorted_unique
@@ -54,6 +55,7 @@ from schemas.exchange import Exchange, TextFingerprint
 Innocent = Callable[[np.ndarray], np.ndarray]  # uint64 fingerprints -> mask of the common or public ones
 Apart = Callable[["Delivery"], bool] | None  # the deliveries worth pairing with the current one (None: all)
 _EMPTY = np.empty(0, dtype=np.uint64)
+_UNSET: Any = object()
 # Of the two prompts, the one the shared answer quotes must hold at least this many of its fingerprints and the other
 # at most a quarter as many, or _WEAK of them while the other holds none: the answer is that prompt's.
 _OWNER_MIN = 3
@@ -117,7 +119,7 @@ def answered(code: int | None) -> tuple[bool, bool]:
 
 
 class MixupLedger(StoredAsIs):
-    def __init__(self) -> None:
+    def __init__(self, tails: bool = True) -> None:
         # No settings held: a piece is plain data (a checkpoint copies it apart, and the key must not be in it).
         self.recent: deque[Delivery] = deque()
         self.found = 0  # mix-ups found (cumulative)
@@ -130,26 +132,36 @@ class MixupLedger(StoredAsIs):
         self._ids: dict[str, Delivery] | None = None
         # The newest with an answer long enough to tell (mixup_min_matches) by (tenant, session).
         self._sessions: dict[tuple[str, str], Delivery] | None = None
+        # Each conversation's latest answer past the window (detectors/mixup_tails.py, ADR 0026); None: not kept (the
+        # fleet's ledger, which pairs across domains within the window only).
+        self.tails: SessionTails | None = SessionTails() if tails else None
+        self._bounds: Bounds | None = None  # the tails' bounds as of the last add: a checkpoint's replay puts with them
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_sketch": None, "_ids": None, "_sessions": None}
 
     # A piece (detectors/signals/base.py): a checkpoint copies the ledger as the deliveries it gained and lost.
-    def changes(self) -> tuple[int, list[Delivery]] | None:
-        """(dropped from the front, added at the back) since the mark; None when only a whole copy will do."""
+    def changes(self) -> tuple[int, list[Delivery], Bounds | None] | None:
+        """(dropped from the front, added at the back, the tails' bounds) since the mark; None when only a whole copy
+        will do."""
         if self._since is None or self._since[0] > len(self.recent):
             return None
         added, dropped = self._since
-        return dropped, list(self.recent)[len(self.recent) - added :] if added else []
+        return dropped, list(self.recent)[len(self.recent) - added :] if added else [], self._bounds
 
     def mark(self) -> None:
         self._since = (0, 0)
 
-    def replay(self, changes: tuple[int, list[Delivery]]) -> None:
-        dropped, added = changes
+    def replay(self, changes: tuple[Any, ...]) -> None:
+        dropped, added = changes[0], changes[1]
+        b = changes[2] if len(changes) > 2 else None  # a record from before the tails has no bounds
         for _ in range(min(dropped, len(self.recent))):
             self.recent.popleft()
         self.recent.extend(added)
+        tails = self._tails()
+        if b is not None and tails is not None:
+            for d in added:
+                tails.put(b, d)
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
         self.forget_derived()
 
@@ -221,7 +233,9 @@ class MixupLedger(StoredAsIs):
             if f is not None:
                 found.append(f)
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
-            hit = history(s, current, self.latest(s, current), self._copies(), innocent, apart)
+            tails = self._tails()
+            sketches = (self._copies(),) if tails is None or not len(tails) else (self._copies(), tails.sketch())
+            hit = history(s, current, self.latest(s, current), sketches, innocent, apart)
             if hit is not None:
                 found.append(Finding("history", current, *hit))
         self.found += len(found)
@@ -238,7 +252,16 @@ class MixupLedger(StoredAsIs):
                     sessions[(d.tenant_id, d.session_id)] = d
         assert current.session_id is not None
         own = sessions.get((current.tenant_id, current.session_id))
+        if own is None and (tails := self._tails()) is not None:
+            own = tails.get(current.tenant_id, current.session_id)  # answered before the window: kept as a tail
         return None if own is current else own
+
+    def _tails(self) -> SessionTails | None:
+        """The conversations' latest answers; a ledger pickled before they existed starts them now."""
+        if getattr(self, "tails", _UNSET) is _UNSET:
+            self.tails = SessionTails()
+            self._bounds = None
+        return self.tails
 
     def _twin(self, s: DetectionSettings, current: Delivery, apart: Apart) -> Delivery | None:
         """The newest delivery the ledger holds with `current`'s response id, to another tenant (`apart`)."""
@@ -288,6 +311,11 @@ class MixupLedger(StoredAsIs):
             sessions[(d.tenant_id, d.session_id)] = d
         recent.append(d)
         self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
+        tails = self._tails()
+        if tails is not None:
+            self._bounds = bounds(s)
+            if self._bounds is not None:
+                tails.put(self._bounds, d)
         horizon, dropped = d.ts - s.mixup_window_s, 0
         while recent and (
             recent[0].ts < horizon or len(recent) > s.mixup_max_deliveries or self.prints > s.mixup_max_prints
@@ -305,8 +333,13 @@ class MixupLedger(StoredAsIs):
         if self._since is not None:
             self._since = (self._since[0] + 1, self._since[1] + dropped)
 
+    def empty(self) -> bool:
+        """Whether the ledger holds no delivery to pair with, in its window or as a conversation's latest answer."""
+        tails = getattr(self, "tails", None)
+        return not self.recent and not tails
+
     def state_size(self) -> int:
-        return len(self.recent)
+        return len(self.recent) + len(getattr(self, "tails", None) or ())
 
 
 def _enter(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:

@@ -18,8 +18,7 @@ tenant: a cross-session finding; another tenant: a cross-tenant one. Pure: no I/
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,30 +43,32 @@ def history(
     s: DetectionSettings,
     current: Delivery,
     own: Delivery | None,
-    sketch: dict[int, deque[Delivery]],
+    sketches: tuple[Mapping[int, Iterable[Delivery]], ...],
     innocent: Innocent,
     apart: Apart,
 ) -> tuple[Delivery, int] | None:
     """(the owner of the history `current`'s prompt carries, the uncommon fingerprints witnessing it), or None.
 
-    `own`: the newest delivery of `current`'s session the ledger holds; `sketch`: deliveries by their smallest output
-    fingerprints (an answer carried whole in a prompt has them there). Only searched when the latest answer of the
+    `own`: the newest delivery of `current`'s session the ledger holds; `sketches`: deliveries by their smallest output
+    fingerprints (an answer carried whole in a prompt has them there): the ledger's window, and the conversations'
+    latest answers kept past it (detectors/mixup_tails.py). Only searched when the latest answer of the
     session is missing from the prompt, which a client that keeps its history never does: the cost is nil on a
     healthy service."""
     if own is None or not lost_own(s, current, own):
         return None
     best: tuple[Delivery, int] | None = None
     seen: set[int] = set()
-    for key in current.prompt.tolist() if len(sketch) else ():
-        for other in sketch.get(key, ()):
-            if id(other) in seen or other is own:
-                continue
-            seen.add(id(other))
-            if apart is not None and not apart(other):
-                continue
-            n = carried(s, current, other, own, innocent)
-            if n and (best is None or n > best[1]):
-                best = (other, n)
+    for sketch in sketches:
+        for key in current.prompt.tolist() if len(sketch) else ():
+            for other in sketch.get(key, ()):
+                if id(other) in seen or other is own:
+                    continue
+                seen.add(id(other))
+                if apart is not None and not apart(other):
+                    continue
+                n = carried(s, current, other, own, innocent)
+                if n and (best is None or n > best[1]):
+                    best = (other, n)
     return best
 
 

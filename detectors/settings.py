@@ -350,6 +350,21 @@ class DetectionSettings(BaseModel):
         "the answer its own session was given last, was sent with another conversation's history (a history store "
         "keyed wrongly): a high finding naming that session's tenant (ADR 0023)",
     )
+    mixup_session_horizon_s: float = Field(
+        default=14_400.0,
+        ge=0,
+        le=7 * 86_400,
+        description="event time a conversation's latest answer is kept for the history check after the ledger's "
+        "window let it go: a turn after a pause this long is still judged (0: only within mixup_window_s; ADR 0026)",
+    )
+    mixup_session_max: int = Field(
+        default=8192, ge=1, le=1_000_000, description="conversations whose latest answer a domain keeps (ADR 0026)"
+    )
+    mixup_session_prints: int = Field(
+        default=2_000_000,
+        ge=1,
+        description="output and prompt fingerprints those latest answers hold (8 bytes each; ADR 0026)",
+    )
     # The session-incremental fingerprinting cache (detectors/session_prints.py): a cache, never state.
     session_cache_prints: int = Field(
         default=1_000_000,

@@ -1,0 +1,104 @@
+"""The latest answer of every conversation, kept after the ledger's window has let it go.
+
+A conversation sent with another conversation's history (detectors/mixup_history.py, ADR 0023) is told by two
+deliveries: the answer its own session was given last, which the prompt has lost, and the other session's exchange,
+which it carries. Both are older than the turn, often far older than the ledger's window (`mixup_window_s`, the
+longest request): a user comes back to a chat after lunch, and a history store hands them a conversation that ended an
+hour ago. The ledger's window is sized for requests in flight, not for conversations, so such a turn went unjudged.
+
+`SessionTails` keeps, per (tenant, session), the newest delivery whose answer is long enough to tell
+(`mixup_min_matches`), for `mixup_session_horizon_s` of event time, at most `mixup_session_max` sessions and
+`mixup_session_prints` fingerprints (8 bytes each), the least recently answered dropped first. It holds only what the
+ledger held (sorted fingerprints, ids and times; no text). Deliveries are found by their smallest output fingerprints,
+as the ledger finds copies: a prompt that carries an answer whole holds them.
+
+Checkpoints: the tails change only when the ledger adds a delivery, and `put` is a function of the deliveries put and
+the bounds, so a ledger's changes (the deliveries it added, with the bounds) rebuild them on the copy. The sketch is
+derived and never copied. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from detectors.mixup import Delivery
+    from detectors.settings import DetectionSettings
+
+# Output fingerprints a delivery is found by (as the ledger's copy sketch, detectors/mixup.py).
+SKETCH = 3
+
+
+class Bounds(NamedTuple):
+    horizon_s: float
+    sessions: int
+    prints: int
+    min_answer: int
+
+
+def bounds(s: DetectionSettings) -> Bounds | None:
+    """The tails' bounds from the settings; None when off (`mixup_session_horizon_s` 0, or no history check)."""
+    if not s.mixup_history or s.mixup_session_horizon_s <= 0:
+        return None
+    return Bounds(s.mixup_session_horizon_s, s.mixup_session_max, s.mixup_session_prints, s.mixup_min_matches)
+
+
+class SessionTails:
+    def __init__(self) -> None:
+        self.by_session: OrderedDict[tuple[str, str], Delivery] = OrderedDict()
+        self.prints = 0
+        self._sketch: dict[int, list[Delivery]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_sketch": None}
+
+    def get(self, tenant_id: str, session_id: str) -> Delivery | None:
+        return self.by_session.get((tenant_id, session_id))
+
+    def put(self, b: Bounds, d: Delivery) -> None:
+        """`d` becomes its session's tail if its answer is long enough to tell; the oldest past a bound go."""
+        if d.session_id is None or d.out.size < b.min_answer:
+            return
+        tails, key = self.by_session, (d.tenant_id, d.session_id)
+        old = tails.pop(key, None)
+        if old is not None:
+            self._drop(old)
+        tails[key] = d
+        self.prints += d.out.size + d.prompt.size
+        if self._sketch is not None:
+            _enter(self._sketch, d)
+        horizon = d.ts - b.horizon_s
+        while tails:
+            first = next(iter(tails.values()))
+            if first.ts >= horizon and len(tails) <= b.sessions and self.prints <= b.prints:
+                break
+            tails.popitem(last=False)
+            self._drop(first)
+
+    def _drop(self, d: Delivery) -> None:
+        self.prints -= d.out.size + d.prompt.size
+        if self._sketch is not None:
+            for key in d.out[:SKETCH].tolist():
+                held = self._sketch.get(key)
+                if held is not None:
+                    held[:] = [x for x in held if x is not d]
+                    if not held:
+                        del self._sketch[key]
+
+    def sketch(self) -> dict[int, list[Delivery]]:
+        """The tails by their smallest output fingerprints (derived: rebuilt after a restore)."""
+        sketch = self._sketch
+        if sketch is None:
+            sketch = self._sketch = {}
+            for d in self.by_session.values():
+                _enter(sketch, d)
+        return sketch
+
+    def __len__(self) -> int:
+        return len(self.by_session)
+
+
+def _enter(sketch: dict[int, list[Delivery]], d: Delivery) -> None:
+    for key in d.out[:SKETCH].tolist():
+        sketch.setdefault(key, []).append(d)
