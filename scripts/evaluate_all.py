@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa: E402
+from streams.sim.misses import ext_shapes, miss_counts, misses_table, row_shapes, shape_counts  # noqa: E402
 
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
@@ -170,6 +171,8 @@ def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) ->
         "n:attribution_cjk_receiver": g.get("receiver_script", {}).get("cjk", {}).get("contaminated"),
     }
     rows = labels["responses"]
+    f |= miss_counts(alerts, (r["request_id"] for r in rows if r["contaminated"]))
+    f |= shape_counts(alerts, row_shapes(rows))
     for c in classes:
         sub = [r for r in rows if r["contaminated"] and (r.get("leak_class") or r.get("leak_kind")) == c]
         if sub:
@@ -191,8 +194,10 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     if fa:
         f |= {"false_high": int(fa[1]), "clean_2xx": int(fa[2]), "false_warning": int(fa[3])}
     # Incidents by their own severity (ADR 0018), scored as ours are: its labels name the leaked responses.
-    lab = orjson.loads(labels.read_bytes())
-    f |= incident_figures(load_alerts(str(alerts)), set(lab.get("positives", {})) | set(lab.get("cross_session", {})))
+    lab, judged = orjson.loads(labels.read_bytes()), load_alerts(str(alerts))
+    f |= incident_figures(judged, set(lab.get("positives", {})) | set(lab.get("cross_session", {})))
+    f |= miss_counts(judged, lab.get("positives", {}))
+    f |= shape_counts(judged, ext_shapes(lab))
     del f["incidents_high"]
     inc = re.search(r"incidents: \d+ with a leak, (\d+) false", out)
     if inc:  # its scorer counts an incident as high when any of its alerts is (as before incidents had a severity)
@@ -402,6 +407,10 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
         "Pooled over every shape, seed and key (not the targets' figure: it shows what the worst-of hides):",
         "",
         *_table(overall(report["runs"]), overall(before["runs"]) if before else None),
+        "",
+        "Where the missed leaks went, every shape, seed and key pooled (counts, no alert read; streams/sim/misses.py):",
+        "",
+        *misses_table(report["runs"]),
     ]
     head = "| profile | shape | seed | key | clean | false high | false inc. | exposure | content-only | attribution |"
     lines += ["", "Per run:", "", head, "|---|---|---|---|---|---|---|---|---|---|"]

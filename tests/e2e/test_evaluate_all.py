@@ -99,7 +99,13 @@ def test_a_quick_run_scores_every_profile_and_prints_the_readme_table(tmp_path: 
     report = json.loads(out.with_suffix(".json").read_text())
     assert {r["profile"] for r in report["runs"]} == set(profiles)
     for r in report["runs"]:
-        assert r["f"]["clean_2xx"] > 0 and r["f"].get("exposure") is not None, r
+        f = r["f"]
+        assert f["clean_2xx"] > 0 and f.get("exposure") is not None, r
+        # Every leak not flagged high has one reason (streams/sim/misses.py): they add up to the leaks missed.
+        missed = sum(v for k, v in f.items() if k.startswith("miss:"))
+        assert missed == round(f["leaks"] * (1 - f["exposure"])), r
+        assert sum(v for k, v in f.items() if k.startswith("missed:")) == missed, r  # and one label shape each
+    assert "Where the missed leaks went" in out.with_suffix(".md").read_text()
     table = subprocess.run(
         [sys.executable, "scripts/evaluate_all.py", "--readme", str(out.with_suffix(".json"))],
         cwd=ROOT,
