@@ -5,12 +5,16 @@ name. These counts name the rule that held each missed leak below high, pooled, 
 a figure like the others, whose sum is the number of leaks missed. The reasons are tried in this order, on the
 strongest content finding that names the response (the most severe, then the one with most matched fingerprints):
 
-- `nothing`: no alert names it: no passage of 8 units, no mechanism, no mix-up, or only an info finding (which
-  raises no alert: another session's text on content alone is one);
+- `nothing`: no alert names it, so no finding on it reached a warning: no shared passage of 8 units, no mechanism, no
+  mix-up, or only an info finding, which raises no alert (another session's text on content alone; a match a rule made
+  info: scattered vocabulary, text gone from the pools, a run below `overlap_alone_matches`; a cold domain's held
+  finding dismissed when judged again). Telling these apart needs the info findings, which no sink receives;
 - `other`: alerts name it, but none with a content finding (a signal below high on its own);
+
+the rest say which rule kept its strongest content finding at a warning:
+
 - `cross_session`: another session of its own tenant, on content alone (ADR 0025: info), next to an alert raised for
   another reason;
-- `cold`: the domain was cold, and the held finding was not confirmed when judged again (docs/connect.md);
 - `echo`: whole sentences of the source, not most of the output (ADR 0008 decision 8: a warning);
 - `beyond_pools`: the source's text had left every pool of the domain (`overlap_pool_turnovers`);
 - `shared`: text other tenants had too, with too little evidence of the source's own (`overlap_high_evidence`);
@@ -33,7 +37,6 @@ REASONS: dict[str, str] = {
     "nothing": "no alert names it",
     "other": "only other signals, below high",
     "cross_session": "its tenant's other session, content alone (info)",
-    "cold": "a cold domain's finding, not confirmed",
     "echo": "whole sentences of the source (echo warning)",
     "beyond_pools": "the source's text gone from every pool",
     "shared": "text other tenants had too: too little evidence",
@@ -64,8 +67,6 @@ def reason(alerts: list[Alert]) -> str:
     f: dict[str, Any] = e.figures
     if e.name == "cross_session_contamination":
         return "cross_session"
-    if f.get("warm") is False:
-        return "cold"
     if f.get("whole_sentences"):
         return "echo"
     if (f.get("pool_turnovers") or 0.0) > _S.overlap_pool_turnovers:

@@ -26,14 +26,13 @@ PAGE = {"warm": True, "evidence": 9.0, "passages": 1, "long_passages": 1, "attac
 @pytest.mark.parametrize(
     ("figures", "expected"),
     [
-        ({**PAGE, "warm": False}, "cold"),
         ({**PAGE, "whole_sentences": True}, "echo"),
         ({**PAGE, "pool_turnovers": 40.0}, "beyond_pools"),
         ({**PAGE, "evidence": 1.0}, "shared"),
         ({**PAGE, "passages": 6}, "scattered"),
         (PAGE, "weak"),
-        # The order is the rules' own: a cold domain's echo is held for being cold first.
-        ({**PAGE, "warm": False, "whole_sentences": True}, "cold"),
+        # The order is the rules' own: an echo of shared text is an echo.
+        ({**PAGE, "whole_sentences": True, "evidence": 1.0}, "echo"),
     ],
 )
 def test_a_findings_figures_name_the_rule_that_held_it_below_high(figures: dict[str, Any], expected: str) -> None:
