@@ -361,9 +361,10 @@ class DetectionSettings(BaseModel):
         default=8192, ge=1, le=1_000_000, description="conversations whose latest answer a domain keeps (ADR 0026)"
     )
     mixup_session_prints: int = Field(
-        default=2_000_000,
+        default=1_000_000,
         ge=1,
-        description="output and prompt fingerprints those latest answers hold (8 bytes each; ADR 0026)",
+        description="output and prompt fingerprints those latest answers hold (8 bytes each; with mixup_max_prints, "
+        "a ledger copied whole must fit one changelog message: ADR 0026)",
     )
     # The session-incremental fingerprinting cache (detectors/session_prints.py): a cache, never state.
     session_cache_prints: int = Field(
