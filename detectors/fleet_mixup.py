@@ -117,8 +117,7 @@ class FleetMixups:
             recent.insert(at, cur)
             self.ledger.forget_derived()
         if len(self.domain_of) > 2 * self.ledger.state_size() + 64:
-            tails = self.ledger.tails.by_session.values() if self.ledger.tails is not None else ()
-            held = {d.request_id for d in (*self.ledger.recent, *tails)}
+            held = {d.request_id for d in (*self.ledger.recent, *self.ledger.tails.by_session.values())}
             self.domain_of = {r: d for r, d in self.domain_of.items() if r in held}
 
     def _carry(self, cur: Delivery, domain: str, late: bool, innocent: Innocent) -> None:

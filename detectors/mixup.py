@@ -119,7 +119,7 @@ def answered(code: int | None) -> tuple[bool, bool]:
 
 
 class MixupLedger(StoredAsIs):
-    def __init__(self, tails: bool = True) -> None:
+    def __init__(self) -> None:
         # No settings held: a piece is plain data (a checkpoint copies it apart, and the key must not be in it).
         self.recent: deque[Delivery] = deque()
         self.found = 0  # mix-ups found (cumulative)
@@ -132,9 +132,8 @@ class MixupLedger(StoredAsIs):
         self._ids: dict[str, Delivery] | None = None
         # The newest with an answer long enough to tell (mixup_min_matches) by (tenant, session).
         self._sessions: dict[tuple[str, str], Delivery] | None = None
-        # Each conversation's latest answer past the window (detectors/mixup_tails.py, ADR 0026); None: not kept (the
-        # fleet's ledger, which pairs across domains within the window only).
-        self.tails: SessionTails | None = SessionTails() if tails else None
+        # Each conversation's latest answer past the window (detectors/mixup_tails.py, ADR 0026).
+        self.tails = SessionTails()
         self._bounds: Bounds | None = None  # the tails' bounds as of the last add: a checkpoint's replay puts with them
 
     def __getstate__(self) -> dict[str, Any]:
@@ -158,8 +157,8 @@ class MixupLedger(StoredAsIs):
         for _ in range(min(dropped, len(self.recent))):
             self.recent.popleft()
         self.recent.extend(added)
-        tails = self._tails()
-        if b is not None and tails is not None:
+        if b is not None:
+            tails = self._tails()
             for d in added:
                 tails.put(b, d)
         self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
@@ -234,7 +233,7 @@ class MixupLedger(StoredAsIs):
                 found.append(f)
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
             tails = self._tails()
-            sketches = (self._copies(),) if tails is None or not len(tails) else (self._copies(), tails.sketch())
+            sketches = (self._copies(), tails.sketch()) if len(tails) else (self._copies(),)
             hit = history(s, current, self.latest(s, current), sketches, innocent, apart)
             if hit is not None:
                 found.append(Finding("history", current, *hit))
@@ -252,11 +251,11 @@ class MixupLedger(StoredAsIs):
                     sessions[(d.tenant_id, d.session_id)] = d
         assert current.session_id is not None
         own = sessions.get((current.tenant_id, current.session_id))
-        if own is None and (tails := self._tails()) is not None:
-            own = tails.get(current.tenant_id, current.session_id)  # answered before the window: kept as a tail
+        if own is None:  # answered before the window: kept as a tail
+            own = self._tails().get(current.tenant_id, current.session_id)
         return None if own is current else own
 
-    def _tails(self) -> SessionTails | None:
+    def _tails(self) -> SessionTails:
         """The conversations' latest answers; a ledger pickled before they existed starts them now."""
         if getattr(self, "tails", _UNSET) is _UNSET:
             self.tails = SessionTails()
@@ -312,10 +311,9 @@ class MixupLedger(StoredAsIs):
         recent.append(d)
         self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
         tails = self._tails()
-        if tails is not None:
-            self._bounds = bounds(s)
-            if self._bounds is not None:
-                tails.put(self._bounds, d)
+        self._bounds = bounds(s)
+        if self._bounds is not None:
+            tails.put(self._bounds, d)
         horizon, dropped = d.ts - s.mixup_window_s, 0
         while recent and (
             recent[0].ts < horizon or len(recent) > s.mixup_max_deliveries or self.prints > s.mixup_max_prints
@@ -335,11 +333,10 @@ class MixupLedger(StoredAsIs):
 
     def empty(self) -> bool:
         """Whether the ledger holds no delivery to pair with, in its window or as a conversation's latest answer."""
-        tails = getattr(self, "tails", None)
-        return not self.recent and not tails
+        return not self.recent and not len(self._tails())
 
     def state_size(self) -> int:
-        return len(self.recent) + len(getattr(self, "tails", None) or ())
+        return len(self.recent) + len(self._tails())
 
 
 def _enter(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:

@@ -128,7 +128,6 @@ def test_a_checkpoint_rebuilds_the_tails_from_the_deliveries_added_since_its_mar
     changes = live.changes()
     assert changes is not None
     copy.replay(changes)
-    assert live.tails is not None and copy.tails is not None
     assert _held(copy.tails) == _held(live.tails) == ["a7", "a8", "a9", "a10", "a11"]
     assert copy.tails.prints == live.tails.prints
     assert copy.latest(s, _d(200.0, "x", "s1", range(0))) is copy.tails.get("T", "s1")
@@ -142,7 +141,7 @@ def test_a_ledger_from_before_the_tails_restores_and_starts_them() -> None:
     ledger.__dict__.update(state)
     ledger.replay((0, [_d(1.0, "r", "s", range(8))]))  # a record from before: no bounds, nothing to put
     ledger.add(S, _d(2.0, "r2", "s", range(20, 30)))
-    assert ledger.tails is not None and _held(ledger.tails) == ["r2"]
+    assert _held(ledger.tails) == ["r2"]
 
 
 def _digest(ts: float, rid: str, key: str, prompt: range | list[int], output: range, domain: str) -> Digest:

@@ -25,7 +25,6 @@ def test_a_ledger_full_to_its_bounds_fits_one_changelog_message(per: int) -> Non
         halves = [np.sort(rng.integers(0, 2**63, per // 2, dtype=np.uint64)) for _ in range(2)]
         session = f"s{i}" if i < n_tails else None
         ledger.add(d, Delivery(0.1 * i, 0.1 * i - 1.0, f"r{i}", "t", session, None, *halves, set()))
-    assert ledger.tails is not None
     # Both are full: each at one of its bounds.
     assert len(ledger.recent) == d.mixup_max_deliveries or ledger.prints > d.mixup_max_prints - per
     assert len(ledger.tails) == d.mixup_session_max or ledger.tails.prints > d.mixup_session_prints - per
