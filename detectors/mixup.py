@@ -44,7 +44,8 @@ import numpy as np
 
 from detectors.changes import StoredAsIs
 from detectors.mixup_history import history
-from detectors.mixup_tails import Bounds, SessionTails, bounds
+from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys
+from detectors.mixup_tails import enter as _enter
 from detectors.printsets import common as _common
 from detectors.printsets import held as _held
 from detectors.printsets import sorted_unique
@@ -61,10 +62,6 @@ _UNSET: Any = object()
 _OWNER_MIN = 3
 # The least evidence one direction of a swap, or a copy's owner, can give when the other side is strong or empty.
 _WEAK = 2
-# A delivery is found as a copy from before its receiver's request by its smallest output fingerprints (a MinHash
-# sketch): an exact copy has the same ones, so it is always found; a partial one is found with a probability of at
-# least the two outputs' Jaccard similarity. Searching every earlier output instead cost +60 % on one hot domain.
-_SKETCH = 3
 # Client errors after which an answer may exist and be lost: a request timeout, a client that closed the connection.
 _LOST = frozenset({408, 499})
 
@@ -128,7 +125,7 @@ class MixupLedger(StoredAsIs):
         self._since: tuple[int, int] | None = None
         # Deliveries by their sketch's fingerprints, and the newest by response id; derived from `recent`, so never
         # copied (rebuilt when asked).
-        self._sketch: dict[int, deque[Delivery]] | None = None
+        self._sketch: Sketch | None = None
         self._ids: dict[str, Delivery] | None = None
         # The newest with an answer long enough to tell (mixup_min_matches) by (tenant, session).
         self._sessions: dict[tuple[str, str], Delivery] | None = None
@@ -281,7 +278,7 @@ class MixupLedger(StoredAsIs):
         if s.mixup_copy_before_s <= 0:
             return []
         sketch, since, seen, out = self._copies(), current.sent - s.mixup_copy_before_s, set(), []
-        for key in current.out[:_SKETCH].tolist():
+        for key in sketch_keys(current):
             for other in sketch.get(key, ()):
                 if since <= other.ts < current.sent and other.tenant_id != current.tenant_id and id(other) not in seen:
                     seen.add(id(other))
@@ -289,7 +286,7 @@ class MixupLedger(StoredAsIs):
         out.sort(key=lambda d: d.ts, reverse=True)
         return out
 
-    def _copies(self) -> dict[int, deque[Delivery]]:
+    def _copies(self) -> Sketch:
         sketch = getattr(self, "_sketch", None)  # a ledger pickled before the sketch existed has none
         if sketch is None:
             sketch = self._sketch = {}
@@ -339,14 +336,9 @@ class MixupLedger(StoredAsIs):
         return len(self.recent) + len(self._tails())
 
 
-def _enter(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:
-    for key in d.out[:_SKETCH].tolist():
-        sketch.setdefault(key, deque()).append(d)
-
-
-def _leave(sketch: dict[int, deque[Delivery]], d: Delivery) -> None:
+def _leave(sketch: Sketch, d: Delivery) -> None:
     """Removes `d`, the ledger's oldest delivery and so the oldest under each of its keys."""
-    for key in d.out[:_SKETCH].tolist():
+    for key in sketch_keys(d):
         q = sketch.get(key)
         if q and q[0] is d:
             q.popleft()

@@ -58,8 +58,9 @@ def history(
         return None
     best: tuple[Delivery, int] | None = None
     seen: set[int] = set()
+    keys = current.prompt.tolist()
     for sketch in sketches:
-        for key in current.prompt.tolist() if len(sketch) else ():
+        for key in keys if len(sketch) else ():
             for other in sketch.get(key, ()):
                 if id(other) in seen or other is own:
                     continue
