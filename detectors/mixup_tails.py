@@ -77,6 +77,8 @@ class SessionTails:
         if d.session_id is None or d.out.size < b.min_answer:
             return
         tails, key = self.by_session, (d.tenant_id, d.session_id)
+        if (newer := tails.get(key)) is not None and newer.ts > d.ts:
+            return  # heard late (the fleet's digests can be): the session's newer answer stays its tail
         old = tails.pop(key, None)
         if old is not None:
             self._drop(old)

@@ -99,6 +99,7 @@ def test_a_session_keeps_only_its_newest_long_enough_answer() -> None:
     t.put(B, _d(2, "r2", "s1", range(30, 32)))  # too short to tell: the one before stays
     t.put(B, _d(3, "r3", "s1", range(40, 50)))
     t.put(B, _d(4, "r4", None, range(60, 70)))  # no session: never a tail
+    t.put(B, _d(2.5, "r-late", "s1", range(80, 90)))  # an older answer heard late: the newer one stays
     assert _held(t) == ["r3"] and t.prints == 10
     assert {k: list(v) for k, v in t.sketch().items()} == {k: [t.get("T", "s1")] for k in (40, 41, 42)}
 
