@@ -466,6 +466,7 @@ class Fingerprinter(WordTable):
             **prints,
             **wire_sentences(tp),
             **({} if tp.tools is None else {"tools": sorted(tp.tools)}),
+            **({} if tp.ids is None else {"identifiers": sorted(tp.ids)}),
         }
 
     def check(self, fp: Fingerprint) -> str | None:
@@ -494,6 +495,7 @@ class Fingerprinter(WordTable):
             tp = TextFingerprint(list(first), fp.words, list(first.values()))
         tp.sentences = None if fp.sentences is None else (fp.sentences, fp.sentence_ends)
         tp.tools = None if fp.tools is None else frozenset(fp.tools)
+        tp.ids = None if fp.identifiers is None else frozenset(fp.identifiers)
         return tp
 
     def marker_id(self, marker: str) -> str:

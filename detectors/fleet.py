@@ -68,6 +68,9 @@ class Digest:
     sent: float | None = None
     status: int = 0
     response: str = ""  # the provider's response id ("": none, or a digest from a worker before them)
+    # The identifiers of the prompt and of the output, sorted uint64 little-endian (None: unknown; ADR 0027).
+    prompt_ids: bytes | None = None
+    output_ids: bytes | None = None
 
     @property
     def order(self) -> tuple[float, str]:
@@ -91,7 +94,8 @@ def digest_of(ex: Exchange) -> Digest | None:
     domain = (half.cache_domain if half is not None else None) or ""
     sent = req.ts if req is not None else ex.ts
     status, response = (resp.status_code, resp.response_id or "") if resp is not None else (0, "")
-    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response)
+    pi, oi = (None if tp is None or tp.ids is None else array("Q", sorted(tp.ids)).tobytes() for tp in (pp, op))
+    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi)
 
 
 class Fleet:

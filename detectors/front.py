@@ -156,4 +156,7 @@ def in_process(joiner: Joiner) -> Ingest:
     """The ingest step of a process that joins what it ingests: the joiner's fingerprinter and markers (a scan is
     skipped while none is planted), and a session cache of its own (`Monitor.share_sessions` may share one)."""
     s = joiner.settings
-    return Ingest(joiner.fingerprinter, joiner.canaries, session_cache(s, joiner.fingerprinter), tools=s.tool_calls)
+    return Ingest(
+        joiner.fingerprinter, joiner.canaries, session_cache(s, joiner.fingerprinter), tools=s.tool_calls,
+        identifiers=s.mixup_identifiers,
+    )  # fmt: skip

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from detectors.canaries import CanaryRegistry
 from detectors.fingerprint import Fingerprinter
+from detectors.identifiers import Identifiers
 from detectors.session_prints import SessionPrints
 from detectors.toolcalls import ToolNames
 from schemas.events import Canary, Event, Request, Response
@@ -58,7 +59,7 @@ class Ingest:
     whether a marker is planted yet); otherwise only while `keys` holds a marker (in one process the registry is the
     join's, so an empty one means no text can hold a marker, and the scan is skipped)."""
 
-    __slots__ = ("fingerprinter", "keys", "scan_always", "sessions", "tools")
+    __slots__ = ("fingerprinter", "ids", "keys", "scan_always", "sessions", "tools")
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class Ingest:
         *,
         scan_always: bool = False,
         tools: bool = True,
+        identifiers: bool = True,
     ) -> None:
         self.fingerprinter = fingerprinter
         self.keys = keys
@@ -75,6 +77,8 @@ class Ingest:
         self.scan_always = scan_always
         # The names a prompt holds and the functions an output calls, keyed (detectors/toolcalls.py, ADR 0019).
         self.tools = ToolNames.of(fingerprinter) if tools else None
+        # The identifiers a text holds, keyed (detectors/identifiers.py, ADR 0027).
+        self.ids = Identifiers.of(fingerprinter) if identifiers else None
 
     def __call__(self, event: Event) -> Printed:
         if isinstance(event, Response):
@@ -105,6 +109,8 @@ class Ingest:
                     tp = self.fingerprinter.fingerprint_text(text, ends=False)  # a source: sentence hashes suffice
                 if self.tools is not None:
                     tp.tools = self.tools.declared(text)
+                if self.ids is not None:
+                    tp.ids = self.ids(text)
         plants = self._plants(req, req.canaries) if req.canaries else []
         stripped = req.model_copy(update={"prompt_text": None, "canaries": []})
         return Printed(stripped, tp, keys, plants)
@@ -120,6 +126,8 @@ class Ingest:
         tp = self.fingerprinter.fingerprint_text(text)
         if self.tools is not None:
             tp.tools = self.tools.calls(text)
+        if self.ids is not None:
+            tp.ids = self.ids(text)
         keys = self.keys.token_keys(text) if self._scan() else None
         return Printed(resp.model_copy(update={"output_text": None}), tp, keys)
 

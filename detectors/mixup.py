@@ -44,6 +44,8 @@ import numpy as np
 
 from detectors.changes import StoredAsIs
 from detectors.mixup_history import history
+from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
+from detectors.mixup_ids import size as _size
 from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys
 from detectors.mixup_tails import enter as _enter
 from detectors.printsets import common as _common
@@ -85,13 +87,15 @@ class Delivery:
     prompt: np.ndarray  # sorted unique prompt fingerprints
     named: set[str]  # tenants a high or critical alert on this response already names
     response: str | None = None  # the provider's response id (a delivery pickled before it existed has none)
+    out_ids: np.ndarray | None = None  # sorted identifiers of the output, of the prompt (detectors/mixup_ids.py);
+    prompt_ids: np.ndarray | None = None  # None: unknown (a delivery pickled before them has neither)
 
 
 @dataclass(slots=True)
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response", "history"]
+    mode: Literal["copy", "swap", "misroute", "same_response", "history", "identifiers"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -127,6 +131,7 @@ class MixupLedger(StoredAsIs):
         # copied (rebuilt when asked).
         self._sketch: Sketch | None = None
         self._ids: dict[str, Delivery] | None = None
+        self._by_id: IdIndex | None = None  # and by the identifiers their texts hold (ADR 0027)
         # The newest with an answer long enough to tell (mixup_min_matches) by (tenant, session).
         self._sessions: dict[tuple[str, str], Delivery] | None = None
         # Each conversation's latest answer past the window (detectors/mixup_tails.py, ADR 0026).
@@ -134,7 +139,7 @@ class MixupLedger(StoredAsIs):
         self._bounds: Bounds | None = None  # the tails' bounds as of the last add: a checkpoint's replay puts with them
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sketch": None, "_ids": None, "_sessions": None}
+        return {**self.__dict__, "_sketch": None, "_ids": None, "_sessions": None, "_by_id": None}
 
     # A piece (detectors/signals/base.py): a checkpoint copies the ledger as the deliveries it gained and lost.
     def changes(self) -> tuple[int, list[Delivery], Bounds | None] | None:
@@ -158,13 +163,13 @@ class MixupLedger(StoredAsIs):
             tails = self._tails()
             for d in added:
                 tails.put(b, d)
-        self.prints = sum(d.out.size + d.prompt.size for d in self.recent)
+        self.prints = sum(_size(d) for d in self.recent)
         self.forget_derived()
 
     def forget_derived(self) -> None:
         """Drops the indexes derived from `recent` (the sketch, the ids), rebuilt when next asked: after `recent` was
         changed other than by `add` (a checkpoint replayed, a delivery heard late put in its place)."""
-        self._sketch = self._ids = self._sessions = None
+        self._sketch = self._ids = self._sessions = self._by_id = None
 
     def delivery(self, ex: Exchange) -> Delivery | None:
         """The exchange as the ledger would keep it; None for what cannot witness (no response, a refusal, or neither
@@ -182,9 +187,11 @@ class MixupLedger(StoredAsIs):
             return None
         sent = ex.request.ts if ex.request is not None else ex.ts
         rid = ex.response_id
+        out_ids = _EMPTY if failed else id_keys(ex.output_print)
         return Delivery(
-            ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid
-        )
+            ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid,
+            out_ids, id_keys(ex.prompt_print),
+        )  # fmt: skip
 
     def check(
         self,
@@ -228,6 +235,9 @@ class MixupLedger(StoredAsIs):
             f = _same_response(s, current, twin, innocent)
             if f is not None:
                 found.append(f)
+        if s.mixup_identifiers:
+            pairs = [(f.leaked, f.owner) for f in found]
+            found += [Finding("identifiers", *hit) for hit in answered_elsewhere(s, current, self._idx(), apart, pairs)]
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
             tails = self._tails()
             sketches = (self._copies(), tails.sketch()) if len(tails) else (self._copies(),)
@@ -286,6 +296,12 @@ class MixupLedger(StoredAsIs):
         out.sort(key=lambda d: d.ts, reverse=True)
         return out
 
+    def _idx(self) -> IdIndex:
+        index = getattr(self, "_by_id", None)  # a ledger pickled before the index existed has none
+        if index is None:
+            index = self._by_id = IdIndex(self.recent)
+        return index
+
     def _copies(self) -> Sketch:
         sketch = getattr(self, "_sketch", None)  # a ledger pickled before the sketch existed has none
         if sketch is None:
@@ -305,8 +321,11 @@ class MixupLedger(StoredAsIs):
         sessions = getattr(self, "_sessions", None)
         if sessions is not None and d.session_id is not None and d.out.size >= s.mixup_min_matches:
             sessions[(d.tenant_id, d.session_id)] = d
+        by_id = getattr(self, "_by_id", None)
+        if by_id is not None:
+            by_id.enter(d)
         recent.append(d)
-        self.prints = getattr(self, "prints", 0) + d.out.size + d.prompt.size
+        self.prints = getattr(self, "prints", 0) + _size(d)
         tails = self._tails()
         self._bounds = bounds(s)
         if self._bounds is not None:
@@ -316,9 +335,11 @@ class MixupLedger(StoredAsIs):
             recent[0].ts < horizon or len(recent) > s.mixup_max_deliveries or self.prints > s.mixup_max_prints
         ):
             gone = recent.popleft()
-            self.prints -= gone.out.size + gone.prompt.size
+            self.prints -= _size(gone)
             if sketch is not None:
                 _leave(sketch, gone)
+            if by_id is not None:
+                by_id.leave(gone)
             if ids is not None and ids.get(getattr(gone, "response", None) or "") is gone:
                 del ids[gone.response]
             at = (gone.tenant_id, gone.session_id or "")

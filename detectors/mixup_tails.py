@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from detectors.mixup_ids import size
+
 if TYPE_CHECKING:
     from detectors.mixup import Delivery
     from detectors.settings import DetectionSettings
@@ -83,7 +85,7 @@ class SessionTails:
         if old is not None:
             self._drop(old)
         tails[key] = d
-        self.prints += d.out.size + d.prompt.size
+        self.prints += size(d)
         if self._sketch is not None:
             enter(self._sketch, d)
         horizon = d.ts - b.horizon_s
@@ -95,7 +97,7 @@ class SessionTails:
             self._drop(first)
 
     def _drop(self, d: Delivery) -> None:
-        self.prints -= d.out.size + d.prompt.size
+        self.prints -= size(d)
         if self._sketch is not None:
             for key in sketch_keys(d):
                 held = self._sketch.get(key)

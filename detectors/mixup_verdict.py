@@ -22,6 +22,8 @@ def mixup_signal(f: Finding, source: Delivery) -> Signal:
         "witness_fingerprints": f.shared,
         "source_request_ids": [source.request_id],
     }
+    if f.mode == "identifiers":  # what it counts is identifiers, not fingerprints (ADR 0027)
+        figures = {**figures, "matched_fingerprints": 0, "witness_fingerprints": 0, "identifiers": f.shared}
     receiver = f.owner if source is f.leaked else f.leaked
     own = source.tenant_id == receiver.tenant_id
     if own:
@@ -42,6 +44,9 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
         session = figures.get("source_session_id")
         whose = f"session {session} of tenant {source}" if session else f"tenant {source}"
         return f"sent with another conversation's history: {whose}'s question and answer (history)"
+    if mode == "identifiers":
+        n = figures.get("identifiers")
+        return f"an answer to tenant {source}'s prompt in flight: {n} of its identifiers (identifiers)"
     return f"a whole response of tenant {source}'s request in flight ({mode})"
 
 

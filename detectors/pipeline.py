@@ -88,7 +88,8 @@ def ingest_apart(settings: DetectionSettings) -> Ingest:
     scanned for them, and no session cache is kept (a prompt's prints go on the wire, and the cache's carry sentence
     ends a source lacks)."""
     fingerprinter = make_fingerprinter(settings)
-    return Ingest(fingerprinter, CanaryRegistry(fingerprinter), scan_always=True, tools=settings.tool_calls)
+    return Ingest(fingerprinter, CanaryRegistry(fingerprinter), scan_always=True, tools=settings.tool_calls,
+                  identifiers=settings.mixup_identifiers)  # fmt: skip
 
 
 def join_apart(joiner: Joiner, dedup: Deduper, counters: Counter[str]) -> Front:

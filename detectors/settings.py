@@ -350,6 +350,15 @@ class DetectionSettings(BaseModel):
         "the answer its own session was given last, was sent with another conversation's history (a history store "
         "keyed wrongly): a high finding naming that session's tenant (ADR 0023)",
     )
+    mixup_identifiers: bool = Field(
+        default=True,
+        description="an answer holding more identifiers (order, phone, account numbers) of another tenant's prompt in "
+        "flight than of its own, which no third tenant wrote in the window, answers that prompt (KV handed to the "
+        "wrong request, batch results joined by offset): a high finding naming its tenant (ADR 0027)",
+    )
+    mixup_min_identifiers: int = Field(
+        default=1, ge=1, le=64, description="identifiers of another prompt such an answer must hold (ADR 0027)"
+    )
     mixup_session_horizon_s: float = Field(
         default=14_400.0,
         ge=0,

@@ -103,6 +103,7 @@ class _Model(BaseModel):
 
 MAX_HASHES = 1_000_000  # the most fingerprints one print holds
 MAX_TOOL_NAMES = 4_096  # the most keyed names one print holds (a prompt with more is not checked: docs/adr/0019)
+MAX_IDENTIFIERS = 64  # the most keyed identifiers one print holds (a text with more is not checked: docs/adr/0027)
 # Base64 characters of the largest packed print (MAX_HASHES hashes of 8 bytes).
 _PACKED_MAX = 4 * (8 * MAX_HASHES // 3 + 1)
 # The packed widths are the wire's: a platform whose array types differ could not read a packed print at all.
@@ -207,6 +208,14 @@ class Fingerprint(_Model):
         max_length=MAX_TOOL_NAMES,
         description="keyed 64-bit hashes of names: of a prompt, its distinct name-like words (snake_case, kebab-case, "
         "camelCase); of an output, the functions it calls. Absent: unknown (no tool check)",
+    )
+    # Optional (added after tools): keyed hashes of identifiers (detectors/identifiers.py, docs/adr/0027).
+    identifiers: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] | None = Field(
+        default=None,
+        max_length=MAX_IDENTIFIERS,
+        description="keyed 64-bit hashes of the text's distinct identifiers (words of 6 characters or more with at "
+        "least 4 digits, 3 of them different, that are no date or time: order, phone, account numbers). Absent: "
+        "unknown (no identifier check)",
     )
 
     @model_serializer(mode="wrap")

@@ -53,15 +53,17 @@ class TextFingerprint(_Plain):
     print) are known where this process fingerprinted the text or a wire fingerprint carried them; they are not
     compared and not in the exchange's JSON (docs/adr/0004, "coverage"; docs/adr/0008, decision 8). `tools` are
     keyed hashes of names where ingest read the text (detectors/toolcalls.py): of a prompt, its name-like words (a
-    frozenset, None when unknown); of an output, the functions it calls (a frozenset, None when it calls none)."""
+    frozenset, None when unknown); of an output, the functions it calls (a frozenset, None when it calls none). `ids`:
+    keyed hashes of the text's identifiers (detectors/identifiers.py; a frozenset, None when unknown)."""
 
     hashes: list[int]
     words: int
     positions: Annotated[list[int] | None, Field(exclude=True)] = field(default=None, compare=False, repr=False)
     sentences: Annotated[Any, Field(exclude=True)] = field(default=None, compare=False, repr=False)
     tools: Annotated[Any, Field(exclude=True)] = field(default=None, compare=False, repr=False)
+    ids: Annotated[Any, Field(exclude=True)] = field(default=None, compare=False, repr=False)
 
-    _added: ClassVar[tuple[str, ...]] = ("tools",)  # fields added after prints were first pickled (`_restore`)
+    _added: ClassVar[tuple[str, ...]] = ("tools", "ids")  # fields added after prints were first pickled (`_restore`)
 
 
 @dataclass(slots=True, frozen=True)

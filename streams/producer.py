@@ -24,6 +24,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from pydantic import BaseModel
 
 from detectors.fingerprint import Fingerprinter
+from detectors.identifiers import Identifiers
 from detectors.settings import DetectionSettings
 from detectors.toolcalls import ToolNames
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
@@ -87,6 +88,7 @@ class GatewayProducer:
         self.fingerprinter = Fingerprinter(det.fingerprint_key, det.k, det.w)
         # The names a tool check reads (ADR 0019), keyed as the monitor keys them: they go with the print.
         self.tools = ToolNames.of(self.fingerprinter) if det.tool_calls else None
+        self.ids = Identifiers.of(self.fingerprinter) if det.mixup_identifiers else None  # ADR 0027, likewise
         self.send_text = send_text  # True only where the monitor is trusted to see raw text
         self.packed = packed
         self.max_bytes = self.settings.ingest.max_event_bytes
@@ -97,7 +99,8 @@ class GatewayProducer:
 
     def _fingerprint(self, text: str, prompt: bool) -> Fingerprint:
         fp = self.fingerprinter.fingerprint(text, self.packed)
-        return fp if self.tools is None else self.tools.attach(fp, text, prompt)
+        fp = fp if self.tools is None else self.tools.attach(fp, text, prompt)
+        return fp if self.ids is None else self.ids.attach(fp, text)
 
     def prepare(self, event: Mapping[str, Any] | Event) -> tuple[Event, bytes]:
         """Validate and replace text by fingerprints; raises EventError for an invalid event."""

@@ -404,6 +404,7 @@ class _FingerprintedJsonl:
     KafkaOutput does), for `crosstalk replay` with the same key."""
 
     def __init__(self, settings: Settings, path: str) -> None:
+        from detectors.identifiers import Identifiers
         from detectors.monitor import make_fingerprinter
         from detectors.toolcalls import ToolNames
         from streams.outputs import JsonlOutput
@@ -411,6 +412,7 @@ class _FingerprintedJsonl:
         self.out = JsonlOutput(path)
         self.fp = make_fingerprinter(settings.detection)
         self.tools = ToolNames.of(self.fp)  # the names a tool check reads go with the print (docs/adr/0019)
+        self.ids = Identifiers.of(self.fp)  # and the identifiers the ledger reads (docs/adr/0027)
 
     def send(self, events: list[dict[str, Any]]) -> list[Any]:
         from schemas.events import Request, parse_event_obj
@@ -424,6 +426,7 @@ class _FingerprintedJsonl:
             text = getattr(model, text_field, None)
             if text is not None:
                 fp = self.tools.attach(self.fp.fingerprint(text), text, text_field == "prompt_text")
+                fp = self.ids.attach(fp, text)
                 model = model.model_copy(update={print_field: fp, text_field: None})
             models.append(model)
         return self.out.send(models)

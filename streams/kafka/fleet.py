@@ -45,7 +45,11 @@ _HEAD = struct.Struct("<dHHII")  # event time, id and key lengths, prompt and ou
 _WHERE = struct.Struct("<dHH")
 # F3 adds the provider's response id (its length here, its bytes after the domain): one id on two tenants' answers.
 _RESPONSE = struct.Struct("<H")
-_VERSION, _V2, _V1 = b"F3", b"F2", b"F1"
+# F4 adds the identifiers of the prompt and of the output (ADR 0027): their byte lengths here (_NONE: unknown), their
+# bytes after the output's prints.
+_IDS = struct.Struct("<HH")
+_NONE = 0xFFFF
+_VERSION, _V3, _V2, _V1 = b"F4", b"F3", b"F2", b"F1"
 
 
 class FleetFrameError(ValueError):
@@ -61,14 +65,16 @@ def encode(digests: Iterable[Digest]) -> bytes:
             _HEAD.pack(d.ts, len(rid), len(key), len(d.prompt), len(d.output)),
             _WHERE.pack(sent, d.status, len(dom)),
             _RESPONSE.pack(len(resp)),
+            _IDS.pack(*(_NONE if x is None else len(x) for x in (d.prompt_ids, d.output_ids))),
         ]
-        parts += [rid, key, dom, resp, d.prompt, d.output]
+        parts += [rid, key, dom, resp, d.prompt, d.output, d.prompt_ids or b"", d.output_ids or b""]
     return b"".join(parts)
 
 
 def _size(d: Digest) -> int:
     named = len(d.request_id.encode()) + len(d.key.encode()) + len(d.domain.encode()) + len(d.response.encode())
-    return _HEAD.size + _WHERE.size + _RESPONSE.size + named
+    ids = sum(len(x) for x in (d.prompt_ids, d.output_ids) if x is not None)
+    return _HEAD.size + _WHERE.size + _RESPONSE.size + _IDS.size + named + ids
 
 
 def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
@@ -94,30 +100,36 @@ def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
 
 def decode(blob: bytes) -> list[Digest]:
     version = blob[:2]
-    if version not in (_VERSION, _V2, _V1):
+    if version not in (_VERSION, _V3, _V2, _V1):
         raise FleetFrameError("not a fleet message")
     where = 0 if version == _V1 else _WHERE.size
-    more = _RESPONSE.size if version == _VERSION else 0
+    more = _RESPONSE.size if version in (_VERSION, _V3) else 0
+    ids = _IDS.size if version == _VERSION else 0
     out, i, n = [], 2, len(blob)
     while i < n:
-        if i + _HEAD.size + where + more > n:
+        if i + _HEAD.size + where + more + ids > n:
             raise FleetFrameError("truncated fleet message")
         ts, lr, lk, lp, lo = _HEAD.unpack_from(blob, i)
         sent, status, ld = _WHERE.unpack_from(blob, i + _HEAD.size) if where else (ts, 0, 0)
         (lx,) = _RESPONSE.unpack_from(blob, i + _HEAD.size + where) if more else (0,)
+        li, lj = _IDS.unpack_from(blob, i + _HEAD.size + where + more) if ids else (_NONE, _NONE)
         if not (math.isfinite(ts) and math.isfinite(sent)):  # a NaN would break the waiting digests' order for good
             raise FleetFrameError("an event time that is no number")
-        i += _HEAD.size + where + more
-        end = i + lr + lk + ld + lx + lp + lo
-        if end > n or lp % 8 or lo % 8:
+        i += _HEAD.size + where + more + ids
+        known = [0 if x == _NONE else x for x in (li, lj)]
+        end = i + lr + lk + ld + lx + lp + lo + sum(known)
+        if end > n or lp % 8 or lo % 8 or known[0] % 8 or known[1] % 8:
             raise FleetFrameError("truncated fleet message")
         names = []
         for length in (lr, lk, ld, lx):  # request id, key, cache domain, response id
             names.append(blob[i : i + length].decode())
             i += length
         rid, key, domain, response = names
-        prompt, output = blob[i : i + lp], blob[i + lp : end]
-        out.append(Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response))
+        prompt, output = blob[i : i + lp], blob[i + lp : i + lp + lo]
+        i += lp + lo
+        pi = None if li == _NONE else blob[i : i + li]
+        oi = None if lj == _NONE else blob[i + known[0] : end]
+        out.append(Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response, pi, oi))
         i = end
     return out
 

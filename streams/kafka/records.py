@@ -208,6 +208,9 @@ def _print_values(tp: TextFingerprint | None) -> list[Any] | None:
     # embedded monitor does. Records from before them have [words, hashes] only.
     pos = positions_of(tp)
     sp = sentences_of(tp)
+    if tp.ids is not None:  # the identifiers the ledger reads (docs/adr/0027), after the names
+        names = None if tp.tools is None else sorted(tp.tools)
+        return [tp.words, tp.hashes, pos, *(sp or (None, None)), names, sorted(tp.ids)]
     if tp.tools is not None:  # the names a tool check reads (docs/adr/0019)
         return [tp.words, tp.hashes, pos, *(sp or (None, None)), sorted(tp.tools)]
     if sp is not None:
@@ -221,7 +224,9 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if len(values) == 2:
         words, hashes = values
         return TextFingerprint(hashes, words)
-    tools = None
+    tools = ids = None
+    if len(values) == 7:
+        *values, ids = values
     if len(values) == 6:
         *values, tools = values
     if len(values) == 5:
@@ -234,7 +239,9 @@ def _print_of(values: list[Any] | None) -> TextFingerprint | None:
     if positions is not None and len(positions) != len(hashes):
         raise RecordError(f"print record has {len(positions)} positions for {len(hashes)} hashes")
     names = None if tools is None else frozenset(tools)
-    return TextFingerprint(hashes, words, positions, None if sentences is None else (sentences, ends), names)
+    tp = TextFingerprint(hashes, words, positions, None if sentences is None else (sentences, ends), names)
+    tp.ids = None if ids is None else frozenset(ids)
+    return tp
 
 
 def exchange_record(ex: Exchange) -> bytes:

@@ -1,0 +1,106 @@
+"""The identifiers a text holds: order numbers, phone numbers, account and ticket ids, amounts, as keyed hashes.
+
+A model that decodes from another request's prompt (KV pages handed to the wrong decode slot, batch results joined by
+offset, a pooled connection read by the next request) answers *that* prompt. Its answer restates the other user's
+case in its own words, so it shares no passage of 8 units with any text the monitor saw, and content finds nothing.
+But an answer keeps the case's identifiers as written: "order 38713357", "697,88 грн", "+1-989-449-4163". These are
+the words of a text least likely to be written by anyone else: a random id of 7 digits is one of ten million.
+
+An identifier here is a word (letters and digits, joined by `- . / , : @ +` without spaces) that holds at least
+`MIN_DIGITS` digits, at least `MIN_DISTINCT` different ones and `MIN_CHARS` characters, and is no date or clock time
+(a date is one of a few thousand, and tenants write today's). It is cut from its first run of letters and digits
+that holds a digit, so "SO-6607683" and "6607683" are the same identifier wherever either is written. NFKC-normalised
+and case-folded first, like fingerprint units (full-width digits read as digits). Language plays no part: digits are
+written the same in every script this monitor reads.
+
+Read at ingest, where the text is, and kept as keyed 64-bit hashes only (a key of its own, derived from the
+fingerprint key): at most `MAX_IDENTIFIERS` distinct ones; a text with more is "unknown" (None), never cut short,
+since a prompt's identifiers left out would read as another's in its answer. The check that uses them is the
+mix-up ledger's (detectors/mixup_ids.py, ADR 0027).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING
+
+from detectors.tokens import normalise
+from schemas.events import MAX_IDENTIFIERS
+
+if TYPE_CHECKING:
+    from detectors.fingerprint import Fingerprinter
+    from schemas.events import Fingerprint
+
+__all__ = ["MAX_IDENTIFIERS", "Identifiers", "identifiers"]
+
+MIN_CHARS = 6
+MIN_DIGITS = 4
+MIN_DISTINCT = 3
+# Words holding a digit that a text may hold before it is "unknown": bounds the scan of a text of numbers (a table,
+# a log) at a few thousand regex matches, whatever its size.
+_MAX_SCAN = 4 * MAX_IDENTIFIERS
+# From a word boundary: letters (no digit, no underscore), a digit, letters and digits, then more runs joined by one
+# separator each. Anchored at \b, a long run without a digit fails once, not at every one of its characters.
+_WORD = re.compile(r"\b[^\W\d_]*\d[^\W_]*(?:[-./,:@+][^\W_]+)*")
+_DIGIT = re.compile(r"\d")
+# Dates and clock times, in the common written forms (ISO, day-first, month-first, ranges of years).
+_DATE = re.compile(
+    r"\d{4}[-./]\d{1,2}(?:[-./]\d{1,2}(?:t\d{1,2}(?::\d{2}){1,2}(?:[.,]\d+)?z?)?)?"
+    r"|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}"
+    r"|\d{4}[-/]\d{2,4}"
+    r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
+)
+
+
+def words(text: str) -> list[str] | None:
+    """The distinct identifiers of `text` in the order first written (normalised); None past `MAX_IDENTIFIERS`."""
+    if not _DIGIT.search(text):
+        return []
+    folded = normalise(text)
+    found: dict[str, None] = {}
+    for n, m in enumerate(_WORD.finditer(folded)):
+        if n >= _MAX_SCAN:
+            return None
+        w = m.group()
+        if len(w) < MIN_CHARS or w in found:
+            continue
+        digits = [c for c in w if c.isdigit()]
+        if len(digits) < MIN_DIGITS or len(set(digits)) < MIN_DISTINCT or _DATE.fullmatch(w):
+            continue
+        found[w] = None
+        if len(found) > MAX_IDENTIFIERS:
+            return None
+    return list(found)
+
+
+class Identifiers:
+    """Keyed hashes of a text's identifiers (`words`)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = hashlib.blake2b(b"crosstalk-identifier", key=key, digest_size=32).digest()
+
+    @classmethod
+    def of(cls, fingerprinter: Fingerprinter) -> Identifiers:
+        """Keyed by the fingerprint key (under a label of its own): the gateway and the monitor agree."""
+        return cls(fingerprinter._key)
+
+    def keyed(self, word: str) -> int:
+        return int.from_bytes(hashlib.blake2b(word.encode(), key=self._key, digest_size=8).digest(), "big")
+
+    def __call__(self, text: str) -> frozenset[int] | None:
+        """The keyed identifiers of `text`; None when it holds more than `MAX_IDENTIFIERS` (unknown: not checked)."""
+        found = words(text)
+        return None if found is None else frozenset(map(self.keyed, found))
+
+    def attach(self, fp: Fingerprint, text: str) -> Fingerprint:
+        """A wire print made at the edge, with its text's identifiers (every producer that keeps text at the edge)."""
+        ids = self(text)
+        return fp if ids is None else fp.model_copy(update={"identifiers": sorted(ids)})
+
+
+def identifiers(text: str, key: bytes) -> frozenset[int] | None:
+    """`Identifiers(key)(text)`: for tests and one-off use."""
+    return Identifiers(key)(text)

@@ -1,0 +1,152 @@
+"""An answer to another request's prompt, told by the identifiers it carries (ADR 0027).
+
+A model that decodes from another request's prompt (KV pages handed to the wrong decode slot, batch results joined by
+offset, a pooled connection read by the next request) writes an answer to *that* prompt, in its own words: no passage
+of 8 units is shared with any text the monitor saw, and no second witness is left behind (the owner got an answer of
+its own). What the answer does keep is the other case's identifiers, written as its prompt wrote them (an order
+number, an amount, a phone number: detectors/identifiers.py).
+
+So a delivery is an answer to another prompt when its output holds identifiers of a prompt whose request overlapped
+its own in time (one was sent before the other was delivered), that
+
+- its own prompt does not hold, and more of them than of its own prompt's (an answer restates the case it answers);
+- nobody else wrote in the ledger's window: no third tenant, and the receiver's tenant in no other exchange (a
+  number two tenants hold is a public one: a version, a standard, a price list).
+
+The owner's tenant is named at high. Both orders are checked, as the ledger's other mix-ups are: the receiver
+completes first and finds the owner's prompt held, or the owner completes later and finds the receiver held (a late
+finding). Only identifiers of both texts known at ingest count; a print without them (an older producer) is never
+judged. What it cannot see: an answer that restates no identifier, and one whose source was sent before the
+receiver's own request and delivered before it (stale pages of a finished request; content and the placeholder
+check see those). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from detectors.settings import DetectionSettings
+from schemas.exchange import TextFingerprint
+
+if TYPE_CHECKING:
+    from detectors.mixup import Delivery
+
+Apart = Callable[["Delivery"], bool] | None
+# Held deliveries by identifier: of their prompts, of their outputs; the oldest first under each key.
+Holders = dict[int, deque["Delivery"]]
+_EMPTY = np.empty(0, dtype=np.uint64)
+
+
+def id_keys(tp: TextFingerprint | None) -> np.ndarray | None:
+    """The print's identifiers, sorted; None when unknown (not read at ingest, or a text with too many)."""
+    ids = None if tp is None else getattr(tp, "ids", None)
+    if ids is None:
+        return None
+    return np.array(sorted(ids), dtype=np.uint64) if ids else _EMPTY
+
+
+def _of(d: Delivery, prompt: bool) -> np.ndarray:
+    keys = getattr(d, "prompt_ids" if prompt else "out_ids", None)  # a delivery pickled before them has none
+    return _EMPTY if keys is None else keys
+
+
+def size(d: Delivery) -> int:
+    """What a delivery holds against the ledger's print bounds: its fingerprints and identifiers (8 bytes each)."""
+    return int(d.out.size + d.prompt.size + _of(d, True).size + _of(d, False).size)
+
+
+class IdIndex:
+    """The ledger's deliveries by the identifiers of their prompts and of their outputs: derived from the deliveries
+    held (never copied), so bounded by the ledger's own bounds."""
+
+    __slots__ = ("outputs", "prompts")
+
+    def __init__(self, held: Iterable[Delivery] = ()) -> None:
+        self.prompts: Holders = {}
+        self.outputs: Holders = {}
+        for d in held:
+            self.enter(d)
+
+    def enter(self, d: Delivery) -> None:
+        for keys, holders in ((_of(d, True), self.prompts), (_of(d, False), self.outputs)):
+            for x in keys.tolist():
+                q = holders.get(x)
+                if q is None:
+                    holders[x] = q = deque()
+                q.append(d)
+
+    def leave(self, d: Delivery) -> None:
+        """Removes `d`, the ledger's oldest delivery and so the oldest under each of its keys."""
+        for keys, holders in ((_of(d, True), self.prompts), (_of(d, False), self.outputs)):
+            for x in keys.tolist():
+                q = holders.get(x)
+                if q and q[0] is d:
+                    q.popleft()
+                    if not q:
+                        del holders[x]
+
+    def only(self, x: int, owner: Delivery, receiver: Delivery) -> bool:
+        """Whether no delivery held but the owner's tenant's and `receiver` itself holds identifier `x`."""
+        for holders in (self.prompts, self.outputs):
+            for d in holders.get(x, ()):
+                if d is not receiver and d.tenant_id != owner.tenant_id:
+                    return False
+        return True
+
+
+def _answers(s: DetectionSettings, receiver: Delivery, owner: Delivery, index: IdIndex, keys: np.ndarray) -> int:
+    """How many identifiers of `owner`'s prompt (`keys`: those the receiver's output holds) make `receiver`'s output an
+    answer to it; 0 when they do not."""
+    own = getattr(receiver, "prompt_ids", None)
+    if own is None:
+        return 0  # its own prompt's identifiers unknown: what it quotes of its own cannot be told apart
+    foreign = np.setdiff1d(keys, own, assume_unique=True)
+    if not foreign.size:
+        return 0
+    n = sum(1 for x in foreign.tolist() if index.only(x, owner, receiver))
+    quoted_own = np.intersect1d(_of(receiver, False), own, assume_unique=True).size
+    return n if n >= s.mixup_min_identifiers and n > quoted_own else 0
+
+
+def answered_elsewhere(
+    s: DetectionSettings, current: Delivery, index: IdIndex, apart: Apart, found: list[tuple[Delivery, Delivery]]
+) -> list[tuple[Delivery, Delivery, int]]:
+    """(leaked, owner, identifiers) for each answer to another prompt `current` completes: as the receiver of a held
+    delivery's answer, or as the owner of an answer a held delivery received. `found`: (leaked, owner) pairs the
+    ledger concluded already, not repeated."""
+    out: list[tuple[Delivery, Delivery, int]] = []
+    done = {(id(a), id(b)) for a, b in found}
+
+    def overlaps(other: Delivery) -> bool:
+        # Delivered after the current request was sent (the current one is delivered now, after the other was sent).
+        return other.ts >= current.sent and other.tenant_id != current.tenant_id and (apart is None or apart(other))
+
+    mine = _of(current, False)
+    if mine.size:
+        by_owner: dict[int, tuple[Delivery, list[int]]] = {}
+        for x in mine.tolist():
+            for other in index.prompts.get(x, ()):
+                if overlaps(other):
+                    by_owner.setdefault(id(other), (other, []))[1].append(x)
+        for other, keys in by_owner.values():
+            if (id(current), id(other)) not in done:
+                n = _answers(s, current, other, index, np.array(sorted(keys), dtype=np.uint64))
+                if n:
+                    out.append((current, other, n))
+    theirs = _of(current, True)
+    if theirs.size:
+        by_receiver: dict[int, tuple[Delivery, list[int]]] = {}
+        for x in theirs.tolist():
+            for other in index.outputs.get(x, ()):
+                if overlaps(other):
+                    by_receiver.setdefault(id(other), (other, []))[1].append(x)
+        for other, keys in by_receiver.values():
+            if (id(other), id(current)) not in done:
+                n = _answers(s, other, current, index, np.array(sorted(keys), dtype=np.uint64))
+                if n:
+                    out.append((other, current, n))
+    return out
