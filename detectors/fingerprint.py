@@ -81,9 +81,8 @@ NATIVE = _winnow is not None  # whether the native extension is built and import
 def positions_of(tp: TextFingerprint) -> list[int] | None:
     """The k-gram position (unit offset) of each of `tp.hashes` at its first selection, where this process
     fingerprinted the text (`Fingerprinter.fingerprint_text`) or a wire fingerprint carried them
-    (`Fingerprint.positions`, `from_wire`); None for older producers' fingerprints and session prints. Not
-    compared, and not in the exchange's JSON; only the wire fingerprint and the workers' internal records carry
-    them (docs/adr/0004, "coverage")."""
+    (`Fingerprint.positions`, `from_wire`); None for older producers' fingerprints and session prints. Not in the
+    exchange's JSON: only wire fingerprints and the workers' records carry them (docs/adr/0004, "coverage")."""
     pos = tp.positions
     return pos if pos is not None and len(pos) == len(tp.hashes) else None
 
@@ -448,9 +447,9 @@ class Fingerprinter(WordTable):
         return Fingerprint.model_construct(**{**_PACKED_DEFAULTS, **fields})  # all given: no default factory run
 
     def wire_fields(self, tp: TextFingerprint, packed: bool = False) -> dict[str, Any]:
-        """`tp`'s wire `Fingerprint` fields here: hashes, and the positions, sentences and names where known (what the
-        stages need to judge as the monitor does). `packed`: hashes and positions in base64 (positions past 32 bits,
-        never met in a text within the event size limit, stay a list)."""
+        """`tp`'s wire fields: hashes, and the positions, sentences, names and identifiers where known (what the stages
+        need to judge as the monitor does). `packed`: hashes and positions in base64 (positions past 32 bits stay a
+        list)."""
         positions = positions_of(tp)
         prints: dict[str, Any] = {"hashes": tp.hashes, "positions": positions}
         if packed and (not positions or positions[-1] < 2**32):
@@ -494,8 +493,7 @@ class Fingerprinter(WordTable):
                     first.setdefault(h, p)
             tp = TextFingerprint(list(first), fp.words, list(first.values()))
         tp.sentences = None if fp.sentences is None else (fp.sentences, fp.sentence_ends)
-        tp.tools = None if fp.tools is None else frozenset(fp.tools)
-        tp.ids = None if fp.identifiers is None else frozenset(fp.identifiers)
+        tp.tools, tp.ids = (None if x is None else frozenset(x) for x in (fp.tools, fp.identifiers))
         return tp
 
     def marker_id(self, marker: str) -> str:

@@ -1,22 +1,24 @@
-"""The identifiers a text holds: order numbers, phone numbers, account and ticket ids, amounts, as keyed hashes.
+"""The numbers a text holds: order numbers, phone numbers, account and ticket numbers, amounts, as keyed hashes.
 
 A model that decodes from another request's prompt (KV pages handed to the wrong decode slot, batch results joined by
 offset, a pooled connection read by the next request) answers *that* prompt. Its answer restates the other user's
 case in its own words, so it shares no passage of 8 units with any text the monitor saw, and content finds nothing.
-But an answer keeps the case's identifiers as written: "order 38713357", "697,88 грн", "+1-989-449-4163". These are
-the words of a text least likely to be written by anyone else: a random id of 7 digits is one of ten million.
+But an answer keeps the case's numbers as written: "order 38713357", "697,88 грн", "+1-989-449-4163". These are the
+words of a text least likely to be written by anyone else: a random number of 7 digits is one of ten million.
 
-An identifier here is a word (letters and digits, joined by `- . / , : @ +` without spaces) that holds at least
-`MIN_DIGITS` digits, at least `MIN_DISTINCT` different ones and `MIN_CHARS` characters, and is no date or clock time
-(a date is one of a few thousand, and tenants write today's). It is cut from its first run of letters and digits
-that holds a digit, so "SO-6607683" and "6607683" are the same identifier wherever either is written. NFKC-normalised
-and case-folded first, like fingerprint units (full-width digits read as digits). Language plays no part: digits are
-written the same in every script this monitor reads.
+An identifier here is a number as written: a word (letters and digits, joined by `- . / , : @ +` without spaces)
+with at least `MIN_DIGITS` digits, `MIN_DISTINCT` different ones, and at most one letter per `DIGITS_PER_LETTER`
+digits, that is no date or clock time (a date is one of a few thousand, and tenants write today's). Technical names
+that hold digits ("sha256", "RFC7230", "blake2s256", "utf-8") are not numbers: a model writes them from what it
+knows, for anyone. A word is cut from its first run of letters and digits that holds a digit, so "SO-6607683" and
+"6607683" are the same identifier wherever either is written. NFKC-normalised and case-folded first, like fingerprint
+units (full-width digits read as digits). Language plays no part: digits are written alike in the scripts this
+monitor reads.
 
 Read at ingest, where the text is, and kept as keyed 64-bit hashes only (a key of its own, derived from the
 fingerprint key): at most `MAX_IDENTIFIERS` distinct ones; a text with more is "unknown" (None), never cut short,
-since a prompt's identifiers left out would read as another's in its answer. The check that uses them is the
-mix-up ledger's (detectors/mixup_ids.py, ADR 0027).
+since a prompt's numbers left out would read as another's in its answer. The check that uses them is the mix-up
+ledger's (detectors/mixup_ids.py, ADR 0027).
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_IDENTIFIERS", "Identifiers", "identifiers"]
 
-MIN_CHARS = 6
-MIN_DIGITS = 4
+MIN_DIGITS = 5
 MIN_DISTINCT = 3
+DIGITS_PER_LETTER = 4
 # Words holding a digit that a text may hold before it is "unknown": bounds the scan of a text of numbers (a table,
 # a log) at a few thousand regex matches, whatever its size.
 _MAX_SCAN = 4 * MAX_IDENTIFIERS
@@ -54,7 +56,7 @@ _DATE = re.compile(
 
 
 def words(text: str) -> list[str] | None:
-    """The distinct identifiers of `text` in the order first written (normalised); None past `MAX_IDENTIFIERS`."""
+    """The distinct identifiers of `text`, normalised, in the order first written; None past `MAX_IDENTIFIERS`."""
     if not _DIGIT.search(text):
         return []
     folded = normalise(text)
@@ -63,10 +65,13 @@ def words(text: str) -> list[str] | None:
         if n >= _MAX_SCAN:
             return None
         w = m.group()
-        if len(w) < MIN_CHARS or w in found:
+        if len(w) < MIN_DIGITS or w in found:
             continue
         digits = [c for c in w if c.isdigit()]
-        if len(digits) < MIN_DIGITS or len(set(digits)) < MIN_DISTINCT or _DATE.fullmatch(w):
+        letters = sum(c.isalpha() for c in w)
+        if len(digits) < MIN_DIGITS or len(set(digits)) < MIN_DISTINCT or DIGITS_PER_LETTER * letters > len(digits):
+            continue
+        if _DATE.fullmatch(w):
             continue
         found[w] = None
         if len(found) > MAX_IDENTIFIERS:

@@ -39,6 +39,8 @@ Apart = Callable[["Delivery"], bool] | None
 # Held deliveries by identifier: of their prompts, of their outputs; the oldest first under each key.
 Holders = dict[int, deque["Delivery"]]
 _EMPTY = np.empty(0, dtype=np.uint64)
+# Fingerprints the output shares with the owner's prompt that make the two a passage content judges.
+_PASSAGE = 2
 
 
 def id_keys(tp: TextFingerprint | None) -> np.ndarray | None:
@@ -109,11 +111,20 @@ def _answers(s: DetectionSettings, receiver: Delivery, owner: Delivery, index: I
         return 0
     n = sum(1 for x in foreign.tolist() if index.only(x, owner, receiver))
     quoted_own = np.intersect1d(_of(receiver, False), own, assume_unique=True).size
-    return n if n >= s.mixup_min_identifiers and n > quoted_own else 0
+    if n < s.mixup_min_identifiers or n <= quoted_own:
+        return 0
+    # Numbers inside a passage both texts hold (documentation's examples, a history the receiver was shown before) are
+    # that passage's: content judges it, knowing what is public and what is the receiver's own; no evidence here.
+    shared = np.intersect1d(receiver.out, owner.prompt, assume_unique=True)
+    return 0 if shared.size >= _PASSAGE else n
 
 
 def answered_elsewhere(
-    s: DetectionSettings, current: Delivery, index: IdIndex, apart: Apart, found: list[tuple[Delivery, Delivery]]
+    s: DetectionSettings,
+    current: Delivery,
+    index: IdIndex,
+    apart: Apart,
+    found: list[tuple[Delivery, Delivery]],
 ) -> list[tuple[Delivery, Delivery, int]]:
     """(leaked, owner, identifiers) for each answer to another prompt `current` completes: as the receiver of a held
     delivery's answer, or as the owner of an answer a held delivery received. `found`: (leaked, owner) pairs the
@@ -122,8 +133,13 @@ def answered_elsewhere(
     done = {(id(a), id(b)) for a, b in found}
 
     def overlaps(other: Delivery) -> bool:
-        # Delivered after the current request was sent (the current one is delivered now, after the other was sent).
-        return other.ts >= current.sent and other.tenant_id != current.tenant_id and (apart is None or apart(other))
+        # Each delivered after the other was sent (a digest heard late may have been delivered after the current one).
+        return (
+            other.ts >= current.sent
+            and current.ts >= other.sent
+            and other.tenant_id != current.tenant_id
+            and (apart is None or apart(other))
+        )
 
     mine = _of(current, False)
     if mine.size:

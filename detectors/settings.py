@@ -357,7 +357,7 @@ class DetectionSettings(BaseModel):
         "wrong request, batch results joined by offset): a high finding naming its tenant (ADR 0027)",
     )
     mixup_min_identifiers: int = Field(
-        default=1, ge=1, le=64, description="identifiers of another prompt such an answer must hold (ADR 0027)"
+        default=2, ge=1, le=64, description="identifiers of another prompt such an answer must hold (ADR 0027)"
     )
     mixup_session_horizon_s: float = Field(
         default=14_400.0,

@@ -78,7 +78,7 @@ _BY_TYPE: dict[str, type[BaseModel]] = {"request": Request, "response": Response
 # Optional fields added to a class after records of it were written, last in field order, default None: a record
 # from before (on a topic, or in a snapshot, during an upgrade) lacks them and decodes with None, as the wire does.
 _ADDED: dict[type[BaseModel], tuple[str, ...]] = {
-    Fingerprint: ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools"),
+    Fingerprint: ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools", "identifiers"),
     Response: ("response_id", "error_type"),
     Usage: ("cached_input_tokens",),
     CacheStats: (

@@ -16,6 +16,8 @@ S = DetectionSettings(fingerprint_key="fleet-feed-test")
 D = [
     Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200, "chatcmpl-ä1"),
     Digest(2.0, "req-ü", "u\x1fr", b"", b"\x03" * 24, "pool-ü", 0.5, 503),
+    # With identifiers (ADR 0027): known and some, known and none.
+    Digest(2.5, "req-3", "v\x1fq", b"\x04" * 8, b"\x05" * 8, "pool-a", 2.0, 200, "", b"\x06" * 16, b""),
 ]
 
 
@@ -36,6 +38,15 @@ def test_a_message_of_a_worker_from_before_decodes_without_the_response_id() -> 
     head = fleet._HEAD.pack(1.5, 5, 3, 16, 8) + fleet._WHERE.pack(1.0, 200, 6)
     old = b"F2" + head + b"req-1" + b"t\x1fs" + b"pool-a" + b"\x01" * 16 + b"\x02" * 8
     assert fleet.decode(old) == [Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200)]
+
+
+def test_a_message_of_a_worker_from_before_decodes_without_the_identifiers() -> None:
+    # F3: the response id, no identifiers: unknown (None), so the identifier check passes it by.
+    head = fleet._HEAD.pack(1.5, 5, 3, 16, 8) + fleet._WHERE.pack(1.0, 200, 6) + fleet._RESPONSE.pack(2)
+    old = b"F3" + head + b"req-1" + b"t\x1fs" + b"pool-a" + b"id" + b"\x01" * 16 + b"\x02" * 8
+    (d,) = fleet.decode(old)
+    assert d == Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200, "id")
+    assert d.prompt_ids is None and d.output_ids is None
 
 
 NAN = fleet.encode([Digest(float("nan"), "r", "k", b"", b"\x01" * 8)])
@@ -63,8 +74,8 @@ def test_digests_go_to_every_partition_but_the_one_that_told_them() -> None:
     for st in states.values():
         fleet.listen(st)
     fleet.deliver(1, D, states, counters)
-    assert [states[p].table.fleet.pending for p in range(3)] == [2, 0, 2]
-    assert counters["fleet.heard"] == 4
+    assert [states[p].table.fleet.pending for p in range(3)] == [len(D), 0, len(D)]
+    assert counters["fleet.heard"] == 2 * len(D)
 
 
 def test_messages_stay_under_the_limit_and_an_oversized_digest_loses_its_prompt_only() -> None:

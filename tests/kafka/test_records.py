@@ -159,7 +159,7 @@ def test_event_records_written_before_positions_still_decode() -> None:
     event = parse_event(orjson.dumps({**REQ, "prompt_fingerprint": FP}))
     assert isinstance(event, Request)
     kind, values, keys = orjson.loads(records.event_record(event))
-    for added in ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools"):
+    for added in ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools", "identifiers"):
         del values["prompt_fingerprint"][added]
     as_object = orjson.dumps([kind, values, keys])
     values["prompt_fingerprint"] = [FP[f] for f in ("scheme", "k", "w", "key_id", "words", "hashes")]
@@ -171,7 +171,7 @@ def test_event_records_written_before_positions_still_decode() -> None:
         assert back.prompt_fingerprint.positions is None
     # one field too few or too many is still an error
     values["prompt_fingerprint"] = values["prompt_fingerprint"][:-1]
-    with pytest.raises(records.RecordError, match="Fingerprint record has 5 fields, expected 12"):
+    with pytest.raises(records.RecordError, match="Fingerprint record has 5 fields, expected 13"):
         records.event_from_record(orjson.dumps([kind, [values[f] for f in Request.model_fields], keys]))
 
 

@@ -1,0 +1,114 @@
+"""An answer to another request's prompt, told by the identifiers it carries (detectors/mixup_ids.py, ADR 0027).
+
+The receiver's answer restates another tenant's case in words of its own (no passage is shared with any text the
+monitor saw), keeping that case's order and phone numbers. Each scenario runs through the embedded, direct and staged
+runners (tests/parity.py), so the identifiers travel in the workers' records and the fleet's frames too."""
+
+from __future__ import annotations
+
+import pytest
+from factories import high_on as _high
+from factories import private_texts as _texts
+from factories import request, response
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert
+
+S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="identifiers", fleet_delay_s=30.0)
+# (request id, tenant, sent, delivered, domain, prompt, answer)
+Event = tuple[str, str, float, float, str, str, str]
+
+
+def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
+    """The exchanges, their requests and responses in event-time order, then an hour of quiet event time."""
+    m = Monitor(settings)
+    out: list[Alert] = []
+    timeline = []
+    for rid, tenant, sent, done, domain, prompt, answer in events:
+        timeline.append((sent, request(rid, tenant, sent, text=prompt, session_id=f"{tenant}-s", cache_domain=domain)))
+        timeline.append((done, response(rid, tenant, done, domain=domain, text=answer, session_id=f"{tenant}-s")))
+    for _, e in sorted(timeline, key=lambda x: x[0]):
+        out += m.observe(e)
+    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+
+
+def _case(
+    seed: int, owner_domain: str, receiver_done: float, owner_done: float, third: str | None = None
+) -> list[Event]:
+    """R's request, then A's half a second later; R is answered from A's prompt (the KV of A handed to R's decode)."""
+    words_a, words_r, answer_words, words_b = _texts(seed, 4)
+    prompt_a = f"{words_a} I placed order 38713357, paid from DE44500105175407324931; call me on +1-989-449-4163."
+    prompt_r = f"{words_r} Please summarise the attached release notes for version 4.2 in two lines."
+    # A's case restated in other words: no passage of A's prompt, its numbers kept.
+    leaked = f"{answer_words} regarding 38713357 the refund to DE44500105175407324931 is done; we ring +1-989-449-4163."
+    events: list[Event] = [
+        ("r1", "R", 100.0, receiver_done, "d2", prompt_r, leaked),
+        ("a1", "A", 100.5, owner_done, owner_domain, prompt_a, f"{words_b[:200]} Your refund is on its way."),
+    ]
+    if third is not None:
+        events.append(("b1", "B", 90.0, 95.0, "d3", third, "Closed, thank you."))
+    return events
+
+
+@pytest.mark.parametrize("owner_domain", ["d1", "d2"])
+@pytest.mark.parametrize("owner_later", [True, False])
+def test_an_answer_holding_another_prompts_identifiers_is_high_and_names_its_owner(
+    owner_domain: str, owner_later: bool
+) -> None:
+    # Across pools (prefill shared, decode apart) and within one; the owner delivered after the receiver or before.
+    events = _case(3, owner_domain, *((103.0, 104.0) if owner_later else (104.0, 103.0)))
+    assert _high(_run(S.model_copy(update={"mixup_identifiers": False}), events), "R") == []
+    (alert,) = _high(_run(S, events), "R")
+    f = alert.evidence[0].figures
+    assert alert.source_tenant_id == "A" and alert.kind == "cross_tenant_contamination"
+    assert f["delivery_mixup"] == "identifiers" and f["identifiers"] == 3 and f["source_request_ids"] == ["a1"]
+    assert alert.request_ids == ["r1"] and alert.cache_domain == "d2"
+    assert "an answer to tenant A's prompt in flight: 3 of its identifiers" in alert.summary
+    assert _high(_run(S, events), "A") == []  # the owner got its own answer
+
+
+def test_identifiers_a_third_tenant_wrote_are_public_and_one_alone_is_no_evidence() -> None:
+    words = _texts(9, 1)[0]
+    # B's ticket held the order number ten seconds earlier: two of A's numbers are left, still an answer to A's prompt.
+    (alert,) = _high(_run(S, _case(4, "d1", 103.0, 104.0, third=f"{words} ticket 38713357 was closed")), "R")
+    assert alert.evidence[0].figures["identifiers"] == 2
+    # B held the phone number too: one number alone could be anyone's (a bug number a model writes, a constant).
+    third = f"{words} ticket 38713357 was closed, call +1-989-449-4163"
+    assert _high(_run(S, _case(4, "d1", 103.0, 104.0, third=third)), "R") == []
+    one = S.model_copy(update={"mixup_min_identifiers": 1})
+    (alert,) = _high(_run(one, _case(4, "d1", 103.0, 104.0, third=third)), "R")
+    assert alert.evidence[0].figures["identifiers"] == 1
+
+
+def test_requests_that_did_not_overlap_are_not_paired() -> None:
+    # A was sent and answered before R's request was sent: R's answer cannot be decoded from A's prompt in flight.
+    (r, a) = _case(5, "d1", 103.0, 104.0)
+    events = [r, ("a1", "A", 60.0, 62.0, *a[4:])]
+    assert _high(_run(S, events), "R") == []
+
+
+def test_an_answer_that_quotes_its_own_prompts_identifiers_as_much_is_its_own() -> None:
+    (r, a) = _case(6, "d1", 103.0, 104.0)
+    prompt_r = f"{r[5]} Order 55120934, invoice 77310459 and parcel 61827354 are mine."
+    answer = f"{r[6]} Your order 55120934, invoice 77310459 and parcel 61827354 are noted."  # three of its own
+    assert _high(_run(S, [(*r[:5], prompt_r, answer), a]), "R") == []
+    answer = f"{r[6]} Your order 55120934 is noted."  # one of its own, three of A's: A's case it answers
+    (alert,) = _high(_run(S, [(*r[:5], prompt_r, answer), a]), "R")
+    assert alert.source_tenant_id == "A"
+
+
+def test_numbers_inside_a_passage_both_texts_hold_are_left_to_content() -> None:
+    # R's answer quotes a passage of A's prompt, numbers and all: content judges it (it knows what is public, and what
+    # R was shown before); the numbers add nothing.
+    (r, a) = _case(11, "d1", 103.0, 104.0)
+    alerts = _run(S, [(*r[:6], f"{r[6]} {a[5]}"), a])
+    assert all(e.figures.get("delivery_mixup") != "identifiers" for x in alerts for e in x.evidence)
+
+
+def test_dates_versions_and_short_numbers_are_no_identifiers() -> None:
+    (r, a) = _case(7, "d1", 103.0, 104.0)
+    tail = " on 2026-03-18 at 12:30, release 1.2.3, room 4711, total 25.00"
+    events = [(*r[:5], r[5], f"{_texts(8, 1)[0]}{tail}"), (*a[:5], f"{a[5]}{tail}", a[6])]
+    assert _high(_run(S, events), "R") == []
