@@ -81,8 +81,8 @@ def test_protobuf_span_maps_to_request_and_response_with_fingerprints_and_no_tex
     assert req.ts == pytest.approx(1_787_817_600.0) and resp.ts == pytest.approx(1_787_817_605.2)
     assert req.traceparent == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     fp = make_fingerprinter(Settings().detection)
-    # A prompt's print carries its name-like words, keyed (none here: known to be none, ADR 0019).
-    assert req.prompt_fingerprint == fp.fingerprint(SECRET).model_copy(update={"tools": []})
+    # A prompt's print carries its name-like words and its numbers, keyed (none here: known to be none, ADR 0019, 0027).
+    assert req.prompt_fingerprint == fp.fingerprint(SECRET).model_copy(update={"tools": [], "identifiers": []})
     assert req.prompt_text is None and resp.output_text is None
     assert "quarterly" not in req.model_dump_json() + resp.model_dump_json()
 
@@ -164,7 +164,9 @@ def test_legacy_span_events_and_indexed_attributes_carry_content() -> None:
     (s,) = spans_from_json(export_request([span]))
     req, resp = mapper().map_spans([s]).events
     fp = make_fingerprinter(Settings().detection).fingerprint(SECRET)
-    assert req.prompt_fingerprint == fp.model_copy(update={"tools": []}) and resp.output_fingerprint == fp
+    known = {"identifiers": []}  # the numbers are read from both texts (none here)
+    assert req.prompt_fingerprint == fp.model_copy(update={"tools": [], **known})
+    assert resp.output_fingerprint == fp.model_copy(update=known)
 
 
 def _edge_fingerprinted(events: list[dict], settings: Settings) -> list[dict]:

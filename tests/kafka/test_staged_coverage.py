@@ -53,7 +53,7 @@ def test_staged_stages_give_the_embedded_alerts(scenario: dict[str, Any]) -> Non
 def _older_fields(model: Any) -> dict[str, Any]:
     """records._fields_of as a worker before `Fingerprint.positions` wrote nested models: no such key (nor the keys
     added after it)."""
-    added = ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools")
+    added = ("positions", "sentences", "sentence_ends", "hashes_b64", "positions_b64", "tools", "identifiers")
     return {k: v for k, v in model.__dict__.items() if k not in added}
 
 
