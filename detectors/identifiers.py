@@ -46,11 +46,12 @@ _MAX_SCAN = 4 * MAX_IDENTIFIERS
 # separator each. Anchored at \b, a long run without a digit fails once, not at every one of its characters.
 _WORD = re.compile(r"\b[^\W\d_]*\d[^\W_]*(?:[-./,:@+][^\W_]+)*")
 _DIGIT = re.compile(r"\d")
-# Dates and clock times, in the common written forms (ISO, day-first, month-first, ranges of years).
+# Dates and clock times, in the common written forms (ISO, day-first, month-first, ranges of years): a year of this
+# century or the last, a month, a day. An amount such as "1076.88" is no date.
+_Y, _M, _D = r"(?:19|20)\d\d", r"(?:0?[1-9]|1[0-2])", r"(?:0?[1-9]|[12]\d|3[01])"
 _DATE = re.compile(
-    r"\d{4}[-./]\d{1,2}(?:[-./]\d{1,2}(?:t\d{1,2}(?::\d{2}){1,2}(?:[.,]\d+)?z?)?)?"
-    r"|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}"
-    r"|\d{4}[-/]\d{2,4}"
+    rf"{_Y}[-./]{_M}(?:[-./]{_D}(?:t\d{{1,2}}(?::\d{{2}}){{1,2}}(?:[.,]\d+)?z?)?)?"
+    rf"|{_D}[-./]{_M}[-./](?:{_Y}|\d\d)|{_M}[-./]{_D}[-./](?:{_Y}|\d\d)|{_Y}[-/]{_Y}"
     r"|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
 )
 

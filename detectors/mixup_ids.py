@@ -100,23 +100,26 @@ class IdIndex:
         return True
 
 
-def _answers(s: DetectionSettings, receiver: Delivery, owner: Delivery, index: IdIndex, keys: np.ndarray) -> int:
-    """How many identifiers of `owner`'s prompt (`keys`: those the receiver's output holds) make `receiver`'s output an
-    answer to it; 0 when they do not."""
-    own = getattr(receiver, "prompt_ids", None)
-    if own is None:
-        return 0  # its own prompt's identifiers unknown: what it quotes of its own cannot be told apart
-    foreign = np.setdiff1d(keys, own, assume_unique=True)
-    if not foreign.size:
-        return 0
-    n = sum(1 for x in foreign.tolist() if index.only(x, owner, receiver))
-    quoted_own = np.intersect1d(_of(receiver, False), own, assume_unique=True).size
-    if n < s.mixup_min_identifiers or n <= quoted_own:
+def _answers(s: DetectionSettings, receiver: Delivery, owner: Delivery, index: IdIndex) -> int:
+    """How many numbers of `owner`'s exchange make `receiver`'s output an answer to `owner`'s prompt (or that answer,
+    handed over again); 0 when they do not."""
+    own, out = getattr(receiver, "prompt_ids", None), _of(receiver, False)
+    if own is None or not out.size:
+        return 0  # its own prompt's numbers unknown: what it quotes of its own cannot be told apart
+    theirs = _of(owner, True)
+    case = np.union1d(theirs, _of(owner, False))
+    foreign = np.setdiff1d(np.intersect1d(out, case, assume_unique=True), own, assume_unique=True)
+    rare = np.array([x for x in foreign.tolist() if index.only(x, owner, receiver)], dtype=np.uint64)
+    n = rare.size
+    quoted_own = np.intersect1d(out, own, assume_unique=True).size
+    # At least one of them the owner's prompt introduced: two answers that hold the same numbers and no prompt's are a
+    # text the model writes (a documentation's examples), not anybody's case.
+    if n < s.mixup_min_identifiers or n <= quoted_own or not np.intersect1d(rare, theirs, assume_unique=True).size:
         return 0
     # Numbers inside a passage both texts hold (documentation's examples, a history the receiver was shown before) are
     # that passage's: content judges it, knowing what is public and what is the receiver's own; no evidence here.
     shared = np.intersect1d(receiver.out, owner.prompt, assume_unique=True)
-    return 0 if shared.size >= _PASSAGE else n
+    return 0 if shared.size >= _PASSAGE else int(n)
 
 
 def answered_elsewhere(
@@ -126,43 +129,32 @@ def answered_elsewhere(
     apart: Apart,
     found: list[tuple[Delivery, Delivery]],
 ) -> list[tuple[Delivery, Delivery, int]]:
-    """(leaked, owner, identifiers) for each answer to another prompt `current` completes: as the receiver of a held
-    delivery's answer, or as the owner of an answer a held delivery received. `found`: (leaked, owner) pairs the
-    ledger concluded already, not repeated."""
+    """(leaked, owner, numbers) for each answer to another prompt `current` completes: as the receiver of a held
+    delivery's case, or as the owner of a case a held delivery received. `found`: (leaked, owner) pairs the ledger
+    concluded already, not repeated."""
     out: list[tuple[Delivery, Delivery, int]] = []
     done = {(id(a), id(b)) for a, b in found}
 
-    def overlaps(other: Delivery) -> bool:
-        # Each delivered after the other was sent (a digest heard late may have been delivered after the current one).
+    def answerable(receiver: Delivery, owner: Delivery) -> bool:
+        # The owner's request was sent before the receiver was answered, and answered itself after the receiver was
+        # sent, or up to mixup_copy_before_s before (an answer or a prefix handed over again, as a copy from before).
+        other = owner if receiver is current else receiver
         return (
-            other.ts >= current.sent
-            and current.ts >= other.sent
+            owner.sent <= receiver.ts
+            and owner.ts >= receiver.sent - s.mixup_copy_before_s
             and other.tenant_id != current.tenant_id
             and (apart is None or apart(other))
         )
 
-    mine = _of(current, False)
-    if mine.size:
-        by_owner: dict[int, tuple[Delivery, list[int]]] = {}
-        for x in mine.tolist():
-            for other in index.prompts.get(x, ()):
-                if overlaps(other):
-                    by_owner.setdefault(id(other), (other, []))[1].append(x)
-        for other, keys in by_owner.values():
-            if (id(current), id(other)) not in done:
-                n = _answers(s, current, other, index, np.array(sorted(keys), dtype=np.uint64))
-                if n:
-                    out.append((current, other, n))
-    theirs = _of(current, True)
-    if theirs.size:
-        by_receiver: dict[int, tuple[Delivery, list[int]]] = {}
-        for x in theirs.tolist():
-            for other in index.outputs.get(x, ()):
-                if overlaps(other):
-                    by_receiver.setdefault(id(other), (other, []))[1].append(x)
-        for other, keys in by_receiver.values():
-            if (id(other), id(current)) not in done:
-                n = _answers(s, other, current, index, np.array(sorted(keys), dtype=np.uint64))
-                if n:
-                    out.append((other, current, n))
+    def pairs(keys: np.ndarray, holders: tuple[Holders, ...]) -> dict[int, Delivery]:
+        return {id(d): d for x in keys.tolist() for h in holders for d in h.get(x, ())}
+
+    for owner in pairs(_of(current, False), (index.prompts, index.outputs)).values():
+        fresh = (id(current), id(owner)) not in done
+        if answerable(current, owner) and fresh and (n := _answers(s, current, owner, index)):
+            out.append((current, owner, n))
+    for receiver in pairs(np.union1d(_of(current, True), _of(current, False)), (index.outputs,)).values():
+        fresh = (id(receiver), id(current)) not in done
+        if answerable(receiver, current) and fresh and (n := _answers(s, receiver, current, index)):
+            out.append((receiver, current, n))
     return out

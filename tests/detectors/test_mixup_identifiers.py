@@ -16,7 +16,8 @@ from detectors.settings import DetectionSettings
 from schemas.alert import Alert
 
 S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="identifiers", fleet_delay_s=30.0)
-# (request id, tenant, sent, delivered, domain, prompt, answer)
+# (request id, tenant, sent, delivered, domain, prompt, answer); times from T0
+T0 = 1_000.0
 Event = tuple[str, str, float, float, str, str, str]
 
 
@@ -26,12 +27,13 @@ def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
     out: list[Alert] = []
     timeline = []
     for rid, tenant, sent, done, domain, prompt, answer in events:
+        sent, done = sent + T0, done + T0
         timeline.append((sent, request(rid, tenant, sent, text=prompt, session_id=f"{tenant}-s", cache_domain=domain)))
         timeline.append((done, response(rid, tenant, done, domain=domain, text=answer, session_id=f"{tenant}-s")))
     for _, e in sorted(timeline, key=lambda x: x[0]):
         out += m.observe(e)
-    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
-    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+    out += m.observe(request("late", "Z", T0 + 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", T0 + 4_001.0, domain="d9", text="fine thanks"))
 
 
 def _case(
@@ -48,7 +50,7 @@ def _case(
         ("a1", "A", 100.5, owner_done, owner_domain, prompt_a, f"{words_b[:200]} Your refund is on its way."),
     ]
     if third is not None:
-        events.append(("b1", "B", 90.0, 95.0, "d3", third, "Closed, thank you."))
+        events.append(("b1", "B", -40.0, -35.0, "d3", third, "Closed, thank you."))  # before any copy's window
     return events
 
 
@@ -71,7 +73,7 @@ def test_an_answer_holding_another_prompts_identifiers_is_high_and_names_its_own
 
 def test_identifiers_a_third_tenant_wrote_are_public_and_one_alone_is_no_evidence() -> None:
     words = _texts(9, 1)[0]
-    # B's ticket held the order number ten seconds earlier: two of A's numbers are left, still an answer to A's prompt.
+    # B's ticket held the order number two minutes earlier: two of A's numbers are left, still an answer to A's prompt.
     (alert,) = _high(_run(S, _case(4, "d1", 103.0, 104.0, third=f"{words} ticket 38713357 was closed")), "R")
     assert alert.evidence[0].figures["identifiers"] == 2
     # B held the phone number too: one number alone could be anyone's (a bug number a model writes, a constant).
@@ -83,10 +85,28 @@ def test_identifiers_a_third_tenant_wrote_are_public_and_one_alone_is_no_evidenc
 
 
 def test_requests_that_did_not_overlap_are_not_paired() -> None:
-    # A was sent and answered before R's request was sent: R's answer cannot be decoded from A's prompt in flight.
+    # A was sent and answered more than mixup_copy_before_s (120 s) before R's request was sent: R's answer cannot be
+    # decoded from A's prompt in flight, nor be A's answer handed over again.
     (r, a) = _case(5, "d1", 103.0, 104.0)
-    events = [r, ("a1", "A", 60.0, 62.0, *a[4:])]
-    assert _high(_run(S, events), "R") == []
+    assert _high(_run(S, [r, ("a1", "A", -30.0, -28.0, *a[4:])]), "R") == []
+    assert _high(_run(S, [r, ("a1", "A", -10.0, -8.0, *a[4:])]), "R") != []  # within it: a prefix or an answer kept
+
+
+def test_an_answer_of_another_tenant_handed_over_again_is_found_by_its_numbers() -> None:
+    # A response cache keyed on the question's meaning: A's answer, a stock reply around A's numbers (one of them the
+    # model wrote), served to R a minute later. The answer's text is the tenant's template: common, so no copy is told.
+    words_a, words_r, stock = _texts(13, 3)
+    answer = f"{stock} Your refund of 1076.88 for order 5251295 is on its way."
+    events: list[Event] = [
+        ("a1", "A", 100.0, 104.0, "d1", f"{words_a} The coffee machine of order 5251295 arrived broken.", answer),
+        ("r1", "R", 160.0, 161.0, "d2", f"{words_r} Where is my parcel?", answer),
+    ]
+    (alert,) = _high(_run(S, events), "R")
+    f = alert.evidence[0].figures
+    assert alert.source_tenant_id == "A" and f["source_request_ids"] == ["a1"] and f["identifiers"] == 2
+    # Neither number in A's prompt: a text the model writes, twice (a documentation's examples), is nobody's case.
+    events[0] = ("a1", "A", 100.0, 104.0, "d1", f"{words_a} The coffee machine arrived broken.", answer)
+    assert all(e.figures.get("delivery_mixup") != "identifiers" for x in _run(S, events) for e in x.evidence)
 
 
 def test_an_answer_that_quotes_its_own_prompts_identifiers_as_much_is_its_own() -> None:
