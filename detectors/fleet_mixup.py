@@ -49,9 +49,9 @@ def _keys(raw: bytes) -> np.ndarray:
     return sorted_unique(np.frombuffer(raw, dtype=np.uint64).copy()) if raw else _EMPTY
 
 
-def _ids(raw: bytes | None) -> np.ndarray | None:
+def _ids(raw: bytes | None) -> frozenset[int] | None:
     """A digest's identifiers (detectors/mixup_ids.py); None when unknown."""
-    return None if raw is None else _keys(raw)
+    return None if raw is None else frozenset(np.frombuffer(raw, dtype=np.uint64).tolist())
 
 
 _EMPTY = np.empty(0, dtype=np.uint64)
@@ -87,7 +87,7 @@ class FleetMixups:
         sent = d.ts if d.sent is None else d.sent
         cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
                        out, _keys(d.prompt), set(), d.response or None,
-                       _EMPTY if failed else _ids(d.output_ids), _ids(d.prompt_ids))  # fmt: skip
+                       frozenset() if failed else _ids(d.output_ids), _ids(d.prompt_ids))  # fmt: skip
         if not cur.out.size and not cur.prompt.size:
             return
         s, domain, domain_of = self.s, d.domain, self.domain_of

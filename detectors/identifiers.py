@@ -10,10 +10,10 @@ An identifier here is a number as written: a word (letters and digits, joined by
 with at least `MIN_DIGITS` digits, `MIN_DISTINCT` different ones, and at most one letter per `DIGITS_PER_LETTER`
 digits, that is no date or clock time (a date is one of a few thousand, and tenants write today's). Technical names
 that hold digits ("sha256", "RFC7230", "blake2s256", "utf-8") are not numbers: a model writes them from what it
-knows, for anyone. A word is cut from its first run of letters and digits that holds a digit, so "SO-6607683" and
-"6607683" are the same identifier wherever either is written. NFKC-normalised and case-folded first, like fingerprint
-units (full-width digits read as digits). Language plays no part: digits are written alike in the scripts this
-monitor reads.
+knows, for anyone. A word starts at the letters written just before its first digit, so "SO-6607683" and "6607683"
+are the same identifier wherever either is written; in scripts written without spaces each character is a word of its
+own, so "金额11808元" holds 11808. Each word is NFKC-normalised and case-folded, like fingerprint units (full-width
+digits read as digits). Language plays no part: digits are written alike in the scripts this monitor reads.
 
 Read at ingest, where the text is, and kept as keyed 64-bit hashes only (a key of its own, derived from the
 fingerprint key): at most `MAX_IDENTIFIERS` distinct ones; a text with more is "unknown" (None), never cut short,
@@ -27,7 +27,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING
 
-from detectors.tokens import normalise
+from detectors.tokens import NO_SPACE_BLOCKS, normalise
 from schemas.events import MAX_IDENTIFIERS
 
 if TYPE_CHECKING:
@@ -42,10 +42,16 @@ DIGITS_PER_LETTER = 4
 # Words holding a digit that a text may hold before it is "unknown": bounds the scan of a text of numbers (a table,
 # a log) at a few thousand regex matches, whatever its size.
 _MAX_SCAN = 4 * MAX_IDENTIFIERS
-# From a word boundary: letters (no digit, no underscore), a digit, letters and digits, then more runs joined by one
-# separator each. Anchored at \b, a long run without a digit fails once, not at every one of its characters.
-_WORD = re.compile(r"\b[^\W\d_]*\d[^\W_]*(?:[-./,:@+][^\W_]+)*")
+# A digit, then letters and digits, then more runs joined by one separator each. Starting at a digit lets the scan skip
+# to digits in C (4x faster than starting at a word's first letter); letters written just before it are added after.
+# Scripts written without spaces (Chinese, Japanese, Thai...) are no part of a number's word: each of their characters
+# is a word of its own there, as fingerprint units have it ("金额11808元" holds the number 11808).
+_NS = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in NO_SPACE_BLOCKS)
+_WORD = re.compile(rf"\d(?=\S{{4}})[^\W_{_NS}]*(?:[-./,:@+][^\W_{_NS}]+)*")  # 4 more characters before a space
+_LETTER = re.compile(rf"[^\W\d_{_NS}]")
 _DIGIT = re.compile(r"\d")
+_NOT_DIGIT = re.compile(r"\D+")
+_NOT_LETTER = re.compile(r"[\W\d_]+")
 # Dates and clock times, in the common written forms (ISO, day-first, month-first, ranges of years): a year of this
 # century or the last, a month, a day. An amount such as "1076.88" is no date.
 _Y, _M, _D = r"(?:19|20)\d\d", r"(?:0?[1-9]|1[0-2])", r"(?:0?[1-9]|[12]\d|3[01])"
@@ -60,19 +66,25 @@ def words(text: str) -> list[str] | None:
     """The distinct identifiers of `text`, normalised, in the order first written; None past `MAX_IDENTIFIERS`."""
     if not _DIGIT.search(text):
         return []
-    folded = normalise(text)
     found: dict[str, None] = {}
-    for n, m in enumerate(_WORD.finditer(folded)):
-        if n >= _MAX_SCAN:
-            return None
+    scanned = 0
+    # The text as written is scanned (normalising all of it cost as much as the scan): each word found is normalised
+    # alone, so full-width digits and upper case still read as the same identifier.
+    for m in _WORD.finditer(text):
         w = m.group()
-        if len(w) < MIN_DIGITS or w in found:
+        if len(w) < MIN_DIGITS:
             continue
-        digits = [c for c in w if c.isdigit()]
-        letters = sum(c.isalpha() for c in w)
-        if len(digits) < MIN_DIGITS or len(set(digits)) < MIN_DISTINCT or DIGITS_PER_LETTER * letters > len(digits):
+        scanned += 1
+        if scanned > _MAX_SCAN:
+            return None
+        digits = _NOT_DIGIT.sub("", w)  # in C: a Python loop per character was most of the scan
+        if len(digits) < MIN_DIGITS or len(set(digits)) < MIN_DISTINCT:
             continue
-        if _DATE.fullmatch(w):
+        head = start = m.start()
+        while head > 0 and _LETTER.match(text, head - 1):  # the letters of its word written before it ("sha224/256")
+            head -= 1
+        w = normalise(text[head:start] + w) if head < start or not w.isascii() else w.lower()
+        if w in found or DIGITS_PER_LETTER * len(_NOT_LETTER.sub("", w)) > len(digits) or _DATE.fullmatch(w):
             continue
         found[w] = None
         if len(found) > MAX_IDENTIFIERS:

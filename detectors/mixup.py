@@ -87,8 +87,8 @@ class Delivery:
     prompt: np.ndarray  # sorted unique prompt fingerprints
     named: set[str]  # tenants a high or critical alert on this response already names
     response: str | None = None  # the provider's response id (a delivery pickled before it existed has none)
-    out_ids: np.ndarray | None = None  # sorted identifiers of the output, of the prompt (detectors/mixup_ids.py);
-    prompt_ids: np.ndarray | None = None  # None: unknown (a delivery pickled before them has neither)
+    out_ids: frozenset[int] | None = None  # identifiers of the output, of the prompt (detectors/mixup_ids.py);
+    prompt_ids: frozenset[int] | None = None  # None: unknown (a delivery pickled before them has neither)
 
 
 @dataclass(slots=True)
@@ -187,7 +187,7 @@ class MixupLedger(StoredAsIs):
             return None
         sent = ex.request.ts if ex.request is not None else ex.ts
         rid = ex.response_id
-        out_ids = _EMPTY if failed else id_keys(ex.output_print)
+        out_ids = frozenset() if failed else id_keys(ex.output_print)
         return Delivery(
             ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid,
             out_ids, id_keys(ex.prompt_print),

@@ -38,27 +38,26 @@ if TYPE_CHECKING:
 Apart = Callable[["Delivery"], bool] | None
 # Held deliveries by identifier: of their prompts, of their outputs; the oldest first under each key.
 Holders = dict[int, deque["Delivery"]]
-_EMPTY = np.empty(0, dtype=np.uint64)
+Ids = frozenset[int]
+_NONE: Ids = frozenset()
 # Fingerprints the output shares with the owner's prompt that make the two a passage content judges.
 _PASSAGE = 2
 
 
-def id_keys(tp: TextFingerprint | None) -> np.ndarray | None:
-    """The print's identifiers, sorted; None when unknown (not read at ingest, or a text with too many)."""
+def id_keys(tp: TextFingerprint | None) -> Ids | None:
+    """The print's identifiers; None when unknown (not read at ingest, or a text with too many)."""
     ids = None if tp is None else getattr(tp, "ids", None)
-    if ids is None:
-        return None
-    return np.array(sorted(ids), dtype=np.uint64) if ids else _EMPTY
+    return None if ids is None else frozenset(ids)
 
 
-def _of(d: Delivery, prompt: bool) -> np.ndarray:
+def _of(d: Delivery, prompt: bool) -> Ids:
     keys = getattr(d, "prompt_ids" if prompt else "out_ids", None)  # a delivery pickled before them has none
-    return _EMPTY if keys is None else keys
+    return _NONE if keys is None else keys
 
 
 def size(d: Delivery) -> int:
     """What a delivery holds against the ledger's print bounds: its fingerprints and identifiers (8 bytes each)."""
-    return int(d.out.size + d.prompt.size + _of(d, True).size + _of(d, False).size)
+    return int(d.out.size + d.prompt.size) + len(_of(d, True)) + len(_of(d, False))
 
 
 class IdIndex:
@@ -75,7 +74,7 @@ class IdIndex:
 
     def enter(self, d: Delivery) -> None:
         for keys, holders in ((_of(d, True), self.prompts), (_of(d, False), self.outputs)):
-            for x in keys.tolist():
+            for x in keys:
                 q = holders.get(x)
                 if q is None:
                     holders[x] = q = deque()
@@ -84,7 +83,7 @@ class IdIndex:
     def leave(self, d: Delivery) -> None:
         """Removes `d`, the ledger's oldest delivery and so the oldest under each of its keys."""
         for keys, holders in ((_of(d, True), self.prompts), (_of(d, False), self.outputs)):
-            for x in keys.tolist():
+            for x in keys:
                 q = holders.get(x)
                 if q and q[0] is d:
                     q.popleft()
@@ -104,22 +103,18 @@ def _answers(s: DetectionSettings, receiver: Delivery, owner: Delivery, index: I
     """How many numbers of `owner`'s exchange make `receiver`'s output an answer to `owner`'s prompt (or that answer,
     handed over again); 0 when they do not."""
     own, out = getattr(receiver, "prompt_ids", None), _of(receiver, False)
-    if own is None or not out.size:
+    if own is None or not out:
         return 0  # its own prompt's numbers unknown: what it quotes of its own cannot be told apart
     theirs = _of(owner, True)
-    case = np.union1d(theirs, _of(owner, False))
-    foreign = np.setdiff1d(np.intersect1d(out, case, assume_unique=True), own, assume_unique=True)
-    rare = np.array([x for x in foreign.tolist() if index.only(x, owner, receiver)], dtype=np.uint64)
-    n = rare.size
-    quoted_own = np.intersect1d(out, own, assume_unique=True).size
+    rare = {x for x in (out & (theirs | _of(owner, False))) - own if index.only(x, owner, receiver)}
     # At least one of them the owner's prompt introduced: two answers that hold the same numbers and no prompt's are a
     # text the model writes (a documentation's examples), not anybody's case.
-    if n < s.mixup_min_identifiers or n <= quoted_own or not np.intersect1d(rare, theirs, assume_unique=True).size:
+    if len(rare) < s.mixup_min_identifiers or len(rare) <= len(out & own) or rare.isdisjoint(theirs):
         return 0
     # Numbers inside a passage both texts hold (documentation's examples, a history the receiver was shown before) are
     # that passage's: content judges it, knowing what is public and what is the receiver's own; no evidence here.
     shared = np.intersect1d(receiver.out, owner.prompt, assume_unique=True)
-    return 0 if shared.size >= _PASSAGE else int(n)
+    return 0 if shared.size >= _PASSAGE else len(rare)
 
 
 def answered_elsewhere(
@@ -146,14 +141,14 @@ def answered_elsewhere(
             and (apart is None or apart(other))
         )
 
-    def pairs(keys: np.ndarray, holders: tuple[Holders, ...]) -> dict[int, Delivery]:
-        return {id(d): d for x in keys.tolist() for h in holders for d in h.get(x, ())}
+    def pairs(keys: Ids, holders: tuple[Holders, ...]) -> dict[int, Delivery]:
+        return {id(d): d for x in keys for h in holders for d in h.get(x, ())}
 
     for owner in pairs(_of(current, False), (index.prompts, index.outputs)).values():
         fresh = (id(current), id(owner)) not in done
         if answerable(current, owner) and fresh and (n := _answers(s, current, owner, index)):
             out.append((current, owner, n))
-    for receiver in pairs(np.union1d(_of(current, True), _of(current, False)), (index.outputs,)).values():
+    for receiver in pairs(_of(current, True) | _of(current, False), (index.outputs,)).values():
         fresh = (id(receiver), id(current)) not in done
         if answerable(receiver, current) and fresh and (n := _answers(s, receiver, current, index)):
             out.append((receiver, current, n))

@@ -34,6 +34,12 @@ def test_technical_names_that_hold_digits_are_not_numbers() -> None:
     assert words(text) == []
 
 
+def test_numbers_in_scripts_written_without_spaces_are_words_of_their_own() -> None:
+    # Each Chinese or Japanese character is a word of its own (as fingerprint units have it): no letters of the number.
+    assert words("金额11808元，订单号02840189。") == ["11808", "02840189"]
+    assert words("ご注文番号：4472918です") == ["4472918"]
+
+
 def test_the_same_identifier_reads_the_same_however_it_is_written() -> None:
     # Full-width digits and upper case fold like fingerprint units; a prefix of letters joined by a dash is cut off.
     assert words("ＳＯ－６６０７６８３") == words("so-6607683") == words("6607683") == ["6607683"]
@@ -51,7 +57,8 @@ def test_a_text_with_more_than_the_bound_is_unknown_and_the_scan_is_bounded() ->
     many = " ".join(f"{12_345_678 + 7919 * i}" for i in range(MAX_IDENTIFIERS + 1))
     assert words(many) is None
     assert words(" ".join(f"{12_345_678 + 7919 * i}" for i in range(MAX_IDENTIFIERS))) is not None
-    assert words("1 " * 500_000) is None  # a text of numbers is read to a bound, then unknown
+    assert words("11111 " * 500_000) is None  # a text of numbers is read to a bound, then unknown
+    assert words("1 " * 500_000) == []  # words too short to hold 5 digits are skipped in the scan
     assert words("a" * 1_000_000 + "1") == []  # a long run without a digit fails once, not per character
 
 
