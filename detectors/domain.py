@@ -478,11 +478,10 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
     if kind == "canary_leak":
         head = f"canary marker of tenant {source} surfaced in a response to tenant {ex.tenant_id} on {domain}"
     elif kind == "cross_tenant_contamination" and kind in by:
-        n = by[kind].figures.get("matched_fingerprints")
-        head = (
-            f"response to tenant {ex.tenant_id} on {domain} shares {n} fingerprints "
-            f"with tenant {source}'s recent context"
-        )
+        f = by[kind].figures  # a mix-up told by numbers alone shares no fingerprint (ADR 0027)
+        n = f"{f['identifiers']} numbers of" if f.get("identifiers") and not f.get("matched_fingerprints") else None
+        n = n or f"{f.get('matched_fingerprints')} fingerprints with"
+        head = f"response to tenant {ex.tenant_id} on {domain} shares {n} tenant {source}'s recent context"
     elif kind == "cross_session_contamination":
         head = f"response to tenant {ex.tenant_id} (session {ex.session_id}) carries content of its other session"
     else:

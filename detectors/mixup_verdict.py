@@ -103,9 +103,13 @@ def _escalate(signals: list[Signal], sig: Signal) -> list[Signal]:
     for x in signals:
         if not done and x.name == sig.name and x.source_tenant_id == sig.source_tenant_id:
             done = True
-            if SEVERITY_RANK[x.severity] < SEVERITY_RANK["high"]:
-                x = x.model_copy(update={"severity": "high", "figures": {**x.figures, **sig.figures}})
+            # Numbers (ADR 0027) add their count and keep what content found; the other mix-ups count fingerprints.
+            told = {k: sig.figures[k] for k in ("delivery_mixup", "identifiers") if k in sig.figures}
+            if SEVERITY_RANK[x.severity] >= SEVERITY_RANK["high"]:
+                x = x.model_copy(update={"figures": {**x.figures, **told}})
+            elif "identifiers" in told:
+                x = x.model_copy(update={"severity": "high", "figures": {**sig.figures, **x.figures, **told}})
             else:
-                x = x.model_copy(update={"figures": {**x.figures, "delivery_mixup": sig.figures["delivery_mixup"]}})
+                x = x.model_copy(update={"severity": "high", "figures": {**x.figures, **sig.figures}})
         out.append(x)
     return out if done else [sig, *signals]

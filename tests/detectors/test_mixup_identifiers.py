@@ -67,6 +67,7 @@ def test_an_answer_holding_another_prompts_identifiers_is_high_and_names_its_own
     assert alert.source_tenant_id == "A" and alert.kind == "cross_tenant_contamination"
     assert f["delivery_mixup"] == "identifiers" and f["identifiers"] == 3 and f["source_request_ids"] == ["a1"]
     assert alert.request_ids == ["r1"] and alert.cache_domain == "d2"
+    assert alert.summary.startswith("response to tenant R on d2 shares 3 numbers of tenant A")
     assert "an answer to tenant A's prompt in flight: 3 of its identifiers" in alert.summary
     assert _high(_run(S, events), "A") == []  # the owner got its own answer
 
@@ -132,3 +133,21 @@ def test_dates_versions_and_short_numbers_are_no_identifiers() -> None:
     tail = " on 2026-03-18 at 12:30, release 1.2.3, room 4711, total 25.00"
     events = [(*r[:5], r[5], f"{_texts(8, 1)[0]}{tail}"), (*a[:5], f"{a[5]}{tail}", a[6])]
     assert _high(_run(S, events), "R") == []
+
+
+def test_numbers_raise_what_content_found_and_keep_its_figures() -> None:
+    # A content finding naming the owner below high (a page it held for a warning) is raised by the numbers; its own
+    # figures (how many fingerprints, which requests) stay, the numbers' count is added.
+    from detectors.mixup_verdict import _escalate
+    from schemas.alert import Signal
+
+    content = Signal(name="cross_tenant_contamination", severity="warning", score=0.5, source_tenant_id="A",
+                     figures={"matched_fingerprints": 15, "source_request_ids": ["a0", "a1"]})  # fmt: skip
+    numbers = Signal(name="cross_tenant_contamination", severity="high", score=1.0, source_tenant_id="A",
+                     figures={"delivery_mixup": "identifiers", "matched_fingerprints": 0, "identifiers": 2,
+                              "source_request_ids": ["a1"]})  # fmt: skip
+    (raised,) = _escalate([content], numbers)
+    assert raised.severity == "high"
+    f = raised.figures
+    assert f["matched_fingerprints"] == 15 and f["source_request_ids"] == ["a0", "a1"]
+    assert f["identifiers"] == 2 and f["delivery_mixup"] == "identifiers"
