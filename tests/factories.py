@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -150,3 +151,17 @@ def incident_alert(
         incident_id=incident,
         incident_severity=incident_severity,  # type: ignore[arg-type]
     )
+
+
+def edge_printed(gp: Any, events: list[dict[str, Any]], tmp: Path) -> tuple[list[Any], Path, Path]:
+    """What a gateway that fingerprints at the edge (`GatewayProducer.prepare`) makes of `events`: each event's print
+    (its prompt's or output's, None for others), and the events written twice, as text and as the gateway sends them."""
+    prints, wire = [], []
+    for e in events:
+        ev, raw = gp.prepare(e)
+        prints.append(getattr(ev, "prompt_fingerprint", None) or getattr(ev, "output_fingerprint", None))
+        wire.append(raw)
+    text_path, wire_path = tmp / "text.jsonl", tmp / "wire.jsonl"
+    text_path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
+    wire_path.write_bytes(b"\n".join(wire) + b"\n")
+    return prints, text_path, wire_path

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
-from factories import private_texts
+from factories import edge_printed, private_texts
 
-from schemas.events import Request, Response
 from streams.embedded.runner import EmbeddedRunner
 from streams.producer import GatewayProducer
 from streams.settings import Settings
@@ -47,22 +45,11 @@ def test_edge_prints_carry_the_numbers_and_alert_as_the_text_does(tmp_path: Path
     s = Settings.model_validate({"detection": {"fingerprint_key": "edge-identifiers"}})
     gp = GatewayProducer(s, producer=object())  # type: ignore[arg-type]  # prepare() sends nothing
     events = _events()
-    wire = []
-    for e in events:
-        ev, raw = gp.prepare(e)
-        fp = (
-            ev.prompt_fingerprint
-            if isinstance(ev, Request)
-            else ev.output_fingerprint
-            if isinstance(ev, Response)
-            else None
-        )
+    prints, text_path, wire_path = edge_printed(gp, events, tmp_path)
+    for e, fp in zip(events, prints, strict=True):
         numbers = {"r-r1": 2, "q-a1": 2}.get(e["event_id"], 0)  # known on every print, none on two of them
         assert fp is not None and fp.identifiers is not None and len(fp.identifiers) == numbers, e["event_id"]
-        assert b"38713357" not in raw and b"DE44500105175407324931" not in raw  # keyed: no number leaves the gateway
-        wire.append(raw)
-    text_path, wire_path = tmp_path / "text.jsonl", tmp_path / "wire.jsonl"
-    text_path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
-    wire_path.write_bytes(b"\n".join(wire) + b"\n")
+    wire = wire_path.read_bytes()
+    assert b"38713357" not in wire and b"DE44500105175407324931" not in wire  # keyed: no number leaves the gateway
     assert _answered_elsewhere(text_path, s) == {("r1", "A")}
     assert _answered_elsewhere(wire_path, s) == {("r1", "A")}

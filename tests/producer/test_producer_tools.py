@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+from factories import edge_printed
 
-from schemas.events import Request, Response
 from streams.embedded.runner import EmbeddedRunner
 from streams.producer import GatewayProducer
 from streams.settings import Settings
@@ -47,21 +47,10 @@ def test_edge_prints_carry_the_names_and_alert_as_the_text_does(tmp_path: Path) 
     s = Settings.model_validate({"detection": {"fingerprint_key": "edge-tools"}})
     gp = GatewayProducer(s, producer=object())  # type: ignore[arg-type]  # prepare() sends nothing
     events = _events()
-    wire = []
-    for e in events:
-        ev, raw = gp.prepare(e)
-        fp = (
-            ev.prompt_fingerprint
-            if isinstance(ev, Request)
-            else ev.output_fingerprint
-            if isinstance(ev, Response)
-            else None
-        )
+    prints, text_path, wire_path = edge_printed(gp, events, tmp_path)
+    for e, fp in zip(events, prints, strict=True):
         assert fp is not None and fp.tools is not None, e["event_id"]  # known: a prompt's names (maybe none), a call
-        assert b"lookup_order" not in raw and b"get_ticket" not in raw  # keyed: no name leaves the gateway
-        wire.append(raw)
-    text_path, wire_path = tmp_path / "text.jsonl", tmp_path / "wire.jsonl"
-    text_path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
-    wire_path.write_bytes(b"\n".join(wire) + b"\n")
+    wire = wire_path.read_bytes()
+    assert b"lookup_order" not in wire and b"get_ticket" not in wire  # keyed: no name leaves the gateway
     assert _undeclared(text_path, s) == {"foreign"}
     assert _undeclared(wire_path, s) == {"foreign"}
