@@ -6,19 +6,26 @@ of 8 units is shared with any text the monitor saw, and no second witness is lef
 its own). What the answer does keep is the other case's identifiers, written as its prompt wrote them (an order
 number, an amount, a phone number: detectors/identifiers.py).
 
-So a delivery is an answer to another prompt when its output holds identifiers of a prompt whose request overlapped
-its own in time (one was sent before the other was delivered), that
+So a delivery holds another tenant's case when its output holds numbers of that tenant's exchange (its prompt's and
+its answer's) that
 
-- its own prompt does not hold, and more of them than of its own prompt's (an answer restates the case it answers);
-- nobody else wrote in the ledger's window: no third tenant, and the receiver's tenant in no other exchange (a
-  number two tenants hold is a public one: a version, a standard, a price list).
+- are at least `mixup_min_identifiers` (2), one of them at least from the owner's prompt (two answers that share only
+  numbers the model wrote, a documentation's examples, are nobody's case), and more than it holds of its own prompt's
+  (an answer restates the case it answers); its own prompt holds none of them;
+- nobody else wrote in the ledger's window: no third tenant, and the receiver's tenant in no other exchange (a number
+  two tenants hold is a public one: a version, a standard, a price list);
+- lie outside any passage the output shares with the owner's prompt (content judges passages: it knows what is public
+  and what the receiver was shown before);
+
+and the owner's request was sent before the receiver was answered, and answered after the receiver was sent or up to
+`mixup_copy_before_s` before (a prompt in flight together; an answer or a prefix handed over again, as copies are).
 
 The owner's tenant is named at high. Both orders are checked, as the ledger's other mix-ups are: the receiver
-completes first and finds the owner's prompt held, or the owner completes later and finds the receiver held (a late
-finding). Only identifiers of both texts known at ingest count; a print without them (an older producer) is never
-judged. What it cannot see: an answer that restates no identifier, and one whose source was sent before the
-receiver's own request and delivered before it (stale pages of a finished request; content and the placeholder
-check see those). Pure: no I/O, no clock.
+completes first and finds the owner's exchange held, or the owner completes later and finds the receiver held (a late
+finding). Only numbers of texts read at ingest count; a print without them (an older producer) is never judged. What
+it cannot see: an answer that restates fewer than two numbers, and one whose source was answered long before the
+receiver's request (stale pages of a finished request: content and the placeholder check see those). Pure: no I/O, no
+clock.
 """
 
 from __future__ import annotations
