@@ -113,7 +113,7 @@ def test_a_quick_run_scores_every_profile_and_prints_the_readme_table(tmp_path: 
         capture_output=True,
         text=True,
     ).stdout
-    assert table.startswith("| target | ours (2 shapes) |") and "| blind-v1b (dev) | blind-v1 (dev) | met |" in table
+    assert table.startswith("| target | ours (3 shapes) |") and "| blind-v1b (dev) | blind-v1 (dev) | met |" in table
     assert "| blind-v4 (held out) | blind-v3 (dev) |" in table  # the one profile whose alerts nobody reads
 
 
