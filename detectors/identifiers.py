@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from detectors.fingerprint import Fingerprinter
     from schemas.events import Fingerprint
 
-__all__ = ["MAX_IDENTIFIERS", "Identifiers", "identifiers"]
+__all__ = ["MAX_IDENTIFIERS", "Identifiers", "words"]
 
 MIN_DIGITS = 5
 MIN_DISTINCT = 3
@@ -117,8 +117,3 @@ class Identifiers:
         """A wire print made at the edge, with its text's identifiers (every producer that keeps text at the edge)."""
         ids = self(text)
         return fp if ids is None else fp.model_copy(update={"identifiers": sorted(ids)})
-
-
-def identifiers(text: str, key: bytes) -> frozenset[int] | None:
-    """`Identifiers(key)(text)`: for tests and one-off use."""
-    return Identifiers(key)(text)

@@ -352,12 +352,13 @@ class DetectionSettings(BaseModel):
     )
     mixup_identifiers: bool = Field(
         default=True,
-        description="an answer holding more identifiers (order, phone, account numbers) of another tenant's prompt in "
-        "flight than of its own, which no third tenant wrote in the window, answers that prompt (KV handed to the "
-        "wrong request, batch results joined by offset): a high finding naming its tenant (ADR 0027)",
+        description="an answer holding numbers (order, phone, account) of another tenant's exchange in flight or "
+        "answered just before (mixup_copy_before_s), more than of its own prompt's, that no third tenant wrote in the "
+        "window and no shared passage holds, answers that tenant (KV handed to the wrong request, batch results "
+        "joined by offset, a cache): a high finding naming its tenant (ADR 0027)",
     )
     mixup_min_identifiers: int = Field(
-        default=2, ge=1, le=64, description="identifiers of another prompt such an answer must hold (ADR 0027)"
+        default=2, ge=1, le=64, description="numbers of another tenant's exchange such an answer must hold (ADR 0027)"
     )
     mixup_session_horizon_s: float = Field(
         default=14_400.0,

@@ -213,9 +213,9 @@ class Fingerprint(_Model):
     identifiers: list[Annotated[int, Field(ge=0, le=2**64 - 1)]] | None = Field(
         default=None,
         max_length=MAX_IDENTIFIERS,
-        description="keyed 64-bit hashes of the text's distinct identifiers (words of 6 characters or more with at "
-        "least 4 digits, 3 of them different, that are no date or time: order, phone, account numbers). Absent: "
-        "unknown (no identifier check)",
+        description="keyed 64-bit hashes of the text's distinct identifiers: numbers as written (5 digits or more, 3 "
+        "of them different, at most one letter per 4 digits, no date or time: order, phone, account numbers). "
+        "Absent: unknown (no identifier check)",
     )
 
     @model_serializer(mode="wrap")
