@@ -45,9 +45,9 @@ import numpy as np
 from detectors.changes import StoredAsIs
 from detectors.mixup_history import history
 from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
-from detectors.mixup_ids import size as _size
-from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys
+from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys, unfile
 from detectors.mixup_tails import enter as _enter
+from detectors.mixup_tails import size as _size
 from detectors.printsets import common as _common
 from detectors.printsets import held as _held
 from detectors.printsets import sorted_unique
@@ -337,7 +337,7 @@ class MixupLedger(StoredAsIs):
             gone = recent.popleft()
             self.prints -= _size(gone)
             if sketch is not None:
-                _leave(sketch, gone)
+                unfile(sketch, sketch_keys(gone), gone)
             if by_id is not None:
                 by_id.leave(gone)
             if ids is not None and ids.get(getattr(gone, "response", None) or "") is gone:
@@ -355,16 +355,6 @@ class MixupLedger(StoredAsIs):
 
     def state_size(self) -> int:
         return len(self.recent) + len(self._tails())
-
-
-def _leave(sketch: Sketch, d: Delivery) -> None:
-    """Removes `d`, the ledger's oldest delivery and so the oldest under each of its keys."""
-    for key in sketch_keys(d):
-        q = sketch.get(key)
-        if q and q[0] is d:
-            q.popleft()
-            if not q:
-                del sketch[key]
 
 
 def _candidates(

@@ -30,12 +30,12 @@ clock.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from detectors.mixup_tails import Sketch, file, unfile
 from detectors.settings import DetectionSettings
 from schemas.exchange import TextFingerprint
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 Apart = Callable[["Delivery"], bool] | None
 # Held deliveries by identifier: of their prompts, of their outputs; the oldest first under each key.
-Holders = dict[int, deque["Delivery"]]
+Holders = Sketch
 Ids = frozenset[int]
 _NONE: Ids = frozenset()
 # Fingerprints the output shares with the owner's prompt that make the two a passage content judges.
@@ -62,11 +62,6 @@ def _of(d: Delivery, prompt: bool) -> Ids:
     return _NONE if keys is None else keys
 
 
-def size(d: Delivery) -> int:
-    """What a delivery holds against the ledger's print bounds: its fingerprints and identifiers (8 bytes each)."""
-    return int(d.out.size + d.prompt.size) + len(_of(d, True)) + len(_of(d, False))
-
-
 class IdIndex:
     """The ledger's deliveries by the identifiers of their prompts and of their outputs: derived from the deliveries
     held (never copied), so bounded by the ledger's own bounds."""
@@ -80,22 +75,13 @@ class IdIndex:
             self.enter(d)
 
     def enter(self, d: Delivery) -> None:
-        for keys, holders in ((_of(d, True), self.prompts), (_of(d, False), self.outputs)):
-            for x in keys:
-                q = holders.get(x)
-                if q is None:
-                    holders[x] = q = deque()
-                q.append(d)
+        file(self.prompts, _of(d, True), d)
+        file(self.outputs, _of(d, False), d)
 
     def leave(self, d: Delivery) -> None:
         """Removes `d`, the ledger's oldest delivery and so the oldest under each of its keys."""
-        for keys, holders in ((_of(d, True), self.prompts), (_of(d, False), self.outputs)):
-            for x in keys:
-                q = holders.get(x)
-                if q and q[0] is d:
-                    q.popleft()
-                    if not q:
-                        del holders[x]
+        unfile(self.prompts, _of(d, True), d)
+        unfile(self.outputs, _of(d, False), d)
 
     def only(self, x: int, owner: Delivery, receiver: Delivery) -> bool:
         """Whether no delivery held but the owner's tenant's and `receiver` itself holds identifier `x`."""

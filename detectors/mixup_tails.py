@@ -20,9 +20,8 @@ derived and never copied. Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
-
-from detectors.mixup_ids import size
 
 if TYPE_CHECKING:
     from detectors.mixup import Delivery
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 # the two outputs' Jaccard similarity. Searching every earlier output instead cost +60 % on one hot domain. The
 # ledger's window (detectors/mixup.py) and its tails are found the same way.
 SKETCH = 3
-Sketch = dict[int, "deque[Delivery]"]  # a sketch fingerprint -> the deliveries found under it, oldest first
+Sketch = dict[int, "deque[Delivery]"]  # a key (a sketch fingerprint, a number) -> the deliveries under it, oldest first
 
 
 def sketch_keys(d: Delivery) -> list[int]:
@@ -42,10 +41,32 @@ def sketch_keys(d: Delivery) -> list[int]:
     return keys
 
 
+def file(index: Sketch, keys: Iterable[int], d: Delivery) -> None:
+    """`d` found under each of `keys`, after the deliveries filed before it (a sketch; the numbers' index)."""
+    for key in keys:
+        index.setdefault(key, deque()).append(d)
+
+
+def unfile(index: Sketch, keys: Iterable[int], d: Delivery) -> None:
+    """Removes `d`, the oldest delivery filed under each of `keys` (the ledger drops its oldest first)."""
+    for key in keys:
+        q = index.get(key)
+        if q and q[0] is d:
+            q.popleft()
+            if not q:
+                del index[key]
+
+
 def enter(sketch: Sketch, d: Delivery) -> None:
     """`d` found under each of its sketch fingerprints, after the deliveries entered before it."""
-    for key in sketch_keys(d):
-        sketch.setdefault(key, deque()).append(d)
+    file(sketch, sketch_keys(d), d)
+
+
+def size(d: Delivery) -> int:
+    """What a delivery holds against the ledger's print bounds: its fingerprints and its numbers (8 bytes each; a
+    delivery pickled before the numbers has none)."""
+    ids = sum(len(k) for k in (getattr(d, "out_ids", None), getattr(d, "prompt_ids", None)) if k is not None)
+    return int(d.out.size + d.prompt.size) + ids
 
 
 class Bounds(NamedTuple):
