@@ -95,7 +95,7 @@ class Delivery:
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response", "history", "identifiers"]
+    mode: Literal["copy", "swap", "misroute", "same_response", "history", "identifiers", "identical"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -403,19 +403,50 @@ def _pair(
     shared = _one_answer(s, cur, other, innocent, s.mixup_min_matches)
     if shared is not None:
         # One answer delivered twice: at least mixup_min_matches uncommon fingerprints must be shared.
-        if shared.size < s.mixup_min_matches:
-            return None
-        mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
-        if _owns(mine, theirs) and not earlier:
-            return Finding("copy", other, cur, int(shared.size))
-        # From before, the answer must also hold text of its own beyond the owner's prompt: a model reciting a text it
-        # knows for two tenants writes that text alone, an answer handed over again is more than its quotes.
-        if _owns(theirs, mine) and not (earlier and _without(shared, other.prompt).size < _WEAK):
-            return Finding("copy", cur, other, int(shared.size))
-        return None  # one answer to two tenants, and neither prompt says whose: nothing concluded
+        if shared.size >= s.mixup_min_matches:
+            mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
+            if _owns(mine, theirs) and not earlier:
+                return Finding("copy", other, cur, int(shared.size))
+            # From before, the answer must also hold text of its own beyond the owner's prompt: a model reciting a
+            # text it knows for two tenants writes that text alone, an answer handed over again is more than its
+            # quotes.
+            if _owns(theirs, mine) and not (earlier and _without(shared, other.prompt).size < _WEAK):
+                return Finding("copy", cur, other, int(shared.size))
+        # Neither prompt says whose: only the very same answer to two unrelated prompts still tells (ADR 0028).
+        return _identical(s, cur, other, shared, innocent)
     if earlier:
         return None
     return _swap(s, cur, other, innocent)
+
+
+def _identical(
+    s: DetectionSettings, cur: Delivery, other: Delivery, shared: np.ndarray, innocent: Innocent
+) -> Finding | None:
+    """The very same answer delivered to two tenants whose prompts share no uncommon text: every fingerprint of the
+    two outputs equal, _OWNER_MIN of them neither stock nor public, each prompt long enough to tell (mixup_min_matches
+    fingerprints). A model does not write one whole answer word for word to two unrelated prompts, so one tenant got
+    the other's; a copy is handed over once the answer exists, so the later delivery is the leak (ADR 0028)."""
+    if shared.size < _OWNER_MIN or not np.array_equal(cur.out, other.out):
+        return None
+    if min(cur.prompt.size, other.prompt.size) < s.mixup_min_matches:
+        return None
+    mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
+    if _owns(mine, theirs) or _owns(theirs, mine):
+        return None  # the answer quotes one of them: the copy's rules said what they could
+    both = _common(cur.prompt, other.prompt)
+    if both.size and not innocent(both).all():
+        return None  # one question asked twice (a public text, a document two tenants share) has one answer
+    # Whose: the prompt that holds more of the answer, stock and public text counted (an answer restates its own
+    # question, in whatever words the domain has seen elsewhere); else the earlier delivery.
+    quoted_cur, quoted_other = _common(cur.out, cur.prompt).size, _common(other.out, other.prompt).size
+    if quoted_cur != quoted_other:
+        return (
+            Finding("identical", other, cur, int(shared.size))
+            if quoted_cur > quoted_other
+            else (Finding("identical", cur, other, int(shared.size)))
+        )
+    first, later = (other, cur) if (other.ts, other.sent) <= (cur.ts, cur.sent) else (cur, other)
+    return Finding("identical", later, first, int(shared.size))
 
 
 def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocent: Innocent) -> Finding | None:

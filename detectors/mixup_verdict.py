@@ -47,6 +47,8 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
     if mode == "identifiers":
         n = figures.get("identifiers")
         return f"an answer to tenant {source}'s prompt in flight: {n} of its identifiers (identifiers)"
+    if mode == "identical":
+        return f"the very answer tenant {source} was given, to an unrelated prompt (identical)"
     return f"a whole response of tenant {source}'s request in flight ({mode})"
 
 
@@ -81,7 +83,7 @@ def apply(
     current one's answer gets a late signal naming the current tenant."""
     late: list[tuple[Delivery, Signal]] = []
     for f in findings:
-        if f.mode in ("copy", "same_response") and f.owner is current:
+        if f.mode in ("copy", "same_response", "identical") and f.owner is current:
             signals = [x for x in signals if x.source_tenant_id != f.leaked.tenant_id or x.name != _CONTENT]
         if f.leaked is not current and current.tenant_id not in f.leaked.named:
             late.append((f.leaked, mixup_signal(f, current)))
