@@ -231,6 +231,8 @@ class MixupLedger(StoredAsIs):
             if f is not None:
                 found.append(f)
         twin = self._twin(s, current, apart)
+        if twin is not None:  # one response id says whose more surely than the same answer does (ADR 0022)
+            found = [f for f in found if f.mode != "identical" or (twin is not f.leaked and twin is not f.owner)]
         if twin is not None and all(twin is not f.leaked and twin is not f.owner for f in found):
             f = _same_response(s, current, twin, innocent)
             if f is not None:
@@ -424,28 +426,22 @@ def _identical(
 ) -> Finding | None:
     """The very same answer delivered to two tenants whose prompts share no uncommon text: every fingerprint of the
     two outputs equal, _OWNER_MIN of them neither stock nor public, each prompt long enough to tell (mixup_min_matches
-    fingerprints). A model does not write one whole answer word for word to two unrelated prompts, so one tenant got
-    the other's; a copy is handed over once the answer exists, so the later delivery is the leak (ADR 0028)."""
+    fingerprints), the later request sent at most mixup_copy_before_s after the earlier delivery. A model does not
+    write one whole answer word for word to two unrelated prompts, so one tenant got the other's (ADR 0028)."""
     if shared.size < _OWNER_MIN or not np.array_equal(cur.out, other.out):
         return None
-    if min(cur.prompt.size, other.prompt.size) < s.mixup_min_matches:
-        return None
+    first, later = (other, cur) if (other.ts, other.sent) <= (cur.ts, cur.sent) else (cur, other)
+    if later.sent - first.ts > s.mixup_copy_before_s or min(cur.prompt.size, other.prompt.size) < s.mixup_min_matches:
+        return None  # apart in time (a digest heard late is checked against later ones), or prompts too short to tell
     mine, theirs = _common(shared, cur.prompt).size, _common(shared, other.prompt).size
-    if _owns(mine, theirs) or _owns(theirs, mine):
-        return None  # the answer quotes one of them: the copy's rules said what they could
     both = _common(cur.prompt, other.prompt)
-    if both.size and not innocent(both).all():
-        return None  # one question asked twice (a public text, a document two tenants share) has one answer
-    # Whose: the prompt that holds more of the answer, stock and public text counted (an answer restates its own
-    # question, in whatever words the domain has seen elsewhere); else the earlier delivery.
+    if _owns(mine, theirs) or _owns(theirs, mine) or (both.size and not innocent(both).all()):
+        return None  # the copy's rules have spoken; or one question asked twice (a document both hold), one answer
+    # Whose: the prompt holding more of the answer, stock text counted (an answer restates its question in whatever
+    # words); else the earlier delivery (a copy is handed over once the answer exists).
     quoted_cur, quoted_other = _common(cur.out, cur.prompt).size, _common(other.out, other.prompt).size
     if quoted_cur != quoted_other:
-        return (
-            Finding("identical", other, cur, int(shared.size))
-            if quoted_cur > quoted_other
-            else (Finding("identical", cur, other, int(shared.size)))
-        )
-    first, later = (other, cur) if (other.ts, other.sent) <= (cur.ts, cur.sent) else (cur, other)
+        first, later = (cur, other) if quoted_cur > quoted_other else (other, cur)
     return Finding("identical", later, first, int(shared.size))
 
 

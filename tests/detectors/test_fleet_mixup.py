@@ -80,11 +80,12 @@ def test_a_pair_in_one_domain_is_left_to_the_domain() -> None:
 
 
 def test_one_answer_to_two_pools_that_neither_prompt_explains_concludes_nothing() -> None:
-    # The same public text translated for two tenants in two pools: one answer, and neither prompt says whose.
-    text, own_a, own_b, _ = _texts(11, 4)
+    # The same public text translated for two tenants in two pools: one answer, and neither prompt says whose (both
+    # prompts hold the text, so it is one question asked twice: ADR 0028).
+    text, own_a, own_b, source = _texts(11, 4)
     events = [
-        ("a1", "A", 100.0, "d1", f"translate {own_a}", text),
-        ("b1", "B", 100.5, "d2", f"translate {own_b}", text),
+        ("a1", "A", 100.0, "d1", f"{own_a} translate {source}", text),
+        ("b1", "B", 100.5, "d2", f"{own_b} translate {source}", text),
     ]
     alerts = _run(S, events)
     assert _high(alerts, "A") == [] and _high(alerts, "B") == []

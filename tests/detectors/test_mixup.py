@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detectors import mixup
-from detectors.mixup import Delivery, MixupLedger
+from detectors.mixup import Delivery, Finding, Innocent, MixupLedger
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
@@ -246,13 +246,23 @@ def test_the_ledger_is_bounded_by_count_and_by_event_time() -> None:
 
 
 def test_one_answer_to_two_tenants_that_neither_prompt_explains_concludes_nothing() -> None:
-    # The same public text translated for two tenants: identical outputs, neither prompt holds them.
+    # The same public text translated for two tenants: identical outputs, neither prompt holds them, and both prompts
+    # hold the text they asked about (one question asked twice: ADR 0028).
     s, ledger = _settings(), MixupLedger()
-    out = np.arange(40, dtype=np.uint64)
-    a = Delivery(10, 5, "a", "A", None, None, out, np.arange(1000, 1040, dtype=np.uint64), set())
-    b = Delivery(12, 6, "b", "B", None, None, out, np.arange(2000, 2040, dtype=np.uint64), set())
+    out, source = np.arange(40, dtype=np.uint64), np.arange(3000, 3030, dtype=np.uint64)
+    a = Delivery(10, 5, "a", "A", None, None, out, np.union1d(np.arange(1000, 1040, dtype=np.uint64), source), set())
+    b = Delivery(12, 6, "b", "B", None, None, out, np.union1d(np.arange(2000, 2040, dtype=np.uint64), source), set())
     ledger.add(s, a)
     assert ledger.check(s, b, lambda keys: np.zeros(keys.size, dtype=bool)) == []
+    # A text they share that is public is no question asked twice: the very same answer to what is left is a copy.
+    (f,) = _checked(s, a, b, lambda keys: keys >= 3000)
+    assert f.mode == "identical" and f.leaked is b and f.owner is a
+
+
+def _checked(s: DetectionSettings, first: Delivery, then: Delivery, innocent: Innocent) -> list[Finding]:
+    ledger = MixupLedger()
+    ledger.add(s, first)
+    return ledger.check(s, then, innocent)
 
 
 def test_the_ledger_copied_as_its_changes_is_the_live_ledger() -> None:

@@ -95,18 +95,20 @@ def test_requests_that_did_not_overlap_are_not_paired() -> None:
 
 def test_an_answer_of_another_tenant_handed_over_again_is_found_by_its_numbers() -> None:
     # A response cache keyed on the question's meaning: A's answer, a stock reply around A's numbers (one of them the
-    # model wrote), served to R a minute later. The answer's text is the tenant's template: common, so no copy is told.
+    # model wrote), served to R a minute later under R's own greeting. Not the very same answer (ADR 0028), and its
+    # text quotes no prompt: no copy is told, the numbers tell.
     words_a, words_r, stock = _texts(13, 3)
     answer = f"{stock} Your refund of 1076.88 for order 5251295 is on its way."
+    prompt_a = f"{words_a} The coffee machine of order 5251295 arrived broken."
     events: list[Event] = [
-        ("a1", "A", 100.0, 104.0, "d1", f"{words_a} The coffee machine of order 5251295 arrived broken.", answer),
-        ("r1", "R", 160.0, 161.0, "d2", f"{words_r} Where is my parcel?", answer),
+        ("a1", "A", 100.0, 104.0, "d1", prompt_a, f"Dear Anna Keller, {answer}"),
+        ("r1", "R", 160.0, 161.0, "d2", f"{words_r} Where is my parcel?", f"Dear Rosa Lindqvist, {answer}"),
     ]
     (alert,) = _high(_run(S, events), "R")
     f = alert.evidence[0].figures
     assert alert.source_tenant_id == "A" and f["source_request_ids"] == ["a1"] and f["identifiers"] == 2
     # Neither number in A's prompt: a text the model writes, twice (a documentation's examples), is nobody's case.
-    events[0] = ("a1", "A", 100.0, 104.0, "d1", f"{words_a} The coffee machine arrived broken.", answer)
+    events[0] = ("a1", "A", 100.0, 104.0, "d1", f"{words_a} The coffee machine arrived broken.", events[0][6])
     assert all(e.figures.get("delivery_mixup") != "identifiers" for x in _run(S, events) for e in x.evidence)
 
 
