@@ -23,16 +23,11 @@ ledger's (detectors/mixup_ids.py, ADR 0027).
 
 from __future__ import annotations
 
-import hashlib
 import re
-from typing import TYPE_CHECKING
 
+from detectors.keyed_words import KeyedWords
 from detectors.tokens import NO_SPACE_BLOCKS, normalise
 from schemas.events import MAX_IDENTIFIERS
-
-if TYPE_CHECKING:
-    from detectors.fingerprint import Fingerprinter
-    from schemas.events import Fingerprint
 
 __all__ = ["MAX_IDENTIFIERS", "Identifiers", "words"]
 
@@ -92,28 +87,13 @@ def words(text: str) -> list[str] | None:
     return list(found)
 
 
-class Identifiers:
+class Identifiers(KeyedWords):
     """Keyed hashes of a text's identifiers (`words`)."""
 
-    __slots__ = ("_key",)
-
-    def __init__(self, key: bytes) -> None:
-        self._key = hashlib.blake2b(b"crosstalk-identifier", key=key, digest_size=32).digest()
-
-    @classmethod
-    def of(cls, fingerprinter: Fingerprinter) -> Identifiers:
-        """Keyed by the fingerprint key (under a label of its own): the gateway and the monitor agree."""
-        return cls(fingerprinter._key)
-
-    def keyed(self, word: str) -> int:
-        return int.from_bytes(hashlib.blake2b(word.encode(), key=self._key, digest_size=8).digest(), "big")
+    LABEL = b"crosstalk-identifier"
+    __slots__ = ()
 
     def __call__(self, text: str) -> frozenset[int] | None:
         """The keyed identifiers of `text`; None when it holds more than `MAX_IDENTIFIERS` (unknown: not checked)."""
         found = words(text)
         return None if found is None else frozenset(map(self.keyed, found))
-
-    def attach(self, fp: Fingerprint, text: str) -> Fingerprint:
-        """A wire print made at the edge, with its text's identifiers (every producer that keeps text at the edge)."""
-        ids = self(text)
-        return fp if ids is None else fp.model_copy(update={"identifiers": sorted(ids)})

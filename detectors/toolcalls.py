@@ -22,18 +22,14 @@ hashes: a keyed 64-bit hash collision is the only way a foreign name reads as de
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from detectors.keyed_words import KeyedWords
 from schemas.events import MAX_TOOL_NAMES
 from schemas.messages import TOOL_CALLS_LINE
-
-if TYPE_CHECKING:
-    from detectors.fingerprint import Fingerprinter
-    from schemas.events import Fingerprint
 
 __all__ = ["MAX_NAMES", "MAX_OUTPUT", "ToolNames", "called", "name_like"]
 
@@ -132,31 +128,15 @@ def called(text: str) -> list[str] | None:
     return names or None
 
 
-class ToolNames:
+class ToolNames(KeyedWords):
     """Keyed hashes of names: a prompt's name-like words (`declared`), an output's called functions (`calls`)."""
 
-    __slots__ = ("_key",)
-
-    def __init__(self, key: bytes) -> None:
-        self._key = hashlib.blake2b(b"crosstalk-tool-name", key=key, digest_size=32).digest()
-
-    @classmethod
-    def of(cls, fingerprinter: Fingerprinter) -> ToolNames:
-        """Keyed by the fingerprint key (under a label of its own): the gateway and the monitor agree."""
-        return cls(fingerprinter._key)
+    LABEL = b"crosstalk-tool-name"
+    __slots__ = ()
 
     def names(self, text: str, prompt: bool) -> frozenset[int] | None:
         """`declared(text)` of a prompt, `calls(text)` of an output."""
         return self.declared(text) if prompt else self.calls(text)
-
-    def attach(self, fp: Fingerprint, text: str, prompt: bool) -> Fingerprint:
-        """A wire print made at the edge, with the names of its text: every producer that keeps text at the edge
-        (the gateway producer, the OTLP bridge, LiteLLM's file output) sends them the same way."""
-        names = self.names(text, prompt)
-        return fp if names is None else fp.model_copy(update={"tools": sorted(names)})
-
-    def keyed(self, name: str) -> int:
-        return int.from_bytes(hashlib.blake2b(name.encode(), key=self._key, digest_size=8).digest(), "big")
 
     def declared(self, text: str) -> frozenset[int] | None:
         """The keyed hashes of the prompt's distinct name-like words; None past `MAX_NAMES` (unknown)."""

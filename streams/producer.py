@@ -23,10 +23,9 @@ import orjson
 from kafka import KafkaAdminClient, KafkaProducer
 from pydantic import BaseModel
 
+from detectors.edge_words import EdgeWords
 from detectors.fingerprint import Fingerprinter
-from detectors.identifiers import Identifiers
 from detectors.settings import DetectionSettings
-from detectors.toolcalls import ToolNames
 from schemas.events import NDJSON_CONTENT_TYPE, Event, EventError, Fingerprint, Request, Response, parse_event
 from streams.io import bounded_lines, open_binary
 from streams.routing import PLACED, domain_key, input_partition_of, routing_key
@@ -87,8 +86,7 @@ class GatewayProducer:
         self.topic = self.settings.kafka.input_topic
         self.fingerprinter = Fingerprinter(det.fingerprint_key, det.k, det.w)
         # The names a tool check reads (ADR 0019), keyed as the monitor keys them: they go with the print.
-        self.tools = ToolNames.of(self.fingerprinter) if det.tool_calls else None
-        self.ids = Identifiers.of(self.fingerprinter) if det.mixup_identifiers else None  # ADR 0027, likewise
+        self.words = EdgeWords(self.fingerprinter, det.tool_calls, det.mixup_identifiers)
         self.send_text = send_text  # True only where the monitor is trusted to see raw text
         self.packed = packed
         self.max_bytes = self.settings.ingest.max_event_bytes
@@ -99,8 +97,7 @@ class GatewayProducer:
 
     def _fingerprint(self, text: str, prompt: bool) -> Fingerprint:
         fp = self.fingerprinter.fingerprint(text, self.packed)
-        fp = fp if self.tools is None else self.tools.attach(fp, text, prompt)
-        return fp if self.ids is None else self.ids.attach(fp, text)
+        return self.words.attach(fp, text, prompt)
 
     def prepare(self, event: Mapping[str, Any] | Event) -> tuple[Event, bytes]:
         """Validate and replace text by fingerprints; raises EventError for an invalid event."""

@@ -39,10 +39,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from detectors.edge_words import EdgeWords
 from detectors.fingerprint import Fingerprinter
-from detectors.identifiers import Identifiers
 from detectors.monitor import make_fingerprinter
-from detectors.toolcalls import ToolNames
 from schemas.events import Event, EventError, parse_event, parse_event_obj
 from schemas.messages import tool_calls_line
 from streams.inputs.otlp_decode import (
@@ -239,8 +238,7 @@ class SpanMapper:
     def __init__(self, settings: OtlpSettings, fingerprinter: Fingerprinter) -> None:
         self.s = settings
         self.fp = fingerprinter
-        self.tools = ToolNames.of(fingerprinter)  # the names a tool check reads go with the print (docs/adr/0019)
-        self.ids = Identifiers.of(fingerprinter)  # and the identifiers the ledger reads (docs/adr/0027)
+        self.words = EdgeWords(fingerprinter)  # the tool names and identifiers the monitor reads go with the print
         self.counters: Counter[str] = Counter()
         # What the spans of a payload pass through before they are mapped: the receiver's join with their
         # log records (streams.inputs.otlp_join); None elsewhere.
@@ -279,8 +277,7 @@ class SpanMapper:
 
     def _fingerprint(self, text: str, what: str) -> dict[str, Any]:
         try:
-            fp = self.tools.attach(self.fp.fingerprint(text), text, what == "prompt")
-            return self.ids.attach(fp, text).model_dump(mode="json")
+            return self.words.attach(self.fp.fingerprint(text), text, what == "prompt").model_dump(mode="json")
         except ValidationError:
             # Only size can fail it: more selected hashes than a fingerprint may hold (2.6 M CJK characters
             # fit under the body limit). Refused, not cut: a cut fingerprint would misstate the text.

@@ -404,15 +404,13 @@ class _FingerprintedJsonl:
     KafkaOutput does), for `crosstalk replay` with the same key."""
 
     def __init__(self, settings: Settings, path: str) -> None:
-        from detectors.identifiers import Identifiers
+        from detectors.edge_words import EdgeWords
         from detectors.monitor import make_fingerprinter
-        from detectors.toolcalls import ToolNames
         from streams.outputs import JsonlOutput
 
         self.out = JsonlOutput(path)
         self.fp = make_fingerprinter(settings.detection)
-        self.tools = ToolNames.of(self.fp)  # the names a tool check reads go with the print (docs/adr/0019)
-        self.ids = Identifiers.of(self.fp)  # and the identifiers the ledger reads (docs/adr/0027)
+        self.words = EdgeWords(self.fp)  # the tool names and identifiers the monitor reads go with the print
 
     def send(self, events: list[dict[str, Any]]) -> list[Any]:
         from schemas.events import Request, parse_event_obj
@@ -425,8 +423,7 @@ class _FingerprintedJsonl:
                 text_field, print_field = ("output_text", "output_fingerprint")
             text = getattr(model, text_field, None)
             if text is not None:
-                fp = self.tools.attach(self.fp.fingerprint(text), text, text_field == "prompt_text")
-                fp = self.ids.attach(fp, text)
+                fp = self.words.attach(self.fp.fingerprint(text), text, text_field == "prompt_text")
                 model = model.model_copy(update={print_field: fp, text_field: None})
             models.append(model)
         return self.out.send(models)
