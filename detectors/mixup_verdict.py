@@ -46,10 +46,11 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
         return f"sent with another conversation's history: {whose}'s question and answer (history)"
     if mode == "identifiers":
         n = figures.get("identifiers")
-        return f"an answer to tenant {source}'s prompt in flight: {n} of its identifiers (identifiers)"
+        return f"an answer to tenant {source}'s recent prompt: {n} of its identifiers (identifiers)"
     if mode == "identical":
         return f"the very answer tenant {source} was given, to an unrelated prompt (identical)"
-    return f"a whole response of tenant {source}'s request in flight ({mode})"
+    # A copy can also be an answer handed over again after its request ended (mixup_copy_before_s): "recent".
+    return f"a whole response of tenant {source}'s recent request ({mode})"
 
 
 def named_by(signals: list[Signal]) -> frozenset[str]:
