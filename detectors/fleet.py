@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from detectors.commonness import LEVELS, MAX_LEVELS, TenantSpread
+from detectors.mixup_counts import counts_of
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange
@@ -71,6 +72,8 @@ class Digest:
     # The identifiers of the prompt and of the output, sorted uint64 little-endian (None: unknown; ADR 0027).
     prompt_ids: bytes | None = None
     output_ids: bytes | None = None
+    # The gateway's count of the prompt and the engine's input tokens in its usage (None: unknown; ADR 0029).
+    counts: tuple[int, int] | None = None
 
     @property
     def order(self) -> tuple[float, str]:
@@ -95,7 +98,8 @@ def digest_of(ex: Exchange) -> Digest | None:
     sent = req.ts if req is not None else ex.ts
     status, response = (resp.status_code, resp.response_id or "") if resp is not None else (0, "")
     pi, oi = (None if tp is None or tp.ids is None else array("Q", sorted(tp.ids)).tobytes() for tp in (pp, op))
-    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi)
+    counts = counts_of(ex) if resp is not None and 200 <= resp.status_code <= 299 else None
+    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi, counts)
 
 
 class Fleet:

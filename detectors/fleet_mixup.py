@@ -87,7 +87,8 @@ class FleetMixups:
         sent = d.ts if d.sent is None else d.sent
         cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
                        out, _keys(d.prompt), set(), d.response or None,
-                       frozenset() if failed else _ids(d.output_ids), _ids(d.prompt_ids))  # fmt: skip
+                       frozenset() if failed else _ids(d.output_ids), _ids(d.prompt_ids),
+                       None if failed else getattr(d, "counts", None))  # fmt: skip
         if not cur.out.size and not cur.prompt.size:
             return
         s, domain, domain_of = self.s, d.domain, self.domain_of
@@ -103,7 +104,7 @@ class FleetMixups:
                     continue  # no longer held (a sketch entry outliving its delivery): its domain is unknown
                 where = {cur.request_id: domain, other.request_id: other_domain}
                 pairs = [(f.leaked, f.owner)]
-                if f.mode == "swap":  # both receivers got the other's answer
+                if f.mode in ("swap", "counts"):  # both receivers got the other's answer
                     pairs.append((f.owner, f.leaked))
                 for leaked, owner in pairs:
                     if owner.tenant_id not in leaked.named:

@@ -1,36 +1,28 @@
 """Delivery mix-ups: a whole response handed to the wrong tenant, told by the pair of exchanges it leaves behind.
 
 A whole response delivered to another tenant (a streaming gateway that crosses two connections, a response cache
-keyed wrongly, a session routed to another tenant) is an answer to *someone else's prompt*. When that answer quotes
-its own user's document it is made of whole sentences of that user's text, which is also what a model writes when it
-reproduces a text it knows (the whole-sentence rule, ADR 0008 decision 8): content alone calls it an echo. But the
-mix-up leaves a second witness that no echo has. The answer can only exist after the prompt it answers was sent, so
-it is delivered while that request is in flight, and the request's own exchange is then wrong too:
+keyed wrongly, a session routed to another tenant) answers *someone else's prompt*. Quoting its own user's document,
+it is made of whole sentences of that user's text, which content alone calls an echo (ADR 0008 decision 8). But the
+mix-up leaves a second witness no echo has: an answer exists only after its prompt was sent, so it is delivered while
+that request is in flight, and the request's own exchange is then wrong too:
 
-- **copy**: the owner got the same answer as well. Two tenants received one answer (most of each output's
-  fingerprints shared), and the answer quotes one of the two prompts and not the other: the quoted one is its owner,
-  the other receiver is the leak. A model never writes the same long answer for two prompts; where neither prompt
-  explains the answer (the same public text translated for two tenants) nothing is concluded.
-- **swap**: the two answers crossed. Each output holds text of the *other* request's prompt that its own prompt does
-  not hold, and each was delivered while the other request was in flight. An echo would need two independent echoes
-  mirroring each other within one request's lifetime.
-- **copy from before**: an answer delivered before the receiver's request was sent cannot answer it; the same answer
-  handed to it again (a response cache) is a copy whose owner is the earlier receiver, if the answer holds text of
-  its own beyond the owner's prompt (a model reciting a text it knows writes that text alone).
-- **one response id, twice** (`mixup_response_ids`): a provider mints a response id per answer, so the same id on
-  two tenants' responses with one answer (shared by their outputs as a copy is) and different prompts is one answer
-  handed over twice, whatever the prompts quote: its owner is the one whose prompt the answer quotes, else the request
-  sent first (ADR 0022). An id alone is no witness: some servers reuse or shorten ids.
-- **misroute** (one way): the output holds much text of a prompt in flight, and that prompt's owner got next to
-  nothing (a server error, a timeout, an empty or near-empty answer that quotes nothing of its prompt). A refused
-  request (4xx) had no answer to lose; an owner with an answer of its own is no witness.
+- **copy**: the owner got the same answer as well (most of each output's fingerprints shared), and the answer quotes
+  one prompt and not the other: the quoted one owns it. Where neither prompt says whose, only the very same answer to
+  two prompts that share no uncommon text tells (`identical`, ADR 0028); one text translated for two tenants does not.
+- **swap**: each output holds text of the *other* request's prompt that its own does not, each delivered while the
+  other request was in flight; or each response's usage counts the other's prompt (`counts`, detectors/mixup_counts.py).
+- **copy from before**: an answer delivered before the receiver's request was sent, handed to it again (a response
+  cache): the earlier receiver owns it, if the answer holds text of its own beyond the owner's prompt.
+- **one response id, twice** (`mixup_response_ids`, ADR 0022): one id on two tenants' responses with one answer and
+  different prompts: its owner is the one whose prompt the answer quotes, else the request sent first. An id alone is
+  no witness: some servers reuse or shorten ids.
+- **misroute** (one way): the output holds much text of a prompt in flight whose owner got next to nothing (a server
+  error, a timeout, an empty answer). A refused request (4xx) had no answer to lose.
+- **numbers** and **history**: detectors/mixup_ids.py (ADR 0027), detectors/mixup_history.py (ADR 0023).
 
-Text the domain counts as common or public (`innocent_of`: the overlap detector's long-horizon record and the
-corpus) is no witness. The ledger keeps the recent deliveries of a domain (output and prompt fingerprints as sorted
-uint64 arrays, ids and times), bounded by event time (`mixup_window_s`), count (`mixup_max_deliveries`) and
-fingerprints held (`mixup_max_prints`: 16 MB at the default); no text. Both witnesses are events the domain already
-sees, so a finding comes out when the second exchange of the pair completes, without waiting for warm-up.
-Pure: no I/O, no clock (ADR 0008, decision 9).
+Common or public text (`innocent_of`) is no witness. The ledger keeps a domain's recent deliveries as fingerprints,
+ids, counts and times (no text), bounded by `mixup_window_s`, `mixup_max_deliveries` and `mixup_max_prints`; a finding
+comes out when the pair's second exchange completes, without warm-up. Pure: no I/O, no clock (ADR 0008, decision 9).
 """
 
 from __future__ import annotations
@@ -43,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from detectors.changes import StoredAsIs
+from detectors.mixup_counts import counts_of, crossed
 from detectors.mixup_history import history
 from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
 from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys, unfile
@@ -89,13 +82,14 @@ class Delivery:
     response: str | None = None  # the provider's response id (a delivery pickled before it existed has none)
     out_ids: frozenset[int] | None = None  # identifiers of the output, of the prompt (detectors/mixup_ids.py);
     prompt_ids: frozenset[int] | None = None  # None: unknown (a delivery pickled before them has neither)
+    counts: tuple[int, int] | None = None  # the gateway's prompt count, the engine's input tokens (ADR 0029)
 
 
 @dataclass(slots=True)
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response", "history", "identifiers", "identical"]
+    mode: Literal["copy", "swap", "misroute", "same_response", "history", "identifiers", "identical", "counts"]
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -190,7 +184,7 @@ class MixupLedger(StoredAsIs):
         out_ids = frozenset() if failed else id_keys(ex.output_print)
         return Delivery(
             ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid,
-            out_ids, id_keys(ex.prompt_print),
+            out_ids, id_keys(ex.prompt_print), None if failed else counts_of(ex),
         )  # fmt: skip
 
     def check(
@@ -237,6 +231,10 @@ class MixupLedger(StoredAsIs):
             f = _same_response(s, current, twin, innocent)
             if f is not None:
                 found.append(f)
+        if s.mixup_counts:  # the two answers' usage crossed (ADR 0029), where no swap was told by their text
+            told = [x for f in found if f.mode == "swap" for x in (f.leaked, f.owner)]
+            hits = crossed(current, others, self.recent, lambda o: any(o is x for x in told))
+            found += [Finding("counts", o, current, 0) for o in hits]
         if s.mixup_identifiers:
             pairs = [(f.leaked, f.owner) for f in found]
             found += [Finding("identifiers", *hit) for hit in answered_elsewhere(s, current, self._idx(), apart, pairs)]

@@ -47,6 +47,8 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
     if mode == "identifiers":
         n = figures.get("identifiers")
         return f"an answer to tenant {source}'s recent prompt: {n} of its identifiers (identifiers)"
+    if mode == "counts":
+        return f"its usage counts tenant {source}'s prompt, and tenant {source}'s usage this one's (counts)"
     if mode == "identical":
         return f"the very answer tenant {source} was given, to an unrelated prompt (identical)"
     # A copy can also be an answer handed over again after its request ended (mixup_copy_before_s): "recent".
@@ -89,7 +91,7 @@ def apply(
         if f.leaked is not current and current.tenant_id not in f.leaked.named:
             late.append((f.leaked, mixup_signal(f, current)))
             f.leaked.named.add(current.tenant_id)
-        if f.mode == "swap":
+        if f.mode in ("swap", "counts"):  # both receivers got the other's answer
             signals = _escalate(signals, mixup_signal(f, f.leaked))
         elif f.leaked is current:
             signals = _escalate(signals, mixup_signal(f, f.owner))

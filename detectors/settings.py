@@ -357,6 +357,11 @@ class DetectionSettings(BaseModel):
         "window and no shared passage holds, answers that tenant (KV handed to the wrong request, batch results "
         "joined by offset, a cache): a high finding naming its tenant (ADR 0027)",
     )
+    mixup_counts: bool = Field(
+        default=True,
+        description="two responses in flight together whose usage each counts the other request's prompt to the token, "
+        "where gateway and engine count alike, got each other's answer: high on both (ADR 0029)",
+    )
     mixup_min_identifiers: int = Field(
         default=2, ge=1, le=64, description="numbers of another tenant's exchange such an answer must hold (ADR 0027)"
     )

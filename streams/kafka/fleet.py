@@ -49,7 +49,10 @@ _RESPONSE = struct.Struct("<H")
 # bytes after the output's prints.
 _IDS = struct.Struct("<HH")
 _NONE = 0xFFFF
-_VERSION, _V3, _V2, _V1 = b"F4", b"F3", b"F2", b"F1"
+# F5 adds the prompt's two counts, the gateway's and the engine's (ADR 0029); _UNCOUNTED: unknown.
+_COUNTS = struct.Struct("<II")
+_UNCOUNTED = 0xFFFFFFFF
+_VERSION, _V4, _V3, _V2, _V1 = b"F5", b"F4", b"F3", b"F2", b"F1"
 
 
 class FleetFrameError(ValueError):
@@ -66,6 +69,7 @@ def encode(digests: Iterable[Digest]) -> bytes:
             _WHERE.pack(sent, d.status, len(dom)),
             _RESPONSE.pack(len(resp)),
             _IDS.pack(*(_NONE if x is None else len(x) for x in (d.prompt_ids, d.output_ids))),
+            _COUNTS.pack(*_counts(d)),
         ]
         parts += [rid, key, dom, resp, d.prompt, d.output, d.prompt_ids or b"", d.output_ids or b""]
     return b"".join(parts)
@@ -74,7 +78,15 @@ def encode(digests: Iterable[Digest]) -> bytes:
 def _size(d: Digest) -> int:
     named = len(d.request_id.encode()) + len(d.key.encode()) + len(d.domain.encode()) + len(d.response.encode())
     ids = sum(len(x) for x in (d.prompt_ids, d.output_ids) if x is not None)
-    return _HEAD.size + _WHERE.size + _RESPONSE.size + _IDS.size + named + ids
+    return _HEAD.size + _WHERE.size + _RESPONSE.size + _IDS.size + _COUNTS.size + named + ids
+
+
+def _counts(d: Digest) -> tuple[int, int]:
+    """The two counts as the frame holds them: a count past uint32 (hostile) or unknown is _UNCOUNTED."""
+    c = getattr(d, "counts", None)
+    if c is None or not all(0 <= x < _UNCOUNTED for x in c):
+        return _UNCOUNTED, _UNCOUNTED
+    return c[0], c[1]
 
 
 def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
@@ -100,22 +112,24 @@ def split(digests: list[Digest], limit: int) -> tuple[list[bytes], int]:
 
 def decode(blob: bytes) -> list[Digest]:
     version = blob[:2]
-    if version not in (_VERSION, _V3, _V2, _V1):
+    if version not in (_VERSION, _V4, _V3, _V2, _V1):
         raise FleetFrameError("not a fleet message")
     where = 0 if version == _V1 else _WHERE.size
-    more = _RESPONSE.size if version in (_VERSION, _V3) else 0
-    ids = _IDS.size if version == _VERSION else 0
+    more = _RESPONSE.size if version in (_VERSION, _V4, _V3) else 0
+    ids = _IDS.size if version in (_VERSION, _V4) else 0
+    counted = _COUNTS.size if version == _VERSION else 0
     out, i, n = [], 2, len(blob)
     while i < n:
-        if i + _HEAD.size + where + more + ids > n:
+        if i + _HEAD.size + where + more + ids + counted > n:
             raise FleetFrameError("truncated fleet message")
         ts, lr, lk, lp, lo = _HEAD.unpack_from(blob, i)
         sent, status, ld = _WHERE.unpack_from(blob, i + _HEAD.size) if where else (ts, 0, 0)
         (lx,) = _RESPONSE.unpack_from(blob, i + _HEAD.size + where) if more else (0,)
         li, lj = _IDS.unpack_from(blob, i + _HEAD.size + where + more) if ids else (_NONE, _NONE)
+        gc, ec = _COUNTS.unpack_from(blob, i + _HEAD.size + where + more + ids) if counted else (_UNCOUNTED,) * 2
         if not (math.isfinite(ts) and math.isfinite(sent)):  # a NaN would break the waiting digests' order for good
             raise FleetFrameError("an event time that is no number")
-        i += _HEAD.size + where + more + ids
+        i += _HEAD.size + where + more + ids + counted
         known = [0 if x == _NONE else x for x in (li, lj)]
         end = i + lr + lk + ld + lx + lp + lo + sum(known)
         if end > n or lp % 8 or lo % 8 or known[0] % 8 or known[1] % 8:
@@ -129,7 +143,10 @@ def decode(blob: bytes) -> list[Digest]:
         i += lp + lo
         pi = None if li == _NONE else blob[i : i + li]
         oi = None if lj == _NONE else blob[i + known[0] : end]
-        out.append(Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response, pi, oi))
+        counts = None if _UNCOUNTED in (gc, ec) else (gc, ec)
+        out.append(
+            Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response, pi, oi, counts)
+        )
         i = end
     return out
 

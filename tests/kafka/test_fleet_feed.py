@@ -18,6 +18,8 @@ D = [
     Digest(2.0, "req-ü", "u\x1fr", b"", b"\x03" * 24, "pool-ü", 0.5, 503),
     # With identifiers (ADR 0027): known and some, known and none.
     Digest(2.5, "req-3", "v\x1fq", b"\x04" * 8, b"\x05" * 8, "pool-a", 2.0, 200, "", b"\x06" * 16, b""),
+    # With the prompt's two counts (ADR 0029).
+    Digest(3.0, "req-4", "w\x1fp", b"\x07" * 8, b"", "pool-b", 2.9, 200, "", None, None, (733, 412)),
 ]
 
 
@@ -47,6 +49,23 @@ def test_a_message_of_a_worker_from_before_decodes_without_the_identifiers() -> 
     (d,) = fleet.decode(old)
     assert d == Digest(1.5, "req-1", "t\x1fs", b"\x01" * 16, b"\x02" * 8, "pool-a", 1.0, 200, "id")
     assert d.prompt_ids is None and d.output_ids is None
+
+
+def test_a_message_of_a_worker_from_before_decodes_without_the_counts() -> None:
+    # F4: identifiers, no counts: unknown (None), so the counts' check passes it by.
+    head = fleet._HEAD.pack(1.5, 5, 3, 16, 8) + fleet._WHERE.pack(1.0, 200, 6) + fleet._RESPONSE.pack(0)
+    old = b"F4" + head + fleet._IDS.pack(8, fleet._NONE) + b"req-1t\x1fspool-a" + b"\x01" * 24 + b"\x02" * 8
+    (d,) = fleet.decode(old)
+    assert d.prompt_ids == b"\x02" * 8 and d.output_ids is None and d.counts is None
+
+
+def test_counts_past_what_a_frame_holds_go_as_unknown() -> None:
+    # A hostile or broken count (negative, past uint32) is not sent as some other number: it is unknown.
+    for counts in ((-1, 5), (5, 2**40), (2**32 - 1, 3)):
+        (d,) = fleet.decode(fleet.encode([Digest(1.0, "r", "k", b"", b"\x01" * 8, "p", 1.0, 200, counts=counts)]))
+        assert d.counts is None
+    (d,) = fleet.decode(fleet.encode([Digest(1.0, "r", "k", b"", b"\x01" * 8, "p", 1.0, 200, counts=(0, 2**32 - 2))]))
+    assert d.counts == (0, 2**32 - 2)
 
 
 NAN = fleet.encode([Digest(float("nan"), "r", "k", b"", b"\x01" * 8)])

@@ -1,0 +1,92 @@
+"""Two answers swapped, told by the token counts they carry (detectors/mixup_counts.py, ADR 0029).
+
+Each response's usage counts the prompt its answer was made for. Where the gateway and the engine count a prompt
+alike, two responses in flight together whose counts are each the other request's prompt count got each other's
+answer, whatever their texts say. Every scenario also runs through the embedded, direct and staged runners
+(tests/parity.py), so the counts travel in the fleet's frames too."""
+
+from __future__ import annotations
+
+from factories import high_on as _high
+from factories import private_texts as _texts
+from factories import request, response
+
+from detectors.monitor import Monitor
+from detectors.settings import DetectionSettings
+from schemas.alert import Alert
+
+S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="counts", fleet_delay_s=30.0)
+T0 = 10_000.0
+# (request id, tenant, sent, delivered, domain, prompt tokens, usage input tokens, prompt, answer); times from T0
+Event = tuple[str, str, float, float, str, int, int, str, str]
+
+
+def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
+    m = Monitor(settings)
+    timeline = []
+    for rid, tenant, sent, done, domain, pt, used, prompt, answer in events:
+        sent, done = sent + T0, done + T0
+        kw = {"session_id": f"{tenant}-s", "text": prompt, "cache_domain": domain}
+        timeline.append((sent, request(rid, tenant, sent, tokens=pt, **kw)))
+        kw = {"session_id": f"{tenant}-s", "text": answer, "domain": domain, "input_tokens": used}
+        timeline.append((done, response(rid, tenant, done, **kw)))
+    out: list[Alert] = []
+    for _, e in sorted(timeline, key=lambda x: x[0]):
+        out += m.observe(e)
+    out += m.observe(request("late", "Z", T0 + 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", T0 + 4_001.0, domain="d9", text="fine thanks"))
+
+
+def _traffic(alike: bool, n: int = 70) -> list[Event]:
+    """n earlier exchanges, half in each pool; their usage counts their prompt to the token (`alike`) or as an engine
+    with another tokenizer and a chat template does (1.3 times, plus 25)."""
+    out: list[Event] = []
+    for i in range(n):
+        pt = 120 + 37 * i
+        used = pt if alike else int(1.3 * pt) + 25
+        out.append(
+            (f"w{i}", f"W{i % 7}", -450.0 + 6 * i, -447.0 + 6 * i, f"d{1 + i % 2}", pt, used, *_texts(500 + i, 2))
+        )
+    return out
+
+
+def _swap(seed: int, r_domain: str, a_counts: tuple[int, int], r_counts: tuple[int, int]) -> list[Event]:
+    prompt_a, prompt_r, answer_a, answer_r = _texts(seed, 4)
+    return [
+        ("a1", "A", 100.0, 104.0, "d1", *a_counts, prompt_a, answer_r),
+        ("r1", "R", 100.4, 104.0, r_domain, *r_counts, prompt_r, answer_a),
+    ]
+
+
+def test_two_responses_whose_usage_counts_the_other_prompt_are_both_high() -> None:
+    for r_domain in ("d1", "d2"):  # in one pool, and a gateway crossing two pools' streams
+        events = [*_traffic(True), *_swap(3, r_domain, (412, 733), (733, 412))]
+        assert _high(_run(S.model_copy(update={"mixup_counts": False}), events), "R") == []
+        alerts = _run(S, events)
+        (on_r,) = _high(alerts, "R")
+        (on_a,) = _high(alerts, "A")
+        assert on_r.source_tenant_id == "A" and on_a.source_tenant_id == "R"
+        f = on_r.evidence[0].figures
+        assert f["delivery_mixup"] == "counts" and f["source_request_ids"] == ["a1"]
+        assert on_r.summary.startswith(f"response to tenant R on {r_domain} carries tenant A's answer")
+        assert "its usage counts tenant A's prompt, and tenant A's usage this one's (counts)" in on_r.summary
+
+
+def test_counts_tell_nothing_where_gateway_and_engine_count_apart() -> None:
+    # A gateway counting with another tokenizer: counts cross by chance, so the check is off.
+    events = [*_traffic(False), *_swap(4, "d2", (412, 733), (733, 412))]
+    assert _high(_run(S, events), "R") == [] and _high(_run(S, events), "A") == []
+    # Too few exchanges with both counts known to say how this deployment counts.
+    events = [*_traffic(True, n=20), *_swap(4, "d2", (412, 733), (733, 412))]
+    assert _high(_run(S, events), "R") == []
+
+
+def test_one_way_or_apart_in_time_is_no_swap() -> None:
+    # One response counts the other's prompt, the other its own: a coincidence of one number.
+    assert _high(_run(S, [*_traffic(True), *_swap(5, "d2", (412, 733), (733, 733))]), "R") == []
+    # Two prompts of one size: nothing crosses.
+    assert _high(_run(S, [*_traffic(True), *_swap(5, "d2", (412, 412), (412, 412))]), "R") == []
+    # Crossed counts, but R was sent after A was answered: no answer was in flight to be crossed.
+    a, r = _swap(6, "d2", (412, 733), (733, 412))
+    events = [*_traffic(True), a, ("r1", "R", 300.0, 302.0, *r[4:])]
+    assert _high(_run(S, events), "R") == []
