@@ -165,3 +165,25 @@ def edge_printed(gp: Any, events: list[dict[str, Any]], tmp: Path) -> tuple[list
     text_path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
     wire_path.write_bytes(b"\n".join(wire) + b"\n")
     return prints, text_path, wire_path
+
+
+# (request id, tenant, sent, delivered, domain, prompt, answer): one exchange, times from the run's t0.
+Exchanged = tuple[str, str, float, float, str, str, str]
+
+
+def run_exchanges(settings: Any, events: list[Exchanged], t0: float) -> list[Alert]:
+    """The exchanges through one Monitor, their requests and responses in event-time order, each tenant in one session,
+    then an hour of quiet event time (a late exchange of another pool) so that everything held comes out."""
+    from detectors.monitor import Monitor  # the core, only where a test runs it
+
+    m = Monitor(settings)
+    timeline = []
+    for rid, tenant, sent, done, domain, prompt, answer in events:
+        sent, done = sent + t0, done + t0
+        timeline.append((sent, request(rid, tenant, sent, text=prompt, session_id=f"{tenant}-s", cache_domain=domain)))
+        timeline.append((done, response(rid, tenant, done, domain=domain, text=answer, session_id=f"{tenant}-s")))
+    out: list[Alert] = []
+    for _, e in sorted(timeline, key=lambda x: x[0]):
+        out += m.observe(e)
+    out += m.observe(request("late", "Z", t0 + 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", t0 + 4_001.0, domain="d9", text="fine thanks"))

@@ -7,33 +7,21 @@ direct and staged runners (tests/parity.py)."""
 
 from __future__ import annotations
 
+from factories import Exchanged, run_exchanges
 from factories import high_on as _high
 from factories import private_texts as _texts
-from factories import request, response
 
-from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
 
 S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="identical", fleet_delay_s=30.0)
 T0 = 10_000.0
 # (request id, tenant, sent, delivered, domain, prompt, answer); times from T0
-Event = tuple[str, str, float, float, str, str, str]
+Event = Exchanged
 
 
 def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
-    """The exchanges, their requests and responses in event-time order, then an hour of quiet event time."""
-    m = Monitor(settings)
-    out: list[Alert] = []
-    timeline = []
-    for rid, tenant, sent, done, domain, prompt, answer in events:
-        sent, done = sent + T0, done + T0
-        timeline.append((sent, request(rid, tenant, sent, text=prompt, session_id=f"{tenant}-s", cache_domain=domain)))
-        timeline.append((done, response(rid, tenant, done, domain=domain, text=answer, session_id=f"{tenant}-s")))
-    for _, e in sorted(timeline, key=lambda x: x[0]):
-        out += m.observe(e)
-    out += m.observe(request("late", "Z", T0 + 4_000.0, text="nothing to see", cache_domain="d9"))
-    return out + m.observe(response("late", "Z", T0 + 4_001.0, domain="d9", text="fine thanks"))
+    return run_exchanges(settings, events, T0)
 
 
 def _modes(alerts: list[Alert]) -> set[str]:
