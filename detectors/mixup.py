@@ -36,6 +36,7 @@ import numpy as np
 
 from detectors.changes import StoredAsIs
 from detectors.mixup_counts import counts_of, crossed
+from detectors.mixup_crossed import crossed_back
 from detectors.mixup_history import history
 from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
 from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys, unfile
@@ -85,11 +86,14 @@ class Delivery:
     counts: tuple[int, int] | None = None  # the gateway's prompt count, the engine's input tokens (ADR 0029)
 
 
+Mode = Literal["copy", "swap", "misroute", "same_response", "history", "identifiers", "identical", "counts", "crossed"]
+
+
 @dataclass(slots=True)
 class Finding:
     """A mix-up found when `current` completed: `leaked` received `owner`'s answer."""
 
-    mode: Literal["copy", "swap", "misroute", "same_response", "history", "identifiers", "identical", "counts"]
+    mode: Mode
     leaked: Delivery
     owner: Delivery
     shared: int  # fingerprints witnessing it (copy: shared by the two outputs; swap: the smaller direction;
@@ -232,12 +236,11 @@ class MixupLedger(StoredAsIs):
             if f is not None:
                 found.append(f)
         if s.mixup_counts:  # the two answers' usage crossed (ADR 0029), where no swap was told by their text
-            told = [x for f in found if f.mode == "swap" for x in (f.leaked, f.owner)]
-            hits = crossed(current, others, self.recent, lambda o: any(o is x for x in told))
-            found += [Finding("counts", o, current, 0) for o in hits]
+            found += [Finding("counts", o, current, 0) for o in crossed(current, others, self.recent, found)]
         if s.mixup_identifiers:
             pairs = [(f.leaked, f.owner) for f in found]
             found += [Finding("identifiers", *hit) for hit in answered_elsewhere(s, current, self._idx(), apart, pairs)]
+        found += [Finding("crossed", *hit) for hit in crossed_back(found)]  # the other direction (ADR 0030)
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
             tails = self._tails()
             sketches = (self._copies(), tails.sketch()) if len(tails) else (self._copies(),)
@@ -422,10 +425,9 @@ def _pair(
 def _identical(
     s: DetectionSettings, cur: Delivery, other: Delivery, shared: np.ndarray, innocent: Innocent
 ) -> Finding | None:
-    """The very same answer delivered to two tenants whose prompts share no uncommon text: every fingerprint of the
-    two outputs equal, _OWNER_MIN of them neither stock nor public, each prompt long enough to tell (mixup_min_matches
-    fingerprints), the later request sent at most mixup_copy_before_s after the earlier delivery. A model does not
-    write one whole answer word for word to two unrelated prompts, so one tenant got the other's (ADR 0028)."""
+    """The very same answer (every fingerprint equal, _OWNER_MIN uncommon) to two tenants whose prompts (each of
+    mixup_min_matches fingerprints) share no uncommon text, within mixup_copy_before_s: a model does not write one
+    whole answer word for word to two unrelated prompts, so one tenant got the other's (ADR 0028)."""
     if shared.size < _OWNER_MIN or not np.array_equal(cur.out, other.out):
         return None
     first, later = (other, cur) if (other.ts, other.sent) <= (cur.ts, cur.sent) else (cur, other)

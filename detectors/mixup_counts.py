@@ -18,12 +18,12 @@ from the deliveries the ledger holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from detectors.mixup import Delivery
+    from detectors.mixup import Delivery, Finding
     from schemas.exchange import Exchange
 
 _RECENT = 64  # deliveries read for the regime, newest first
@@ -54,18 +54,19 @@ def counting_alike(recent: Sequence[Delivery]) -> bool:
 
 
 def crossed(
-    current: Delivery, others: Iterable[Delivery], recent: Sequence[Delivery], done: Callable[[Delivery], bool]
+    current: Delivery, others: Iterable[Delivery], recent: Sequence[Delivery], found: Iterable[Finding]
 ) -> list[Delivery]:
     """The deliveries of `others` (in flight with `current`, other tenants) whose answer `current` got while it got
-    theirs: each response's engine count is the other request's prompt count, and not its own. `done`: pairs already
-    found (a swap the text told). Empty unless the ledger counts alike (`counting_alike`)."""
+    theirs: each response's engine count is the other request's prompt count, and not its own. A swap already `found`
+    (told by the texts) is not told again. Empty unless the ledger counts alike (`counting_alike`)."""
     mine = getattr(current, "counts", None)
     if mine is None or mine[0] == mine[1]:
         return []
+    swapped = [x for f in found if f.mode == "swap" for x in (f.leaked, f.owner)]
     out = []
     for o in others:
         theirs = getattr(o, "counts", None)
-        if theirs is None or theirs[0] == mine[0] or done(o):
+        if theirs is None or theirs[0] == mine[0] or any(o is x for x in swapped):
             continue
         # A late digest (the fleet's) is checked against later deliveries: the two must have been in flight together.
         if mine[1] == theirs[0] and theirs[1] == mine[0] and o.sent <= current.ts and current.sent <= o.ts:

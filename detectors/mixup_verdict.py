@@ -47,6 +47,8 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
     if mode == "identifiers":
         n = figures.get("identifiers")
         return f"an answer to tenant {source}'s recent prompt: {n} of its identifiers (identifiers)"
+    if mode == "crossed":
+        return f"its answer holds tenant {source}'s prompt too: the two streams crossed (crossed)"
     if mode == "counts":
         return f"its usage counts tenant {source}'s prompt, and tenant {source}'s usage this one's (counts)"
     if mode == "identical":
