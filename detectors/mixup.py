@@ -240,7 +240,7 @@ class MixupLedger(StoredAsIs):
         if s.mixup_identifiers:
             pairs = [(f.leaked, f.owner) for f in found]
             found += [Finding("identifiers", *hit) for hit in answered_elsewhere(s, current, self._idx(), apart, pairs)]
-        found += [Finding("crossed", *hit) for hit in crossed_back(found)]  # the other direction (ADR 0030)
+        found += [Finding("crossed", *hit) for hit in crossed_back(found, innocent)]  # the other direction (ADR 0030)
         if s.mixup_history and current.session_id is not None and not any(f.leaked is current for f in found):
             tails = self._tails()
             sketches = (self._copies(), tails.sketch()) if len(tails) else (self._copies(),)

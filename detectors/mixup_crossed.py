@@ -5,9 +5,10 @@ the very same answer, a misroute, the owner's numbers. Two streams crossed at th
 owner's output can hold the receiver's too. Told alone, that other direction is weak: the text crossing back is often
 short, or common (a licence the receiver had pasted, a system prompt's phrase), which no finding of its own may rest
 on. Told after the first, it needs only to be the receiver's: the owner's output holds at least `_WEAK` fingerprints of
-the receiver's prompt, stock and public ones counted, that the owner's own prompt does not hold, and the two were in
-flight together (text can only cross between two requests open at once). A copy delivered from before the receiver
-was sent is never asked: its owner's answer existed before the receiver's prompt did.
+the receiver's prompt, stock and public ones counted (uncommon ones only where the two outputs are one answer), that
+the owner's own prompt does not hold, and the two were in flight together (text can only cross between two requests
+open at once). A copy delivered from before the receiver was sent is never asked: its owner's answer existed before
+the receiver's prompt did.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from typing import TYPE_CHECKING
 from detectors.printsets import common, without
 
 if TYPE_CHECKING:
-    from detectors.mixup import Delivery, Finding
+    from detectors.mixup import Delivery, Finding, Innocent
 
 _WEAK = 2  # fingerprints of the receiver's prompt the owner's output must hold beyond its own prompt
 # The findings whose owner can have been handed the receiver's text in the same crossing (a swap already names both).
 _ONE_WAY = frozenset({"copy", "identical", "misroute", "same_response", "identifiers"})
+_ONE_ANSWER = frozenset({"copy", "identical", "same_response"})  # the two outputs are one answer
 
 
-def crossed_back(found: Iterable[Finding]) -> list[tuple[Delivery, Delivery, int]]:
-    """(owner, receiver, fingerprints) for each finding whose owner's output holds the receiver's prompt text."""
+def crossed_back(found: Iterable[Finding], innocent: Innocent) -> list[tuple[Delivery, Delivery, int]]:
+    """(owner, receiver, fingerprints) for each finding whose owner's output holds the receiver's prompt text. Where
+    the two outputs are one answer (a copy, the very same answer, one id twice) common text in it is what the owner's
+    model wrote from what it knows, for both: only uncommon text of the receiver's prompt crosses back there."""
     found = list(found)
     told = {(id(f.leaked), id(f.owner)) for f in found}
     out = []
@@ -36,7 +40,8 @@ def crossed_back(found: Iterable[Finding]) -> list[tuple[Delivery, Delivery, int
             continue
         if not (owner.sent <= receiver.ts and receiver.sent <= owner.ts):
             continue
-        n = without(common(owner.out, receiver.prompt), owner.prompt).size
+        back = without(common(owner.out, receiver.prompt), owner.prompt)
+        n = int((~innocent(back)).sum()) if f.mode in _ONE_ANSWER and back.size else back.size
         if n >= _WEAK:
             told.add((id(owner), id(receiver)))
             out.append((owner, receiver, int(n)))
