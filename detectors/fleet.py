@@ -98,8 +98,7 @@ def digest_of(ex: Exchange) -> Digest | None:
     sent = req.ts if req is not None else ex.ts
     status, response = (resp.status_code, resp.response_id or "") if resp is not None else (0, "")
     pi, oi = (None if tp is None or tp.ids is None else array("Q", sorted(tp.ids)).tobytes() for tp in (pp, op))
-    counts = counts_of(ex) if resp is not None and 200 <= resp.status_code <= 299 else None
-    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi, counts)
+    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi, counts_of(ex))
 
 
 class Fleet:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from detectors.mixup import Delivery, Finding, MixupLedger, answered
+from detectors.mixup_counts import BOTH_WAYS
 from detectors.mixup_history import carried, lost_own
 from detectors.mixup_verdict import mixup_signal
 from detectors.printsets import sorted_unique
@@ -88,7 +89,7 @@ class FleetMixups:
         cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
                        out, _keys(d.prompt), set(), d.response or None,
                        frozenset() if failed else _ids(d.output_ids), _ids(d.prompt_ids),
-                       None if failed else getattr(d, "counts", None))  # fmt: skip
+                       None if failed else d.counts)  # fmt: skip
         if not cur.out.size and not cur.prompt.size:
             return
         s, domain, domain_of = self.s, d.domain, self.domain_of
@@ -104,7 +105,7 @@ class FleetMixups:
                     continue  # no longer held (a sketch entry outliving its delivery): its domain is unknown
                 where = {cur.request_id: domain, other.request_id: other_domain}
                 pairs = [(f.leaked, f.owner)]
-                if f.mode in ("swap", "counts"):  # both receivers got the other's answer
+                if f.mode in BOTH_WAYS:  # both receivers got the other's answer
                     pairs.append((f.owner, f.leaked))
                 for leaked, owner in pairs:
                     if owner.tenant_id not in leaked.named:

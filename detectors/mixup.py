@@ -188,7 +188,7 @@ class MixupLedger(StoredAsIs):
         out_ids = frozenset() if failed else id_keys(ex.output_print)
         return Delivery(
             ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid,
-            out_ids, id_keys(ex.prompt_print), None if failed else counts_of(ex),
+            out_ids, id_keys(ex.prompt_print), counts_of(ex),
         )  # fmt: skip
 
     def check(
@@ -231,10 +231,10 @@ class MixupLedger(StoredAsIs):
         twin = self._twin(s, current, apart)
         if twin is not None:  # one response id says whose more surely than the same answer does (ADR 0022)
             found = [f for f in found if f.mode != "identical" or (twin is not f.leaked and twin is not f.owner)]
-        if twin is not None and all(twin is not f.leaked and twin is not f.owner for f in found):
-            f = _same_response(s, current, twin, innocent)
-            if f is not None:
-                found.append(f)
+            if all(twin is not f.leaked and twin is not f.owner for f in found):
+                f = _same_response(s, current, twin, innocent)
+                if f is not None:
+                    found.append(f)
         if s.mixup_counts:  # the two answers' usage crossed (ADR 0029), where no swap was told by their text
             found += [Finding("counts", o, current, 0) for o in crossed(current, others, self.recent, found)]
         if s.mixup_identifiers:

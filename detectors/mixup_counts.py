@@ -31,13 +31,18 @@ _MIN_KNOWN = 32  # of them with both counts known, at least
 _EXACT = 0.9  # share of those whose two counts agree to the token
 
 Counts = tuple[int, int]  # (the gateway's count of the prompt, the engine's input tokens in its usage)
+# The findings whose two deliveries each got the other's answer: both are raised, each naming the other.
+BOTH_WAYS = frozenset({"swap", "counts"})
 
 
 def counts_of(ex: Exchange) -> Counts | None:
-    """The exchange's two counts of its prompt; None where either is unknown."""
+    """The exchange's two counts of its prompt; None where either is unknown, or the response failed (it delivered
+    no answer whose usage could have crossed)."""
     req, resp = ex.request, ex.response
-    usage = None if resp is None else resp.usage
-    if req is None or usage is None or usage.input_tokens is None:
+    if req is None or resp is None or not 200 <= resp.status_code <= 299:
+        return None
+    usage = resp.usage
+    if usage is None or usage.input_tokens is None:
         return None
     return req.prompt_tokens, usage.input_tokens
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 _WEAK = 2  # fingerprints of the receiver's prompt the owner's output must hold beyond its own prompt
 # The findings whose owner can have been handed the receiver's text in the same crossing (a swap already names both).
 _ONE_WAY = frozenset({"copy", "identical", "misroute", "same_response", "identifiers"})
-_ONE_ANSWER = frozenset({"copy", "identical", "same_response"})  # the two outputs are one answer
+ONE_ANSWER = frozenset({"copy", "identical", "same_response"})  # the two outputs are one answer
 
 
 def crossed_back(found: Iterable[Finding], innocent: Innocent) -> list[tuple[Delivery, Delivery, int]]:
@@ -41,7 +41,7 @@ def crossed_back(found: Iterable[Finding], innocent: Innocent) -> list[tuple[Del
         if not (owner.sent <= receiver.ts and receiver.sent <= owner.ts):
             continue
         back = without(common(owner.out, receiver.prompt), owner.prompt)
-        n = int((~innocent(back)).sum()) if f.mode in _ONE_ANSWER and back.size else back.size
+        n = int((~innocent(back)).sum()) if f.mode in ONE_ANSWER and back.size else back.size
         if n >= _WEAK:
             told.add((id(owner), id(receiver)))
             out.append((owner, receiver, int(n)))

@@ -9,6 +9,8 @@ import numpy as np
 
 from detectors.held import Held
 from detectors.mixup import Delivery, Finding, Innocent
+from detectors.mixup_counts import BOTH_WAYS
+from detectors.mixup_crossed import ONE_ANSWER
 from detectors.signals.overlap import OverlapDetector
 from schemas.alert import SEVERITY_RANK, Signal
 
@@ -88,12 +90,12 @@ def apply(
     current one's answer gets a late signal naming the current tenant."""
     late: list[tuple[Delivery, Signal]] = []
     for f in findings:
-        if f.mode in ("copy", "same_response", "identical") and f.owner is current:
+        if f.mode in ONE_ANSWER and f.owner is current:
             signals = [x for x in signals if x.source_tenant_id != f.leaked.tenant_id or x.name != _CONTENT]
         if f.leaked is not current and current.tenant_id not in f.leaked.named:
             late.append((f.leaked, mixup_signal(f, current)))
             f.leaked.named.add(current.tenant_id)
-        if f.mode in ("swap", "counts"):  # both receivers got the other's answer
+        if f.mode in BOTH_WAYS:  # both receivers got the other's answer
             signals = _escalate(signals, mixup_signal(f, f.leaked))
         elif f.leaked is current:
             signals = _escalate(signals, mixup_signal(f, f.owner))

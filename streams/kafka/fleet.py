@@ -83,7 +83,7 @@ def _size(d: Digest) -> int:
 
 def _counts(d: Digest) -> tuple[int, int]:
     """The two counts as the frame holds them: a count past uint32 (hostile) or unknown is _UNCOUNTED."""
-    c = getattr(d, "counts", None)
+    c = d.counts
     if c is None or not all(0 <= x < _UNCOUNTED for x in c):
         return _UNCOUNTED, _UNCOUNTED
     return c[0], c[1]
