@@ -9,10 +9,11 @@ are logged this way. The OTLP bridge already reads `gen_ai.input.messages` as it
 (streams/inputs/otlp.py); this is the same for the contract's own text fields, so both fingerprints and canary scans
 see the text the model saw.
 
-Only an array of message objects is read so (every element an object with a string `role` and a `content`); any other
-text, JSON or not, is used as it is. The messages' text parts are joined with line breaks, as the OTLP bridge joins a
-span's messages. Applied where the contract validates the event, so a producer that fingerprints at the edge and the
-monitor that fingerprints at ingest read the same text.
+Only an array of message objects is read so (every element an object with a string `role` and a `content`, or
+OpenTelemetry's `parts`); any other text, JSON or not, is used as it is. The messages' text parts are joined with
+line breaks, as the OTLP bridge joins a span's messages. Applied where the contract validates the event, so a
+producer that fingerprints at the edge and the monitor that fingerprints at ingest read the same text. What a tool
+returned is read too, in every shape producers log (`tool_result_text`): the model read it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["TOOL_CALLS_LINE", "chat_text", "messages_text", "tool_calls_line"]
+__all__ = ["TOOL_CALLS_LINE", "chat_text", "messages_text", "tool_calls_line", "tool_result_text"]
 
 # How a rendered call line opens: a tool check finds the line by it (detectors/toolcalls.py).
 TOOL_CALLS_LINE = '{"tool_calls":'
@@ -54,10 +55,36 @@ def tool_calls_line(calls: Any) -> str | None:
     return f"{TOOL_CALLS_LINE}{orjson.dumps(out).decode()}}}" if out else None
 
 
+def tool_result_text(part: Any) -> str | None:
+    """What a tool returned, as the model read it, from a content part that carries it: Anthropic `tool_result`
+    (`content`: a string or text blocks) and OpenTelemetry `tool_call_response` (`response`: any JSON value, read as its
+    JSON unless it is a string); None for any other part. A tool's output is prompt text like any other: left out, an
+    answer quoting its own tool result looked as if it came from nowhere, and another tenant who had that text was
+    named its source."""
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind == "tool_result":
+        body = part.get("content")
+        if isinstance(body, str):
+            return body or None
+        blocks = body if isinstance(body, list) else ()
+        return "\n".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)) or None
+    if kind == "tool_call_response" and part.get("response") is not None:
+        body = part["response"]
+        if isinstance(body, str):
+            return body or None
+        try:
+            return orjson.dumps(body, default=str).decode()
+        except orjson.JSONEncodeError:  # nested past what orjson writes (254 levels): no text a model reads
+            return None
+    return None
+
+
 def _parts(content: Any) -> list[str]:
     """The text parts of one message's content: a string, or a list of parts (OpenAI `{"type": "text", "text"}`,
-    OpenTelemetry `{"type": "text", "content"}`), and the tool calls among them as one line (`tool_calls_line`);
-    other parts (images) carry no text here."""
+    OpenTelemetry `{"type": "text", "content"}`), what tools returned (`tool_result_text`), and the tool calls among
+    them as one line (`tool_calls_line`); other parts (images) carry no text here."""
     if isinstance(content, str):
         return [content]
     out: list[str] = []
@@ -71,6 +98,8 @@ def _parts(content: Any) -> list[str]:
                 out.append(text)
         elif isinstance(p, dict) and p.get("type") in ("tool_use", "tool_call"):
             calls.append(p)
+        elif (result := tool_result_text(p)) is not None:
+            out.append(result)
     line = tool_calls_line(calls)
     return [*out, line] if line else out
 
@@ -88,9 +117,9 @@ def messages_text(value: str) -> str | None:
         return None
     parts: list[str] = []
     for m in messages:
-        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m):
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and ("content" in m or "parts" in m)):
             return None
-        parts += _parts(m["content"])
+        parts += _parts(m["content"] if "content" in m else m["parts"])  # OpenTelemetry semconv messages: `parts`
         line = tool_calls_line(m.get("tool_calls"))
         if line:
             parts.append(line)

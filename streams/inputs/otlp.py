@@ -43,7 +43,7 @@ from detectors.edge_words import EdgeWords
 from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
 from schemas.events import Event, EventError, parse_event, parse_event_obj
-from schemas.messages import tool_calls_line
+from schemas.messages import tool_calls_line, tool_result_text
 from streams.inputs.otlp_decode import (
     STATUS_ERROR,
     OtlpDecodeError,
@@ -125,6 +125,8 @@ def _parts_text(parts: Any) -> list[str]:
             out.append(p["content"])
         elif isinstance(p, dict) and p.get("type") == "tool_call":  # semconv: {"type", "id", "name", "arguments"}
             calls.append(p)
+        elif (result := tool_result_text(p)) is not None:  # semconv tool_call_response: what the model read
+            out.append(result)
     line = tool_calls_line(calls)  # one line a tool check reads (docs/adr/0019)
     return [*out, line] if line else out
 

@@ -12,16 +12,15 @@ from typing import Any
 import litellm
 import orjson
 
-from schemas.messages import tool_calls_line
+from schemas.messages import tool_calls_line, tool_result_text
 
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # OpenAI content parts (chat "text", Responses "input_text"/"output_text")
-        return "\n".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]
-        )
+        texts = [p.get("text") if isinstance(p, dict) and "text" in p else tool_result_text(p) for p in content]
+        return "\n".join(t for t in texts if isinstance(t, str) and t)  # and Anthropic tool_result blocks
     return ""
 
 

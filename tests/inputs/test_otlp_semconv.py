@@ -4,6 +4,8 @@ error.type (a failed call's status and class) and gen_ai.provider.name (the doma
 
 from __future__ import annotations
 
+import random
+
 import orjson
 
 from detectors.monitor import make_fingerprinter
@@ -120,3 +122,37 @@ def test_an_agents_tool_call_its_prompt_never_declared_alerts_from_spans() -> No
     runner.finish(0.0)
     found = [a for a in runner.result.alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
     assert len(found) == 1 and found[0].severity in ("high", "critical") and found[0].tenant_id == "acme"
+
+
+def test_an_answer_quoting_its_own_tool_response_names_no_other_tenant() -> None:
+    # semconv: what a tool returned is a tool_call_response part of gen_ai.input.messages. Before, the bridge read
+    # no text of it, so an answer quoting it looked as if it came from the one other tenant that had the text.
+    rng = random.Random(3)
+    words = [f"w{i:04d}" for i in range(5000)]
+    manual = [" ".join(rng.sample(words, 15)).capitalize() + "." for _ in range(8)]
+    page = " ".join(" ".join(manual[2:6]).split()[5:-5])
+    answer = f"Here is what it says. {page} Anything else?"
+
+    def victims_of(tool_text: str) -> list[str]:
+        m = mapper()
+        a = attrs("globex", "what does the manual say?", answer, **{"gen_ai.conversation.id": "g1"})
+        parts = [{"type": "tool_call_response", "id": "c1", "response": {"manual": tool_text}}]
+        a["gen_ai.input.messages"] = orjson.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "what does the manual say?"}]},
+             {"role": "tool", "parts": parts}]
+        ).decode()  # fmt: skip
+        events = m.map_span(span(attrs("acme", "Summarise:\n" + " ".join(manual), "Noted.")))
+        events += m.map_span(span(a, sid="ce" * 8, t=10**18 + 5 * 10**9))
+        runner = EmbeddedRunner(Settings(detection={**KEY, "overlap_warmup_docs": 0, "overlap_warmup_s": 0.0}), [])
+        for ev in events:
+            runner.feed_checked(ev, "test")
+        runner.finish(0.0)
+        return [
+            a.severity
+            for a in runner.result.alerts
+            if a.kind == "cross_tenant_contamination" and a.tenant_id == "globex"
+        ]
+
+    assert victims_of(" ".join(manual)) == []
+    # Control: the tool returned something else, so the page came from acme's prompt alone: a high alert.
+    assert any(s in ("high", "critical") for s in victims_of("no manual found"))

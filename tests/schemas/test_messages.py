@@ -44,7 +44,7 @@ def test_a_messages_array_is_read_as_its_texts_joined_by_line_breaks() -> None:
         "plain text with a [bracket] and a role",
         '[1, 2, "role"]',
         '[{"role": "user", "content": "a"}, {"no": "role"}]',  # one element is not a message: all is kept
-        '[{"role": "user"}]',  # no content
+        '[{"role": "user"}]',  # no content (nor OpenTelemetry's parts)
         '[{"role": 7, "content": "a"}]',
         "[]",
         '[{"role": "user", "content": "cut off',  # truncated by the producer: not JSON
@@ -123,3 +123,87 @@ def test_a_message_that_calls_a_function_reads_as_the_line_a_tool_check_reads(me
     assert text is not None and text.startswith('status?\n{"tool_calls":')
     assert called(text) == ["get_ticket"]
     assert messages_text(orjson.dumps([message]).decode()) == text.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("part", "want"),
+    [
+        # Anthropic: a user message's tool_result block, its content a string or text blocks
+        ({"type": "tool_result", "tool_use_id": "tu_1", "content": "order 7 shipped"}, "order 7 shipped"),
+        ({"type": "tool_result", "content": [{"type": "text", "text": "order 7"}, {"type": "image"},
+                                             {"type": "text", "text": "shipped"}]}, "order 7\nshipped"),
+        # OpenTelemetry semconv: a tool_call_response part, its response any JSON value
+        ({"type": "tool_call_response", "id": "c1", "response": "order 7 shipped"}, "order 7 shipped"),
+        ({"type": "tool_call_response", "id": "c1", "response": {"order": 7, "state": "shipped"}},
+         '{"order":7,"state":"shipped"}'),
+    ],
+)  # fmt: skip
+def test_what_a_tool_returned_is_read_as_prompt_text(part: dict, want: str) -> None:
+    # Before, a tool result block carried no text: the model read it, the monitor did not.
+    text = messages_text(orjson.dumps([{"role": "user", "content": ["status?", part]}]).decode())
+    assert text == f"status?\n{want}"
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "tool_result", "content": None},
+        {"type": "tool_result", "content": [7, {"type": "text", "text": 8}]},
+        {"type": "tool_call_response", "id": "c1"},
+        {"type": "tool_call_response", "response": None},
+        {"type": "tool_call_response", "response": [[[[]]]] * 3},  # read as its JSON
+        {"type": "tool_call_response", "response": 1},
+    ],
+)
+def test_a_tool_result_without_text_adds_none_and_breaks_nothing(part: dict) -> None:
+    text = messages_text(orjson.dumps([{"role": "user", "content": ["status?", part]}]).decode())
+    assert text is not None and text.startswith("status?")
+    assert text.count("\n") <= 1
+
+
+def test_a_tool_response_nested_past_what_json_writes_is_no_text_and_no_crash() -> None:
+    deep: object = "x"
+    for _ in range(400):  # orjson reads 1,024 levels and writes 254: hostile, not an error
+        deep = [deep]
+    raw = orjson.dumps([{"role": "user", "content": ["status?", {"type": "tool_call_response", "response": "y"}]}])
+    raw = raw.replace(b'"y"', b"[" * 400 + b'"x"' + b"]" * 400)
+    assert messages_text(raw.decode()) == "status?"
+
+
+def _alerts_for_answer_quoting_its_tool_result(prompt: str) -> list[str]:
+    """Tenant S pasted a manual; R's agent fetched that manual through a tool (R's prompt, `prompt`, as a gateway
+    logs it) and answers with a page of it, cut mid-sentence. The severities of R's cross-tenant alerts."""
+    rng = random.Random(5)
+    manual = _sentences(rng, 8)
+    m = Monitor(
+        DetectionSettings.model_validate(
+            {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": "messages-tests"}
+        )
+    )
+    m.observe(request("s1", "S", 1, text="Summarise this manual:\n" + "\n\n".join(manual)))
+    m.observe(response("s1", "S", 2, text="Noted."))
+    m.observe(request("r1", "R", 10, text=prompt.replace("MANUAL", orjson.dumps("\n\n".join(manual)).decode()[1:-1])))
+    page = " ".join(" ".join(manual[2:6]).split()[5:-5])
+    out = " ".join(_sentences(rng, 2)) + "\n" + page + "\n" + " ".join(_sentences(rng, 2))
+    alerts = m.observe(response("r1", "R", 11, text=out))
+    return [a.severity for a in alerts if a.kind == "cross_tenant_contamination" and a.tenant_id == "R"]
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        '{"role": "tool", "tool_call_id": "call_1", "content": "MANUAL"}',  # OpenAI: read before too
+        '{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "MANUAL"}]}',
+        '{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", '
+        '"content": [{"type": "text", "text": "MANUAL"}]}]}',
+        '{"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "MANUAL"}]}',
+    ],
+)
+def test_an_answer_quoting_its_own_tool_result_names_no_other_tenant(result: str) -> None:
+    # Before, in the Anthropic and OpenTelemetry shapes the tool's text was missing from R's prompt, so the page
+    # looked as if it came from nowhere but S: a high alert naming S.
+    prompt = '[{"role": "user", "content": "What does the manual say about resets?"}, ' + result + "]"
+    assert _alerts_for_answer_quoting_its_tool_result(prompt) == []
+    # Control: the same answer when R's prompt did not hold the manual is a high alert naming S.
+    bare = '[{"role": "user", "content": "What does the manual say about resets?"}]'
+    assert [s for s in _alerts_for_answer_quoting_its_tool_result(bare) if SEVERITY_RANK[s] >= SEVERITY_RANK["high"]]
