@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from detectors.mixup import Delivery, Finding, MixupLedger, answered
-from detectors.mixup_counts import BOTH_WAYS
+from detectors.mixup import Delivery, Finding, MixupLedger
+from detectors.mixup_counts import BOTH_WAYS, answered
 from detectors.mixup_history import carried, lost_own
 from detectors.mixup_verdict import mixup_signal
 from detectors.printsets import sorted_unique

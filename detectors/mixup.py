@@ -10,7 +10,8 @@ that request is in flight, and the request's own exchange is then wrong too:
   one prompt and not the other: the quoted one owns it. Where neither prompt says whose, only the very same answer to
   two prompts that share no uncommon text tells (`identical`, ADR 0028); one text translated for two tenants does not.
 - **swap**: each output holds text of the *other* request's prompt that its own does not, each delivered while the
-  other request was in flight; or each response's usage counts the other's prompt (`counts`, detectors/mixup_counts.py).
+  other request was in flight; or each response's usage counts the other's prompt (`counts`, detectors/mixup_counts.py),
+  or one counts the prompt of a request that lost its own answer (`counted`, ADR 0031).
 - **copy from before**: an answer delivered before the receiver's request was sent, handed to it again (a response
   cache): the earlier receiver owns it, if the answer holds text of its own beyond the owner's prompt.
 - **one response id, twice** (`mixup_response_ids`, ADR 0022): one id on two tenants' responses with one answer and
@@ -35,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from detectors.changes import StoredAsIs
-from detectors.mixup_counts import counts_of, crossed
+from detectors.mixup_counts import answered, asked_of, counts_of, crossed, lost_answers
 from detectors.mixup_crossed import crossed_back
 from detectors.mixup_history import history
 from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
@@ -58,8 +59,6 @@ _UNSET: Any = object()
 _OWNER_MIN = 3
 # The least evidence one direction of a swap, or a copy's owner, can give when the other side is strong or empty.
 _WEAK = 2
-# Client errors after which an answer may exist and be lost: a request timeout, a client that closed the connection.
-_LOST = frozenset({408, 499})
 
 
 def _owns(mine: int, theirs: int) -> bool:
@@ -84,9 +83,12 @@ class Delivery:
     out_ids: frozenset[int] | None = None  # identifiers of the output, of the prompt (detectors/mixup_ids.py);
     prompt_ids: frozenset[int] | None = None  # None: unknown (a delivery pickled before them has neither)
     counts: tuple[int, int] | None = None  # the gateway's prompt count, the engine's input tokens (ADR 0029)
+    asked: int | None = None  # the gateway's prompt count of an exchange that lost its answer (ADR 0031)
 
 
-Mode = Literal["copy", "swap", "misroute", "same_response", "history", "identifiers", "identical", "counts", "crossed"]
+Mode = Literal[
+    "copy", "swap", "misroute", "same_response", "history", "identifiers", "identical", "counts", "counted", "crossed"
+]
 
 
 @dataclass(slots=True)
@@ -105,16 +107,6 @@ def _keys(tp: TextFingerprint | None) -> np.ndarray:
     if tp is None or not tp.hashes:
         return _EMPTY
     return sorted_unique(np.array(tp.hashes, dtype=np.uint64))
-
-
-def answered(code: int | None) -> tuple[bool, bool]:
-    """(whether a response of status `code` can witness a mix-up, whether its answer was lost): a refused request
-    (too long, rate-limited, malformed) had no answer to hand over; a server error, a timeout or a closed connection
-    had one, which it lost."""
-    failed = code is not None and not 200 <= code <= 299
-    if failed and code is not None and code < 500 and code not in _LOST:
-        return False, True
-    return True, failed
 
 
 class MixupLedger(StoredAsIs):
@@ -188,7 +180,7 @@ class MixupLedger(StoredAsIs):
         out_ids = frozenset() if failed else id_keys(ex.output_print)
         return Delivery(
             ex.ts, sent, ex.request_id, ex.tenant_id, ex.session_id, ex.traceparent, out, prompt, set(), rid,
-            out_ids, id_keys(ex.prompt_print), counts_of(ex),
+            out_ids, id_keys(ex.prompt_print), counts_of(ex), asked_of(ex),
         )  # fmt: skip
 
     def check(
@@ -237,6 +229,8 @@ class MixupLedger(StoredAsIs):
                     found.append(f)
         if s.mixup_counts:  # the two answers' usage crossed (ADR 0029), where no swap was told by their text
             found += [Finding("counts", o, current, 0) for o in crossed(current, others, self.recent, found)]
+            lost = lost_answers(current, self.recent, s.mixup_copy_before_s, found, apart)  # one way (ADR 0031)
+            found += [Finding("counted", *p, 0) for p in lost]
         if s.mixup_identifiers:
             pairs = [(f.leaked, f.owner) for f in found]
             found += [Finding("identifiers", *hit) for hit in answered_elsewhere(s, current, self._idx(), apart, pairs)]

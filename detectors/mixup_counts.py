@@ -14,11 +14,19 @@ in front of a GLM engine), crossings by chance happen (measured on our simulator
 thousand responses), so the check runs only while the ledger's recent deliveries count alike: at least `_EXACT` of
 the last `_RECENT` with both counts known, and `_MIN_KNOWN` of them. Pure, no state of its own: the regime is read
 from the deliveries the ledger holds.
+
+One way (ADR 0031): a response whose usage counts, not its own prompt, the prompt of another tenant's request that got
+no answer of its own (it timed out, its client closed the connection, the server failed it) or an answer whose usage
+counts some third prompt, sent at most `mixup_copy_before_s` before this request, got that request's answer: a
+connection handed back with an answer unread and read by the next request (the redis-py bug behind ChatGPT's March
+2023 leak; HTTP keep-alive pools), a chain of them. One number against one number, so it asks more: both tenants' own
+recent exchanges count alike (a tenant whose template the gateway does not count is off every time), and the owner's
+own exchange lost or miscounted its answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -29,10 +37,32 @@ if TYPE_CHECKING:
 _RECENT = 64  # deliveries read for the regime, newest first
 _MIN_KNOWN = 32  # of them with both counts known, at least
 _EXACT = 0.9  # share of those whose two counts agree to the token
+_TENANT_RECENT = 256  # deliveries read for one tenant's own regime, newest first
+# Client errors after which an answer may exist and be lost: a request timeout, a client that closed the connection.
+_LOST = frozenset({408, 499})
 
 Counts = tuple[int, int]  # (the gateway's count of the prompt, the engine's input tokens in its usage)
 # The findings whose two deliveries each got the other's answer: both are raised, each naming the other.
 BOTH_WAYS = frozenset({"swap", "counts"})
+
+
+def answered(code: int | None) -> tuple[bool, bool]:
+    """(whether a response of status `code` can witness a mix-up, whether its answer was lost): a refused request
+    (too long, rate-limited, malformed) had no answer to hand over; a server error, a timeout or a closed connection
+    had one, which it lost."""
+    failed = code is not None and not 200 <= code <= 299
+    if failed and code is not None and code < 500 and code not in _LOST:
+        return False, True
+    return True, failed
+
+
+def asked_of(ex: Exchange) -> int | None:
+    """The gateway's count of the prompt of an exchange whose answer was lost (`answered`: it had one to lose, and
+    delivered none), the count another response's usage can carry (ADR 0031); None otherwise."""
+    req, resp = ex.request, ex.response
+    if req is None or resp is None or answered(resp.status_code) != (True, True):
+        return None
+    return req.prompt_tokens
 
 
 def counts_of(ex: Exchange) -> Counts | None:
@@ -77,3 +107,76 @@ def crossed(
         if mine[1] == theirs[0] and theirs[1] == mine[0] and o.sent <= current.ts and current.sent <= o.ts:
             out.append(o)
     return out if out and counting_alike(recent) else []
+
+
+def _off(d: Delivery) -> bool:
+    c = getattr(d, "counts", None)
+    return c is not None and c[0] != c[1]
+
+
+def _tenant_alike(tenant: str, recent: Sequence[Delivery], besides: tuple[Delivery, ...]) -> bool:
+    """Whether `tenant`'s own recent deliveries (other than `besides`) count alike at least as often as not; a tenant
+    with none known is taken as the deployment counts."""
+    known = off = 0
+    for d in islice(reversed(recent), _TENANT_RECENT):
+        if d.tenant_id == tenant and getattr(d, "counts", None) is not None and all(d is not b for b in besides):
+            known += 1
+            off += _off(d)
+    return 2 * off <= known
+
+
+def _lost_pair(leaked: Delivery, owner: Delivery, window_s: float) -> bool:
+    """Whether `leaked`'s usage counts `owner`'s prompt, which got no answer of its own, or one counting another
+    prompt; `owner` sent up to `window_s` before `leaked` was and before it was answered."""
+    if owner.tenant_id == leaked.tenant_id or not (leaked.sent - window_s <= owner.sent <= leaked.ts):
+        return False
+    used = leaked.counts[1] if leaked.counts is not None else None
+    asked: int | None = getattr(owner, "asked", None)  # a delivery pickled before it has none
+    if asked is not None:
+        return used == asked
+    theirs: Counts | None = getattr(owner, "counts", None)
+    return theirs is not None and theirs[0] == used and theirs[1] != theirs[0] and leaked.counts != theirs[::-1]
+
+
+def lost_answers(
+    current: Delivery,
+    recent: Sequence[Delivery],
+    window_s: float,
+    found: Iterable[Finding],
+    apart: Callable[[Delivery], bool] | None = None,
+) -> list[tuple[Delivery, Delivery]]:
+    """(receiver, owner) pairs, `current` one of the two, at most one owner per receiver (a lost answer before a
+    miscounted one, then the nearest): a receiver whose usage counts the owner's prompt and not its own, the owner's
+    own exchange lost or miscounted (the module docstring). A pair already `found` is not told again. Empty unless
+    the ledger and both tenants count alike."""
+    owner_side = getattr(current, "asked", None) is not None or _off(current)
+    if not owner_side or not counting_alike(recent):  # in the alike regime few exchanges are off: the scans are rare
+        return []
+    told = {(id(f.leaked), id(f.owner)) for f in found} | {(id(f.owner), id(f.leaked)) for f in found}
+    pairs: list[tuple[Delivery, Delivery]] = []
+    if _off(current):  # current as the receiver: owners sent up to window_s before it
+        mine = [
+            o for o in _since(recent, current.sent - window_s) if o is not current and _lost_pair(current, o, window_s)
+        ]
+        mine.sort(key=lambda o: getattr(o, "asked", None) is None)  # stable: the nearest first within each
+        pairs += [(current, o) for o in mine[:1]]
+    for r in _since(recent, current.sent):  # current as the owner: receivers delivered after it was sent
+        if r is not current and _off(r) and _lost_pair(r, current, window_s):
+            pairs.append((r, current))
+    if apart is not None:
+        pairs = [(r, o) for r, o in pairs if apart(o if r is current else r)]
+    return [
+        (r, o)
+        for r, o in pairs
+        if (id(r), id(o)) not in told
+        and _tenant_alike(r.tenant_id, recent, (r, o))
+        and _tenant_alike(o.tenant_id, recent, (r, o))
+    ]
+
+
+def _since(recent: Sequence[Delivery], ts: float) -> Iterable[Delivery]:
+    """The deliveries made at `ts` or after, newest first."""
+    for d in reversed(recent):
+        if d.ts < ts:
+            return
+        yield d

@@ -53,6 +53,8 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
         return f"its answer holds tenant {source}'s prompt too: the two streams crossed (crossed)"
     if mode == "counts":
         return f"its usage counts tenant {source}'s prompt, and tenant {source}'s usage this one's (counts)"
+    if mode == "counted":
+        return f"its usage counts tenant {source}'s prompt, not its own; that request lost its own answer (counted)"
     if mode == "identical":
         return f"the very answer tenant {source} was given, to an unrelated prompt (identical)"
     # A copy can also be an answer handed over again after its request ended (mixup_copy_before_s): "recent".

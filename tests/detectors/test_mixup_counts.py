@@ -17,18 +17,23 @@ from schemas.alert import Alert
 
 S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="counts", fleet_delay_s=30.0)
 T0 = 10_000.0
-# (request id, tenant, sent, delivered, domain, prompt tokens, usage input tokens, prompt, answer); times from T0
-Event = tuple[str, str, float, float, str, int, int, str, str]
+# (request id, tenant, sent, delivered, domain, prompt tokens, usage input tokens, prompt, answer); times from T0.
+# A tenth element, a status code other than 200: the request got no answer (no usage, no text).
+Event = (
+    tuple[str, str, float, float, str, int, int, str, str] | tuple[str, str, float, float, str, int, int, str, str, int]
+)
 
 
 def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
     m = Monitor(settings)
     timeline = []
-    for rid, tenant, sent, done, domain, pt, used, prompt, answer in events:
+    for rid, tenant, sent, done, domain, pt, used, prompt, answer, *status in events:
         sent, done = sent + T0, done + T0
         kw = {"session_id": f"{tenant}-s", "text": prompt, "cache_domain": domain}
         timeline.append((sent, request(rid, tenant, sent, tokens=pt, **kw)))
         kw = {"session_id": f"{tenant}-s", "text": answer, "domain": domain, "input_tokens": used}
+        if status:
+            kw |= {"status": status[0], "text": None, "input_tokens": None}
         timeline.append((done, response(rid, tenant, done, **kw)))
     out: list[Alert] = []
     for _, e in sorted(timeline, key=lambda x: x[0]):
@@ -90,3 +95,60 @@ def test_one_way_or_apart_in_time_is_no_swap() -> None:
     a, r = _swap(6, "d2", (412, 733), (733, 412))
     events = [*_traffic(True), a, ("r1", "R", 300.0, 302.0, *r[4:])]
     assert _high(_run(S, events), "R") == []
+
+
+# --- one way: a response whose usage counts the prompt of a request that lost its answer (ADR 0031) ---------------
+
+
+def _desync(seed: int, cancelled_at: float = 101.5, status: int = 499, r_pt: int = 733) -> list[Event]:
+    """C's client gave up (`status`) after its request went upstream; the pooled connection, its answer unread, went
+    to R's request next, and R got C's answer with C's usage (412, C's prompt count)."""
+    prompt_c, prompt_r, answer_c = _texts(seed, 3)
+    return [
+        ("c1", "C", 100.0, cancelled_at, "d1", 412, 0, prompt_c, "", status),
+        ("r1", "R", 101.0, 101.7, "d1", r_pt, 412, prompt_r, answer_c),
+    ]
+
+
+def test_an_answer_whose_usage_counts_a_cancelled_request_is_that_requests() -> None:
+    for cancelled_at in (101.5, 103.0):  # the cancellation logged before R's delivery, and after it (a late alert)
+        events = [*_traffic(True), *_desync(7, cancelled_at)]
+        assert _high(_run(S.model_copy(update={"mixup_counts": False}), events), "R") == []
+        (on_r,) = _high(_run(S, events), "R")
+        f = on_r.evidence[0].figures
+        assert on_r.source_tenant_id == "C" and f["delivery_mixup"] == "counted" and f["source_request_ids"] == ["c1"]
+        assert on_r.summary.startswith("response to tenant R on d1 carries tenant C's answer")
+        assert "its usage counts tenant C's prompt, not its own; that request lost its own answer" in on_r.summary
+
+
+def test_the_next_request_in_the_chain_is_the_previous_receivers() -> None:
+    # R got C's answer; R's answer, unread, went to Q's request: Q's usage counts R's prompt, R's its own no longer.
+    events = [*_traffic(True), *_desync(8)]
+    prompt_q = _texts(9, 1)[0]
+    events.append(("q1", "Q", 101.2, 101.9, "d1", 305, 733, prompt_q, _texts(10, 1)[0]))
+    alerts = _run(S, events)
+    (on_q,) = _high(alerts, "Q")
+    assert on_q.source_tenant_id == "R" and on_q.evidence[0].figures["delivery_mixup"] == "counted"
+    assert [a.source_tenant_id for a in _high(alerts, "R")] == ["C"]
+
+
+def test_one_number_is_no_witness_without_the_rest() -> None:
+    base = _traffic(True)
+    # Where gateway and engine count apart, numbers match by chance.
+    assert _high(_run(S, [*_traffic(False), *_desync(11)]), "R") == []
+    # A refused request (rate-limited, too long) never had an answer to hand over.
+    for status in (400, 429):
+        assert _high(_run(S, [*base, *_desync(12, status=status)]), "R") == []
+    # The other request was answered, and counted its own prompt: R's count matching it is a coincidence.
+    c, r = _desync(13)
+    assert _high(_run(S, [*base, (*c[:6], 412, c[7], _texts(14, 1)[0]), r]), "R") == []
+    # C was sent longer before R than an answer is kept for handing over (mixup_copy_before_s).
+    assert _high(_run(S, [*base, ("c1", *c[1:2], -100.0, -99.0, *c[4:]), r]), "R") == []
+    # R's own exchanges are off as a rule (a template its gateway does not count): one more off count says nothing.
+    own = [
+        (f"o{i}", "R", -300.0 + 20 * i, -298.0 + 20 * i, "d1", 300 + i, 340 + i, *_texts(30 + i, 2)) for i in range(3)
+    ]
+    assert _high(_run(S, [*base, *own, *_desync(15)]), "R") == []
+    # Control: the same exchanges with R's own counts alike are a leak.
+    alike = [(*o[:6], o[5], *o[7:]) for o in own]
+    assert [a.source_tenant_id for a in _high(_run(S, [*base, *alike, *_desync(15)]), "R")] == ["C"]
