@@ -482,7 +482,7 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
         n = f"{f['identifiers']} numbers of" if f.get("identifiers") and not f.get("matched_fingerprints") else None
         n = n or f"{f.get('matched_fingerprints')} fingerprints with"
         head = f"response to tenant {ex.tenant_id} on {domain} shares {n} tenant {source}'s recent context"
-        if f.get("delivery_mixup") in ("counts", "counted") and not f.get("matched_fingerprints"):  # usage: 0029, 0031
+        if f.get("delivery_mixup") not in (None, "identifiers") and not f.get("matched_fingerprints"):  # usage alone
             head = f"response to tenant {ex.tenant_id} on {domain} carries tenant {source}'s answer"
     elif kind == "cross_session_contamination":
         head = f"response to tenant {ex.tenant_id} (session {ex.session_id}) carries content of its other session"

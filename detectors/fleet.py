@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from detectors.commonness import LEVELS, MAX_LEVELS, TenantSpread
-from detectors.mixup_counts import counts_of
+from detectors.mixup_counts import asked_of, counts_of
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
 from schemas.exchange import Exchange
@@ -74,6 +74,7 @@ class Digest:
     output_ids: bytes | None = None
     # The gateway's count of the prompt and the engine's input tokens in its usage (None: unknown; ADR 0029).
     counts: tuple[int, int] | None = None
+    asked: int | None = None  # the gateway's count of a prompt whose answer was lost (ADR 0031)
 
     @property
     def order(self) -> tuple[float, str]:
@@ -98,7 +99,8 @@ def digest_of(ex: Exchange) -> Digest | None:
     sent = req.ts if req is not None else ex.ts
     status, response = (resp.status_code, resp.response_id or "") if resp is not None else (0, "")
     pi, oi = (None if tp is None or tp.ids is None else array("Q", sorted(tp.ids)).tobytes() for tp in (pp, op))
-    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi, counts_of(ex))
+    counts, asked = counts_of(ex), asked_of(ex)
+    return Digest(ex.ts, ex.request_id, key, prompt, output, domain, sent, status, response, pi, oi, counts, asked)
 
 
 class Fleet:

@@ -89,7 +89,7 @@ class FleetMixups:
         cur = Delivery(d.ts, sent, d.request_id, tenant, None if session == d.request_id else session, None,
                        out, _keys(d.prompt), set(), d.response or None,
                        frozenset() if failed else _ids(d.output_ids), _ids(d.prompt_ids),
-                       None if failed else d.counts)  # fmt: skip
+                       None if failed else d.counts, getattr(d, "asked", None) if failed else None)  # fmt: skip
         if not cur.out.size and not cur.prompt.size:
             return
         s, domain, domain_of = self.s, d.domain, self.domain_of

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from detectors.changes import StoredAsIs
-from detectors.mixup_counts import answered, asked_of, counts_of, crossed, lost_answers
+from detectors.mixup_counts import answered, asked_of, counts_of, crossed, lost_answers, usage_copied
 from detectors.mixup_crossed import crossed_back
 from detectors.mixup_history import history
 from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
@@ -450,8 +450,11 @@ def _same_response(s: DetectionSettings, cur: Delivery, other: Delivery, innocen
     # The id says it is one answer, so the text need only show it is one (the copy's share) and no stock answer: _WEAK
     # uncommon fingerprints, which a short personal answer has ("Nice to meet you, Elvin! How is Palu today?").
     shared = _one_answer(s, cur, other, innocent, _WEAK)
-    if shared is None or shared.size < _WEAK:
+    copied, owner = usage_copied(cur, other)  # or its usage too: one response, stock text or not (ADR 0031)
+    if shared is None or (shared.size < _WEAK and not copied):
         return None
+    if owner is not None:
+        return Finding("same_response", cur if owner is other else other, owner, int(shared.size))
     first, second = (other, cur) if (other.sent, other.ts) <= (cur.sent, cur.ts) else (cur, other)
     quoted_first, quoted_second = _common(shared, first.prompt).size, _common(shared, second.prompt).size
     if _owns(quoted_second, quoted_first) and first.ts >= second.sent:  # an answer cannot precede its prompt

@@ -109,6 +109,16 @@ def crossed(
     return out if out and counting_alike(recent) else []
 
 
+def usage_copied(a: Delivery, b: Delivery) -> tuple[bool, Delivery | None]:
+    """Whether two responses carry one usage (the engine's count equal, the gateway's counts of their prompts not):
+    one response handed over twice, its usage with it (ADR 0031); and its owner where the usage says whose (the one
+    whose own count it is), else None."""
+    ca, cb = getattr(a, "counts", None), getattr(b, "counts", None)
+    if ca is None or cb is None or ca[1] != cb[1] or ca[0] == cb[0]:
+        return False, None
+    return True, a if ca[0] == ca[1] else b if cb[0] == cb[1] else None
+
+
 def _off(d: Delivery) -> bool:
     c = getattr(d, "counts", None)
     return c is not None and c[0] != c[1]

@@ -341,8 +341,8 @@ class DetectionSettings(BaseModel):
     mixup_response_ids: bool = Field(
         default=True,
         description="one response id on two tenants' responses with one answer and different prompts is one answer "
-        "handed over twice (a response cache keyed wrongly, a connection read by the next request): its owner is "
-        "the prompt it quotes, else the earlier receiver",
+        "handed over twice (a response cache keyed wrongly): its owner is the one whose usage it carries (ADR 0031), "
+        "else the prompt it quotes, else the earlier receiver",
     )
     mixup_history: bool = Field(
         default=True,
@@ -359,8 +359,8 @@ class DetectionSettings(BaseModel):
     )
     mixup_counts: bool = Field(
         default=True,
-        description="two responses in flight together whose usage each counts the other request's prompt to the token, "
-        "where gateway and engine count alike, got each other's answer: high on both (ADR 0029)",
+        description="where gateway and engine count alike, a response whose usage counts another request's prompt got "
+        "its answer: two crossed, high on both (ADR 0029); or that request lost its own answer (ADR 0031)",
     )
     mixup_min_identifiers: int = Field(
         default=2, ge=1, le=64, description="numbers of another tenant's exchange such an answer must hold (ADR 0027)"

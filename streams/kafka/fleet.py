@@ -49,7 +49,8 @@ _RESPONSE = struct.Struct("<H")
 # bytes after the output's prints.
 _IDS = struct.Struct("<HH")
 _NONE = 0xFFFF
-# F5 adds the prompt's two counts, the gateway's and the engine's (ADR 0029); _UNCOUNTED: unknown.
+# F5 adds the prompt's two counts, the gateway's and the engine's (ADR 0029); _UNCOUNTED: unknown. A prompt whose
+# answer was lost sends the gateway's count alone (ADR 0031): a reader before that reads both as unknown.
 _COUNTS = struct.Struct("<II")
 _UNCOUNTED = 0xFFFFFFFF
 _VERSION, _V4, _V3, _V2, _V1 = b"F5", b"F4", b"F3", b"F2", b"F1"
@@ -82,10 +83,12 @@ def _size(d: Digest) -> int:
 
 
 def _counts(d: Digest) -> tuple[int, int]:
-    """The two counts as the frame holds them: a count past uint32 (hostile) or unknown is _UNCOUNTED."""
+    """The two counts as the frame holds them: a count past uint32 (hostile) or unknown is _UNCOUNTED; a lost answer's
+    prompt count (`asked`) rides as the gateway's, the engine's unknown."""
     c = d.counts
     if c is None or not all(0 <= x < _UNCOUNTED for x in c):
-        return _UNCOUNTED, _UNCOUNTED
+        asked = getattr(d, "asked", None)
+        return (asked if asked is not None and 0 <= asked < _UNCOUNTED else _UNCOUNTED), _UNCOUNTED
     return c[0], c[1]
 
 
@@ -144,8 +147,11 @@ def decode(blob: bytes) -> list[Digest]:
         pi = None if li == _NONE else blob[i : i + li]
         oi = None if lj == _NONE else blob[i + known[0] : end]
         counts = None if _UNCOUNTED in (gc, ec) else (gc, ec)
+        asked = gc if ec == _UNCOUNTED and gc != _UNCOUNTED and not 200 <= status <= 299 else None
         out.append(
-            Digest(ts, rid, key, prompt, output, domain, sent if where else None, status, response, pi, oi, counts)
+            Digest(
+                ts, rid, key, prompt, output, domain, sent if where else None, status, response, pi, oi, counts, asked
+            )
         )
         i = end
     return out

@@ -100,13 +100,15 @@ def test_one_way_or_apart_in_time_is_no_swap() -> None:
 # --- one way: a response whose usage counts the prompt of a request that lost its answer (ADR 0031) ---------------
 
 
-def _desync(seed: int, cancelled_at: float = 101.5, status: int = 499, r_pt: int = 733) -> list[Event]:
+def _desync(
+    seed: int, cancelled_at: float = 101.5, status: int = 499, r_pt: int = 733, r_domain: str = "d1"
+) -> list[Event]:
     """C's client gave up (`status`) after its request went upstream; the pooled connection, its answer unread, went
     to R's request next, and R got C's answer with C's usage (412, C's prompt count)."""
     prompt_c, prompt_r, answer_c = _texts(seed, 3)
     return [
         ("c1", "C", 100.0, cancelled_at, "d1", 412, 0, prompt_c, "", status),
-        ("r1", "R", 101.0, 101.7, "d1", r_pt, 412, prompt_r, answer_c),
+        ("r1", "R", 101.0, 101.7, r_domain, r_pt, 412, prompt_r, answer_c),
     ]
 
 
@@ -119,6 +121,14 @@ def test_an_answer_whose_usage_counts_a_cancelled_request_is_that_requests() -> 
         assert on_r.source_tenant_id == "C" and f["delivery_mixup"] == "counted" and f["source_request_ids"] == ["c1"]
         assert on_r.summary.startswith("response to tenant R on d1 carries tenant C's answer")
         assert "its usage counts tenant C's prompt, not its own; that request lost its own answer" in on_r.summary
+
+
+def test_a_gateways_connection_pool_in_front_of_two_pools_is_told_by_the_fleet() -> None:
+    # C was decoded on d1, R on d2: the fleet's digests carry C's prompt count as a lost answer's (frame F5).
+    for cancelled_at in (101.5, 103.0):
+        (on_r,) = _high(_run(S, [*_traffic(True), *_desync(16, cancelled_at, r_domain="d2")]), "R")
+        assert on_r.source_tenant_id == "C" and on_r.cache_domain == "d2"
+        assert on_r.evidence[0].figures["delivery_mixup"] == "counted"
 
 
 def test_the_next_request_in_the_chain_is_the_previous_receivers() -> None:

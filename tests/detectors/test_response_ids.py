@@ -121,3 +121,37 @@ def test_the_same_tenant_given_its_own_cached_answer_again_is_no_leak() -> None:
         ("a2", "A", 400.0, "d2", f"my ticket {prompt_b}", answer, "chatcmpl-s"),
     ]
     assert _high(_run(S, events), "A") == []
+
+
+def _stock_cached(seed: int, r_usage: int) -> list[Alert]:
+    """A stock answer (four other tenants got it first, under ids of their own) handed from A to R under A's id; R's
+    usage is `r_usage` (A's prompt counts 412 tokens, R's 733, and the gateway counts as the engine does)."""
+    prompt_a, prompt_r, stock, _ = _texts(40 + seed, 4)
+    m = Monitor(S)
+    out: list[Alert] = []
+
+    def exchange(rid: str, tenant: str, ts: float, domain: str, prompt: str, tokens: int, used: int, rsp: str) -> None:
+        nonlocal out
+        kw = {"session_id": f"{tenant}-s", "cache_domain": domain}
+        out += m.observe(request(rid, tenant, ts, text=prompt, tokens=tokens, **kw))
+        kw = {"session_id": f"{tenant}-s", "domain": domain, "input_tokens": used, "response_id": rsp}
+        out += m.observe(response(rid, tenant, ts + 2.0, text=stock, **kw))
+
+    for i, extra in enumerate(_texts(60 + seed, 4)):
+        exchange(f"w{i}", f"W{i}", 10.0 + 10 * i, "d1", extra, 100 + i, 100 + i, f"chatcmpl-w{i}")
+    exchange("a1", "A", 100.0, "d1", f"my order {prompt_a}", 412, 412, "chatcmpl-8f2a")
+    exchange("r1", "R", 400.0, "d2", f"my ticket {prompt_r}", 733, r_usage, "chatcmpl-8f2a")
+    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_stock_answer_under_one_id_is_handed_over_when_its_usage_came_with_it(seed: int) -> None:
+    # One id and one answer, but a stock one: a model writes it for many prompts, and it gives nobody's data away.
+    assert _high(_stock_cached(seed, 733), "R") == []
+    # Its usage counts A's prompt, not R's: the very response A was given, handed over again (a response cache
+    # shared by tenants; ADR 0031). Its usage also says whose it is.
+    (alert,) = _high(_stock_cached(seed, 412), "R")
+    f = alert.evidence[0].figures
+    assert alert.source_tenant_id == "A" and f["delivery_mixup"] == "same_response"
+    assert f["source_request_ids"] == ["a1"] and alert.summary.startswith("response to tenant R on d2 carries tenant A")

@@ -20,6 +20,8 @@ D = [
     Digest(2.5, "req-3", "v\x1fq", b"\x04" * 8, b"\x05" * 8, "pool-a", 2.0, 200, "", b"\x06" * 16, b""),
     # With the prompt's two counts (ADR 0029).
     Digest(3.0, "req-4", "w\x1fp", b"\x07" * 8, b"", "pool-b", 2.9, 200, "", None, None, (733, 412)),
+    # A request whose answer was lost, with its prompt's count (ADR 0031).
+    Digest(3.5, "req-5", "x\x1fo", b"\x08" * 8, b"", "pool-b", 3.0, 499, "", None, None, None, 412),
 ]
 
 
@@ -66,6 +68,21 @@ def test_counts_past_what_a_frame_holds_go_as_unknown() -> None:
         assert d.counts is None
     (d,) = fleet.decode(fleet.encode([Digest(1.0, "r", "k", b"", b"\x01" * 8, "p", 1.0, 200, counts=(0, 2**32 - 2))]))
     assert d.counts == (0, 2**32 - 2)
+    for asked in (-1, 2**32 - 1, 2**40):  # a lost answer's count, likewise
+        (d,) = fleet.decode(fleet.encode([Digest(1.0, "r", "k", b"\x01" * 8, b"", "p", 1.0, 499, asked=asked)]))
+        assert d.asked is None and d.counts is None
+
+
+def test_a_lost_answers_count_is_read_only_where_the_answer_was_lost() -> None:
+    # The gateway's count alone, on a 2xx response (a frame written otherwise), is unknown counts, not a lost answer.
+    head = fleet._HEAD.pack(1.5, 1, 1, 8, 0) + fleet._WHERE.pack(1.0, 200, 1) + fleet._RESPONSE.pack(0)
+    frame = b"F5" + head + fleet._IDS.pack(fleet._NONE, fleet._NONE) + fleet._COUNTS.pack(412, fleet._UNCOUNTED)
+    (d,) = fleet.decode(frame + b"rkp" + b"\x01" * 8)
+    assert d.asked is None and d.counts is None
+    (d,) = fleet.decode(
+        frame.replace(fleet._WHERE.pack(1.0, 200, 1), fleet._WHERE.pack(1.0, 504, 1)) + b"rkp" + b"\x01" * 8
+    )
+    assert d.asked == 412 and d.counts is None
 
 
 NAN = fleet.encode([Digest(float("nan"), "r", "k", b"", b"\x01" * 8)])
