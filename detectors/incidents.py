@@ -37,12 +37,21 @@ def group_key(cache_domain: str, kind: str) -> str:
     return f"cache_domain={cache_domain},category={registry.category_of(kind)}"
 
 
+# Mix-ups told by what two exchanges carry on the wire, not by their text: usage counts crossed or carried from a
+# request that lost its answer, one response id on two tenants' answers (ADR 0032). Like a mechanism signal, each is
+# a fault's own trace; text a model may write twice is not one.
+WIRE_MIXUPS = frozenset({"counts", "counted", "same_response"})
+
+
 def proves(signals: Sequence[Signal]) -> bool:
-    """Whether an alert's evidence makes its incident high at once: a canary, or a mechanism signal (the registry's
-    `mechanism`) at warning or above. Both explain a leak by themselves; content alone does not (`proven`)."""
+    """Whether an alert's evidence makes its incident high at once: a canary, a mechanism signal (the registry's
+    `mechanism`) at warning or above, or a mix-up told by the wire at high. Each explains a leak by itself; content
+    alone does not (`proven`)."""
     for s in signals:
         r = registry.raises_of(s.name)
         if r is not None and (r.mechanism or r.kind == "canary_leak") and SEVERITY_RANK[s.severity] >= _WARNING:
+            return True
+        if s.figures.get("delivery_mixup") in WIRE_MIXUPS and SEVERITY_RANK[s.severity] >= _HIGH:
             return True
     return False
 

@@ -121,6 +121,7 @@ def test_an_answer_whose_usage_counts_a_cancelled_request_is_that_requests() -> 
         assert on_r.source_tenant_id == "C" and f["delivery_mixup"] == "counted" and f["source_request_ids"] == ["c1"]
         assert on_r.summary.startswith("response to tenant R on d1 carries tenant C's answer")
         assert "its usage counts tenant C's prompt, not its own; that request lost its own answer" in on_r.summary
+        assert on_r.incident_severity == "high"  # one response told by the wire pages at once (ADR 0032)
 
 
 def test_a_gateways_connection_pool_in_front_of_two_pools_is_told_by_the_fleet() -> None:
