@@ -159,12 +159,12 @@ def lost_answers(
     miscounted one, then the nearest): a receiver whose usage counts the owner's prompt and not its own, the owner's
     own exchange lost or miscounted (the module docstring). A pair already `found` is not told again. Empty unless
     the ledger and both tenants count alike."""
-    owner_side = getattr(current, "asked", None) is not None or _off(current)
-    if not owner_side or not counting_alike(recent):  # in the alike regime few exchanges are off: the scans are rare
-        return []
+    receiver = _off(current)  # it may have got another's answer; it, or a lost answer, may have lost its own
+    if not (receiver or getattr(current, "asked", None) is not None) or not counting_alike(recent):
+        return []  # in the alike regime few exchanges are off or lost: the scans below are rare
     told = {(id(f.leaked), id(f.owner)) for f in found} | {(id(f.owner), id(f.leaked)) for f in found}
     pairs: list[tuple[Delivery, Delivery]] = []
-    if _off(current):  # current as the receiver: owners sent up to window_s before it
+    if receiver:  # current as the receiver: owners sent up to window_s before it
         mine = [
             o for o in _since(recent, current.sent - window_s) if o is not current and _lost_pair(current, o, window_s)
         ]
