@@ -92,11 +92,12 @@ def _assert_same_alerts(reader: AlertReader, incident: dict[str, Any], workers: 
     # What tells a lost item from one judged in another order: each live worker's replays, late items, orphans,
     # restores and rebalances.
     telling = ("replayed", "late", "orphans", "restores", "fresh", "revok", "canary_scans", "restore_", "rewind")
+    telling += ("stall", "stale", "idle", "gap", "dead", "ingest.messages", "snapshots")
     counts = []
     for w in workers:
         c = w.counters() if w.alive() else None
         counts.append({k: v for k, v in (c or {}).get("counters", {}).items() if any(t in k for t in telling)})
-    logs = "\n---\n".join(w.log_tail() for w in workers)
+    logs = "\n---\n".join(f"{w.log_warnings()}\n... last lines:\n{w.log_tail(15)}" for w in workers)
     raise AssertionError(f"{_describe_diff(got, incident['alerts'], reader.kinds)}\ncounters: {counts}\n{logs}")
 
 

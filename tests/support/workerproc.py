@@ -101,6 +101,15 @@ class WorkerProcess:
         except OSError:
             return ""
 
+    def log_warnings(self, n: int = 60) -> str:
+        """The log's last `n` warnings and errors: what a failed broker test needs to tell a rewind, a stall or an
+        orphaned exchange from a lost one (Faust's INFO lines of a rebalance fill any tail)."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join([ln for ln in lines if "[WARNING]" in ln or "[ERROR]" in ln][-n:])
+
 
 def wait_up(workers: Sequence[WorkerProcess], timeout_s: float) -> None:
     """Until every worker's /counters answers; a worker that exits meanwhile raises with its log tail."""
