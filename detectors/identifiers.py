@@ -24,12 +24,14 @@ ledger's (detectors/mixup_ids.py, ADR 0027).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from itertools import pairwise
 
 from detectors.keyed_words import KeyedWords
 from detectors.tokens import NO_SPACE_BLOCKS, normalise
 from schemas.events import MAX_IDENTIFIERS
 
-__all__ = ["MAX_IDENTIFIERS", "Identifiers", "words"]
+__all__ = ["MAX_IDENTIFIERS", "MAX_NAMES", "Identifiers", "is_name", "names", "words"]
 
 MIN_DIGITS = 5
 MIN_DISTINCT = 3
@@ -87,13 +89,68 @@ def words(text: str) -> list[str] | None:
     return list(found)
 
 
+def _ranges(test: Callable[[str], bool]) -> str:
+    """A regex character class body of the Basic Multilingual Plane's characters that pass `test`, as ranges."""
+    out, lo, prev = [], -2, -2
+    for c in range(0x10000):
+        if 0xD800 <= c <= 0xDFFF or not test(chr(c)):
+            continue
+        if c != prev + 1:
+            if lo >= 0:
+                out.append((lo, prev))
+            lo = c
+        prev = c
+    out.append((lo, prev))
+    return "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in out)
+
+
+# A name as written: two or more words of a cased script, each a capital and lower-case letters ("Kristen Reid",
+# "Макогон Оксана Панасівна", "Jean-Luc Picard"), one space apart, not inside a longer word. Built once from the
+# Unicode tables: `re` has no letter categories.
+_UP, _LO = _ranges(lambda c: c.isupper() and c.isalpha()), _ranges(lambda c: c.islower() and c.isalpha())
+_CAP = rf"[{_UP}][{_LO}]+(?:[-'’][{_UP}]?[{_LO}]+)*"
+_NAME = re.compile(rf"(?<![^\W\d_]){_CAP}(?: {_CAP})+(?![^\W\d_])")
+_CAP_WORD = re.compile(_CAP)
+MAX_NAMES = 16  # name pairs one text may add to its numbers (within MAX_IDENTIFIERS), the first ones written
+_MAX_NAME_RUNS = 4 * MAX_NAMES  # bounds the scan of a text of names (a list, a bibliography)
+NAME_TAG = 0xA5 << 56  # the top byte of a name's hash: told from a number's by `is_name` (1 number in 256 reads as one)
+_TOP = 0xFF << 56
+
+
+def names(text: str) -> list[str]:
+    """The distinct pairs of adjacent words of the names `text` writes, normalised, in the order first written: at most
+    `MAX_NAMES`. Pairs, so "Dear Kristen Reid" and "Customer: Kristen Reid" share "kristen reid"."""
+    found: dict[str, None] = {}
+    for runs, m in enumerate(_NAME.finditer(text)):
+        if runs >= _MAX_NAME_RUNS:
+            break
+        parts = [normalise(w) for w in _CAP_WORD.findall(m.group())]
+        for a, b in pairwise(parts):
+            found[f"{a} {b}"] = None
+            if len(found) >= MAX_NAMES:
+                return list(found)
+    return list(found)
+
+
+def is_name(x: int) -> bool:
+    """Whether keyed identifier `x` is a name's (`Identifiers`), not a number's."""
+    return x & _TOP == NAME_TAG
+
+
 class Identifiers(KeyedWords):
-    """Keyed hashes of a text's identifiers (`words`)."""
+    """Keyed hashes of a text's identifiers: its numbers (`words`), then its names (`names`, tagged `NAME_TAG`)."""
 
     LABEL = b"crosstalk-identifier"
     __slots__ = ()
 
     def __call__(self, text: str) -> frozenset[int] | None:
-        """The keyed identifiers of `text`; None when it holds more than `MAX_IDENTIFIERS` (unknown: not checked)."""
+        """The keyed identifiers of `text`; None when it holds more than `MAX_IDENTIFIERS` numbers (unknown: not
+        checked). Names fill what room the numbers leave, up to `MAX_NAMES`: a name left out is only evidence less."""
         found = words(text)
-        return None if found is None else frozenset(map(self.keyed, found))
+        if found is None:
+            return None
+        keys = set(map(self.keyed, found))
+        room = min(MAX_NAMES, MAX_IDENTIFIERS - len(keys))
+        for name in names(text)[: max(room, 0)]:
+            keys.add(self.keyed("\x00" + name) & ~_TOP | NAME_TAG)  # "\x00": no number's word
+        return frozenset(keys)

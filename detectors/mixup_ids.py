@@ -31,10 +31,12 @@ clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from detectors.identifiers import is_name
 from detectors.mixup_tails import Sketch, file, unfile
 from detectors.settings import DetectionSettings
 from schemas.exchange import TextFingerprint
@@ -100,14 +102,22 @@ def _answers(s: DetectionSettings, receiver: Delivery, owner: Delivery, index: I
         return 0  # its own prompt's numbers unknown: what it quotes of its own cannot be told apart
     theirs = _of(owner, True)
     rare = {x for x in (out & (theirs | _of(owner, False))) - own if index.only(x, owner, receiver)}
+    n = _count(rare)
     # At least one of them the owner's prompt introduced: two answers that hold the same numbers and no prompt's are a
     # text the model writes (a documentation's examples), not anybody's case.
-    if len(rare) < s.mixup_min_identifiers or len(rare) <= len(out & own) or rare.isdisjoint(theirs):
+    if n < s.mixup_min_identifiers or n <= _count(out & own) or rare.isdisjoint(theirs):
         return 0
     # Numbers inside a passage both texts hold (documentation's examples, a history the receiver was shown before) are
     # that passage's: content judges it, knowing what is public and what is the receiver's own; no evidence here.
     shared = np.intersect1d(receiver.out, owner.prompt, assume_unique=True)
-    return 0 if shared.size >= _PASSAGE else len(rare)
+    return 0 if shared.size >= _PASSAGE else n
+
+
+def _count(ids: AbstractSet[int]) -> int:
+    """How many identifiers `ids` makes: its numbers, and its names as one more, only beside a number. Names are words
+    a model may write for anyone (a public figure, a place); a person's name with a number of their case is a case."""
+    numbers = sum(1 for x in ids if not is_name(x))
+    return numbers + int(0 < numbers < len(ids))
 
 
 def answered_elsewhere(
