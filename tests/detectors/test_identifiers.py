@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detectors.fingerprint import Fingerprinter
-from detectors.identifiers import MAX_IDENTIFIERS, Identifiers, words
+from detectors.identifiers import MAX_IDENTIFIERS, MAX_NAMES, Identifiers, is_name, names, words
 from schemas.events import Fingerprint
 from schemas.exchange import TextFingerprint
 from streams.kafka import records
@@ -84,3 +84,38 @@ def test_identifiers_survive_the_wire_the_workers_records_and_a_snapshot() -> No
     assert restored.ids is None and restored.hashes == [1, 2]
     plain = fp.fingerprint_text(text)  # without identifiers: none on the wire, unknown after it
     assert "identifiers" not in fp.wire_fields(plain) and fp.from_wire(fp.fingerprint(text)).ids is None
+
+
+def test_names_are_pairs_of_adjacent_capitalised_words_in_any_cased_script() -> None:
+    # Pairs, so a greeting before the name or a label before it reads the same name.
+    assert names("Customer: Kristen Reid <leebrian@example.com>") == ["kristen reid"]
+    assert names("Dear Kristen Reid,") == ["dear kristen", "kristen reid"]
+    assert names("Шановний(а) Макогон Оксана Панасівна,") == ["макогон оксана", "оксана панасівна"]
+    # A word in capitals is no name's; case folds as fingerprint units fold it (a final sigma too).
+    assert names("ΑΓΑΠΗΤΕ Γιώργος Παπαδόπουλος") == ["γιώργος παπαδόπουλος".casefold()]
+    assert names("Jean-Luc Picard") == ["jean-luc picard"]
+
+
+def test_one_capitalised_word_lower_case_acronyms_and_unspaced_scripts_hold_no_name() -> None:
+    text = "Thanks, Anna. the order arrived. HTTP Error in JSON Parser; 李小龙 and 山田太郎 wrote. McDonald Farm"
+    assert names(text) == []
+    assert names("Kristen\nReid") == []  # a line break ends a name
+
+
+def test_names_are_bounded_tagged_apart_from_numbers_and_leave_the_numbers_room() -> None:
+    many = ", ".join(f"Anna{chr(97 + i % 26)} Berg{chr(97 + i // 26)}" for i in range(200))
+    assert len(names(many)) == MAX_NAMES
+    ids = Identifiers(b"key-a")
+    keys = ids("Order 38713357 for Anna Berg")
+    assert keys is not None and sorted(map(is_name, keys)) == [False, True]
+    assert ids("Anna Berg") != Identifiers(b"key-b")("Anna Berg")
+    numbers = " ".join(f"{12_345_678 + 7919 * i}" for i in range(MAX_IDENTIFIERS - 3))
+    full = ids(f"{numbers} {many}")
+    assert full is not None and len(full) == MAX_IDENTIFIERS  # the wire's bound holds: names fill the room left
+    assert sum(map(is_name, full)) == 3
+
+
+@given(st.text(max_size=400))
+def test_reading_names_in_any_text_never_raises(text: str) -> None:
+    found = names(text)
+    assert len(found) == len(set(found)) <= MAX_NAMES

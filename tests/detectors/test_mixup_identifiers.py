@@ -141,3 +141,41 @@ def test_numbers_raise_what_content_found_and_keep_its_figures() -> None:
     f = raised.figures
     assert f["matched_fingerprints"] == 15 and f["source_request_ids"] == ["a0", "a1"]
     assert f["identifiers"] == 2 and f["delivery_mixup"] == "identifiers"
+
+
+def _named_case(seed: int, answer_names: str, third: str | None = None) -> list[Event]:
+    """A's ticket names its customer and one order number; R's answer, decoded from A's prompt, restates both."""
+    words_a, words_r, answer_words, words_b = _texts(seed, 4)
+    prompt_a = f"{words_a}\nCustomer: Makogon Oksana Panasivna <hruban@example.com>\nOrder SO-8068854 arrived broken."
+    prompt_r = f"{words_r}\nCustomer: Kristen Reid\nWhere is my parcel? Please reply in English."
+    leaked = f"Dear {answer_names},\n{answer_words} Your refund for order SO-8068854 is on its way."
+    events: list[Event] = [
+        ("r1", "R", 100.0, 103.0, "d2", prompt_r, leaked),
+        ("a1", "A", 100.5, 104.0, "d1", prompt_a, f"{words_b[:200]} We are sorry."),
+    ]
+    if third is not None:
+        events.append(("b1", "B", 60.0, 61.0, "d3", third, "Closed, thank you."))
+    return events
+
+
+def test_an_answer_with_another_prompts_customer_name_and_one_number_names_its_owner() -> None:
+    # One number alone is no case (a constant, a bug number); with the full name of the owner's customer it is.
+    (alert,) = _high(_run(S, _named_case(21, "Makogon Oksana Panasivna")), "R")
+    f = alert.evidence[0].figures
+    assert alert.source_tenant_id == "A" and f["delivery_mixup"] == "identifiers" and f["identifiers"] == 2
+    assert f["source_request_ids"] == ["a1"]
+    # The receiver's own customer named, or nobody: one number of A's is all that is left.
+    assert _high(_run(S, _named_case(21, "Kristen Reid")), "R") == []
+    assert _high(_run(S, _named_case(21, "Sir or Madam")), "R") == []
+
+
+def test_a_name_without_a_number_or_one_a_third_tenant_wrote_is_no_evidence() -> None:
+    words = _texts(22, 1)[0]
+    # B wrote the name too: a name two tenants hold is a public one (a company's founder, a street).
+    third = f"{words} Makogon Oksana Panasivna will call."
+    assert _high(_run(S, _named_case(22, "Makogon Oksana Panasivna", third=third)), "R") == []
+    # The answer keeps the name and no number: names alone are words a model may write for anyone.
+    events = _named_case(22, "Makogon Oksana Panasivna")
+    r = events[0]
+    events[0] = (*r[:6], r[6].replace(" for order SO-8068854", ""))
+    assert _high(_run(S, events), "R") == []
