@@ -214,7 +214,8 @@ class Fingerprint(_Model):
         default=None,
         max_length=MAX_IDENTIFIERS,
         description="keyed 64-bit hashes of the text's distinct identifiers: numbers as written (5 digits or more, 3 "
-        "of them different, at most one letter per 4 digits, no date or time: order, phone, account numbers). "
+        "of them different, at most one letter per 4 digits, no date or time: order, phone, account numbers), then "
+        "up to 16 names (adjacent capitalised word pairs, top byte 0xA5) in the room left. "
         "Absent: unknown (no identifier check)",
     )
 

@@ -171,8 +171,9 @@ def test_an_answer_with_another_prompts_customer_name_and_one_number_names_its_o
 
 def test_a_name_without_a_number_or_one_a_third_tenant_wrote_is_no_evidence() -> None:
     words = _texts(22, 1)[0]
-    # B wrote the name too: a name two tenants hold is a public one (a company's founder, a street).
-    third = f"{words} Makogon Oksana Panasivna will call."
+    # B wrote the name too: a name two tenants hold is a public one (a company's founder, a street). Names are read
+    # only in texts that hold a number (they count only beside one): B's ticket has its own.
+    third = f"{words} Makogon Oksana Panasivna will call about ticket 55512093."
     assert _high(_run(S, _named_case(22, "Makogon Oksana Panasivna", third=third)), "R") == []
     # The answer keeps the name and no number: names alone are words a model may write for anyone.
     events = _named_case(22, "Makogon Oksana Panasivna")
