@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["TOOL_CALLS_LINE", "chat_text", "messages_text", "tool_calls_line", "tool_result_text"]
+__all__ = ["TOOL_CALLS_LINE", "chat_text", "messages_text", "parts_text", "tool_calls_line", "tool_result_text"]
 
 # How a rendered call line opens: a tool check finds the line by it (detectors/toolcalls.py).
 TOOL_CALLS_LINE = '{"tool_calls":'
@@ -81,7 +81,7 @@ def tool_result_text(part: Any) -> str | None:
     return None
 
 
-def _parts(content: Any) -> list[str]:
+def parts_text(content: Any) -> list[str]:
     """The text parts of one message's content: a string, or a list of parts (OpenAI `{"type": "text", "text"}`,
     OpenTelemetry `{"type": "text", "content"}`), what tools returned (`tool_result_text`), and the tool calls among
     them as one line (`tool_calls_line`); other parts (images) carry no text here."""
@@ -119,7 +119,7 @@ def messages_text(value: str) -> str | None:
     for m in messages:
         if not (isinstance(m, dict) and isinstance(m.get("role"), str) and ("content" in m or "parts" in m)):
             return None
-        parts += _parts(m["content"] if "content" in m else m["parts"])  # OpenTelemetry semconv messages: `parts`
+        parts += parts_text(m["content"] if "content" in m else m["parts"])  # OpenTelemetry semconv messages: `parts`
         line = tool_calls_line(m.get("tool_calls"))
         if line:
             parts.append(line)

@@ -43,7 +43,7 @@ from detectors.edge_words import EdgeWords
 from detectors.fingerprint import Fingerprinter
 from detectors.monitor import make_fingerprinter
 from schemas.events import Event, EventError, parse_event, parse_event_obj
-from schemas.messages import tool_calls_line, tool_result_text
+from schemas.messages import parts_text, tool_calls_line
 from streams.inputs.otlp_decode import (
     STATUS_ERROR,
     OtlpDecodeError,
@@ -113,24 +113,6 @@ class Sender:
 # --- text of the messages ----------------------------------------------------------------------
 
 
-def _parts_text(parts: Any) -> list[str]:
-    out: list[str] = []
-    if isinstance(parts, str):
-        return [parts]
-    calls: list[Any] = []
-    for p in parts if isinstance(parts, list) else ():
-        if isinstance(p, str):
-            out.append(p)
-        elif isinstance(p, dict) and p.get("type", "text") == "text" and isinstance(p.get("content"), str):
-            out.append(p["content"])
-        elif isinstance(p, dict) and p.get("type") == "tool_call":  # semconv: {"type", "id", "name", "arguments"}
-            calls.append(p)
-        elif (result := tool_result_text(p)) is not None:  # semconv tool_call_response: what the model read
-            out.append(result)
-    line = tool_calls_line(calls)  # one line a tool check reads (docs/adr/0019)
-    return [*out, line] if line else out
-
-
 def _messages_text(value: Any, depth: int = 0) -> list[str]:
     """Text parts of a gen_ai.*.messages value: a JSON string (span attribute) or decoded list."""
     if depth > _MAX_MESSAGE_DEPTH:
@@ -148,9 +130,9 @@ def _messages_text(value: Any, depth: int = 0) -> list[str]:
             out.append(m)
         elif isinstance(m, dict):
             if "parts" in m:
-                out.extend(_parts_text(m["parts"]))
+                out.extend(parts_text(m["parts"]))
             elif "content" in m:  # older shapes: {"role", "content": "..."}; gen_ai.choice {"message": {...}}
-                out.extend(_parts_text(m["content"]))
+                out.extend(parts_text(m["content"]))
             elif isinstance(m.get("message"), dict):
                 out.extend(_messages_text([m["message"]], depth + 1))
             elif m.get("type", "text") == "text" and isinstance(m.get("content"), str):

@@ -156,3 +156,22 @@ def test_an_answer_quoting_its_own_tool_response_names_no_other_tenant() -> None
     assert victims_of(" ".join(manual)) == []
     # Control: the tool returned something else, so the page came from acme's prompt alone: a high alert.
     assert any(s in ("high", "critical") for s in victims_of("no manual found"))
+
+
+def test_openai_and_anthropic_content_parts_in_spans_read_as_the_contract_reads_them() -> None:
+    # One reader of a message's content parts for spans and for logged message lists (schemas/messages.py): before,
+    # the bridge read OpenTelemetry's `{"type": "text", "content"}` parts only, and a span whose instrumentation
+    # logged OpenAI's `{"type": "text", "text"}` parts or Anthropic's tool_use blocks carried no prompt text.
+    def read(messages: list[dict[str, object]]) -> object:
+        a = attrs("acme", "unused", "unused")
+        a["gen_ai.input.messages"] = orjson.dumps(messages).decode()
+        (req,) = [e for e in mapper().map_span(span(a)) if e.type == "request"]
+        return req.prompt_fingerprint  # type: ignore[union-attr]
+
+    semconv = read([{"role": "user", "parts": [{"type": "text", "content": SECRET}]}])
+    assert semconv is not None
+    assert read([{"role": "user", "content": [{"type": "text", "text": SECRET}]}]) == semconv
+    call = {"type": "tool_use", "id": "t1", "name": "transfer_funds", "input": {"to": "initech"}}
+    with_call = read([{"role": "user", "content": [{"type": "text", "text": SECRET}]},
+                      {"role": "assistant", "content": [call]}])  # fmt: skip
+    assert with_call not in (None, semconv)  # the call is read as its one JSON line, beside the text
