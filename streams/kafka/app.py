@@ -297,7 +297,7 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
                 if self.app.consumer_generation_id != gen:  # a rebalance while this batch was read
                     self.counters["ingest.stale_skipped"] += len(fresh)
                     continue
-                self.ingest.publish(res.newest)
+                self.ingest.publish(res.newest, res.read_to)
                 for send in self.ingest.sends(res.to_join, time.monotonic(), force=False):
                     await self._send(self.join_topic, send, "ingest.batches")
 

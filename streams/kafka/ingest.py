@@ -26,6 +26,7 @@ from streams.settings import Settings
 class IngestResult:
     to_join: dict[int, list[Item]] = field(default_factory=dict)
     newest: dict[int, float] = field(default_factory=dict)  # input partition -> newest event time read
+    read_to: dict[int, int] = field(default_factory=dict)  # input partition -> last offset read (`publish`)
     dead: list[DeadLetter] = field(default_factory=list)
     event_types: list[str] = field(default_factory=list)  # of every admitted event, for the sinks
 
@@ -56,7 +57,9 @@ class IngestStage:
         res = IngestResult()
         last: InputMessage | None = None
         seq = 0  # position of each item within its message: stable, since it depends on content only
-        events = intake(messages, self._begin_at(now), wall, self.max_bytes, self.counters, res.dead, self._step)
+        events = intake(
+            messages, self._begin_at(now, res.read_to), wall, self.max_bytes, self.counters, res.dead, self._step
+        )
         for msg, event, routed in events:
             p = msg.partition
             if event.ts > res.newest.get(p, NEG_INF):
@@ -70,10 +73,10 @@ class IngestStage:
                 seq += 1
         return res
 
-    def _begin_at(self, now: float) -> Callable[[InputMessage], EventClock]:
+    def _begin_at(self, now: float, read_to: dict[int, int]) -> Callable[[InputMessage], EventClock]:
         def begin(msg: InputMessage) -> EventClock:
             self.counters["ingest.messages"] += 1
-            self.positions[msg.partition] = msg.offset
+            read_to[msg.partition] = msg.offset
             self.input_heard[msg.partition] = now
             clock = self.clocks.get(msg.partition)
             if clock is None:
@@ -114,11 +117,16 @@ class IngestStage:
         out.append((q, "event", records.event_record(ev, printed.keys or None)))
         return out
 
-    def publish(self, newest: dict[int, float]) -> None:
-        """Event time read per input partition, published once its items are about to be sent."""
+    def publish(self, newest: dict[int, float], read_to: dict[int, int] | None = None) -> None:
+        """Event time read per input partition, published once its items are about to be sent; and how far each was
+        read (`positions`). Not at `read`: a batch read across a rebalance is dropped whole (streams/kafka/app.py),
+        and its offsets, counted as read, made a partition whose re-read was still buffered look read to its end,
+        and so idle once silent, while its items were unsent (`caught_up`)."""
         for i, ts in newest.items():
             if ts > self.input_max.get(i, NEG_INF):
                 self.input_max[i] = ts
+        if read_to:
+            self.positions.update(read_to)
 
     def marks(self, now: float) -> tuple[dict[int, float], list[int]]:
         """Event time per input partition read here, and the partitions silent for watermark_idle_s (the

@@ -89,7 +89,7 @@ async def _drive(app: KafkaPipeline, lines: list[bytes]) -> None:
     res = app.ingest.read(msgs, time.monotonic(), time.time())
     for dl in res.dead:
         await app._dead_letter(dl)
-    app.ingest.publish(res.newest)
+    app.ingest.publish(res.newest, res.read_to)
     for send in app.ingest.sends(res.to_join, time.monotonic(), force=True):
         await app._send(app.join_topic, send, "ingest.batches")
     det = app.settings.detection

@@ -84,6 +84,17 @@ def test_a_refused_or_lost_write_is_reported_once() -> None:
     asyncio.run(run())
 
 
+async def _manifest_on_its_way(broker: FaustTable, q: int) -> None:
+    """Until the checkpoint's manifest is sent and not yet acknowledged: the checkpoint stores in the background, and
+    a fixed sleep let a loaded machine acknowledge before anything was sent (the write then never was)."""
+    manifest = checkpoint.snapshot_key("domain", q)
+    for _ in range(3000):  # 30 s at most: a bound for a hung store, not a timing
+        if any(k == manifest and not fut.done() for _, k, *_, fut in broker.sent):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the checkpoint's manifest never went to the broker")
+
+
 def _broker_stage(events: list[bytes]) -> tuple[_Stage, FaustTable]:
     t = _Stage(events)
     faust_table = FaustTable()
@@ -97,8 +108,7 @@ def test_a_checkpoint_acks_nothing_until_the_broker_has_all_of_it(lines: list[by
         t, broker = _broker_stage(lines)
         t.process(3)
         assert await t.maybe()
-        for _ in range(20):
-            await asyncio.sleep(0.01)
+        await _manifest_on_its_way(broker, t.q)
         manifest = checkpoint.snapshot_key("domain", t.q)
         assert manifest in broker.data and any(k == manifest for _, k, *_ in broker.sent)  # stored, on its way
         assert t.acked() == [], "acked before the broker had the checkpoint: a commit could pass it"
@@ -116,14 +126,14 @@ def test_a_write_the_broker_refuses_acks_nothing_and_the_next_checkpoint_copies_
         t, broker = _broker_stage(lines)
         t.process(2)
         assert await t.maybe()
-        await asyncio.sleep(0.05)
+        await _manifest_on_its_way(broker, t.q)
         broker.acknowledge(OSError("broker gone"))
         await t.cp.settle()
         key = ("domain", t.q)
         assert t.acked() == [] and t.pipe.counters["snapshot_errors.domain"] == 1 and key in t.cp.spoiled
         t.process(1)
         assert await t.maybe()
-        await asyncio.sleep(0.05)
+        await _manifest_on_its_way(broker, t.q)
         broker.acknowledge()
         await t.cp.settle()
         assert t.acked() == [0, 1, 2] and key not in t.cp.spoiled
@@ -140,10 +150,12 @@ def test_a_partition_revoked_while_its_writes_are_on_the_way_acks_nothing(lines:
         t, broker = _broker_stage(lines)
         t.process(2)
         assert await t.maybe()
-        await asyncio.sleep(0.05)
+        await _manifest_on_its_way(broker, t.q)
         t.cp.forget("domain", t.q)  # the rebalance: the next owner restores what lands and replays from the last ack
         broker.acknowledge()
-        for _ in range(5):
+        for _ in range(3000):  # a bound, not a timing: until the store in the background has seen the acks
+            if t.pipe.counters["snapshot_abandoned.domain"]:
+                break
             await asyncio.sleep(0.01)
         assert t.acked() == [] and t.pipe.counters["snapshot_abandoned.domain"] == 1
 

@@ -94,3 +94,30 @@ def test_a_batch_read_across_a_rebalance_is_dropped_whole(tmp_path: Path) -> Non
     assert pipe.counters["ingest.stale_skipped"] == 1
     assert _offsets(sent) == {(0, 1), (0, 2)}
     assert [it.offset for send in sent for it in send.items] == [1, 2], "the stale copy of offset 1 went first"
+
+
+def test_a_batch_dropped_across_a_rebalance_is_not_counted_as_read(tmp_path: Path) -> None:
+    # Its offsets counted as read made the partition look read to its end while its re-read was still buffered
+    # (`caught_up` compares what the ingest read with what the consumer delivered), and a silence then reported it
+    # idle: the join partitions would pass its unsent items and orphan their exchanges' other halves.
+    pipe, sent = pipeline(tmp_path)
+
+    async def run() -> None:
+        async def rebalance_while_sending(i: int) -> None:
+            if i == 1:
+                await pipe.send_lock.acquire()
+
+                async def later() -> None:
+                    await asyncio.sleep(0)
+                    pipe.app.consumer_generation_id = 3
+                    pipe.send_lock.release()
+
+                asyncio.get_running_loop().create_task(later())
+
+        batches = [[_event(0, 1, generation=2)], [_event(0, 2, generation=2), _event(0, 3, generation=2)]]
+        await pipe._ingest(_Stream(batches, rebalance_while_sending))
+
+    asyncio.run(run())
+    assert pipe.counters["ingest.stale_skipped"] == 2
+    assert _offsets(sent) == {(0, 1)}
+    assert pipe.ingest.positions == {0: 1}, "offsets 2 and 3 were dropped, not read"

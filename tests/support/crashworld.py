@@ -136,7 +136,7 @@ class _StagedWorker:
             msgs += [InputMessage(p, off, None, w.input.items[p][off], False) for off in range(start, end)]
             self.pos[("input", p)] = end
         res = self.ingest.read(msgs, w.now, WALL)
-        self.ingest.publish(res.newest)
+        self.ingest.publish(res.newest, res.read_to)
         self._caught_up()
         self._send(w.join, self.ingest.sends(res.to_join, w.now, force=False))
         for p in {m.partition for m in msgs}:  # the ingest acks once it sent (its commit flushes first)

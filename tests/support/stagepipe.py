@@ -78,7 +78,7 @@ class StagePipeline:
             msgs.append(InputMessage(partition, offset, None, value, ndjson))
         res = self.ingest.read(msgs, self.now, time.time() if wall is None else wall)
         self.out.dead += res.dead
-        self.ingest.publish(res.newest)
+        self.ingest.publish(res.newest, res.read_to)
         self._checked()
         for send in self.ingest.sends(res.to_join, self.now, force=False):
             self.join_topic[send.partition].append(self._encode(send))
