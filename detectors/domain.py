@@ -479,7 +479,7 @@ def _summary(kind: str, ex: Exchange | Held, source: str | None, signals: list[S
         head = f"canary marker of tenant {source} surfaced in a response to tenant {ex.tenant_id} on {domain}"
     elif kind == "cross_tenant_contamination" and kind in by:
         f = by[kind].figures  # a mix-up told by numbers alone shares no fingerprint (ADR 0027)
-        n = f"{f['identifiers']} numbers of" if f.get("identifiers") and not f.get("matched_fingerprints") else None
+        n = f"{f['identifiers']} identifiers of" if f.get("identifiers") and not f.get("matched_fingerprints") else None
         n = n or f"{f.get('matched_fingerprints')} fingerprints with"
         head = f"response to tenant {ex.tenant_id} on {domain} shares {n} tenant {source}'s recent context"
         if f.get("delivery_mixup") not in (None, "identifiers") and not f.get("matched_fingerprints"):  # usage alone

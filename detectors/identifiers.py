@@ -1,4 +1,5 @@
-"""The numbers a text holds: order numbers, phone numbers, account and ticket numbers, amounts, as keyed hashes.
+"""The numbers a text holds: order numbers, phone numbers, account and ticket numbers, amounts, as keyed hashes; and,
+in a text that holds one, the names it writes (`names`, ADR 0033), tagged apart in the same set.
 
 A model that decodes from another request's prompt (KV pages handed to the wrong decode slot, batch results joined by
 offset, a pooled connection read by the next request) answers *that* prompt. Its answer restates the other user's

@@ -55,7 +55,7 @@ def test_an_answer_holding_another_prompts_identifiers_is_high_and_names_its_own
     assert alert.source_tenant_id == "A" and alert.kind == "cross_tenant_contamination"
     assert f["delivery_mixup"] == "identifiers" and f["identifiers"] == 3 and f["source_request_ids"] == ["a1"]
     assert alert.request_ids == ["r1"] and alert.cache_domain == "d2"
-    assert alert.summary.startswith("response to tenant R on d2 shares 3 numbers of tenant A")
+    assert alert.summary.startswith("response to tenant R on d2 shares 3 identifiers of tenant A")
     assert "an answer to tenant A's recent prompt: 3 of its identifiers" in alert.summary
     assert _high(_run(S, events), "A") == []  # the owner got its own answer
 
