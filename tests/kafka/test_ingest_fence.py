@@ -61,6 +61,24 @@ def _offsets(sent: list[Send]) -> set[tuple[int, int]]:
     return {(it.source.partition, it.offset) for send in sent for it in send.items}
 
 
+def _rebalance_while_sending(pipe: KafkaPipeline, at: int) -> Any:
+    """`_Stream`'s `before`: batch `at` is read while the send lock is held (a heartbeat sending), and the rebalance
+    (generation 3) comes then, before the batch is sent."""
+
+    async def before(i: int) -> None:
+        if i == at:
+            await pipe.send_lock.acquire()
+
+            async def later() -> None:
+                await asyncio.sleep(0)
+                pipe.app.consumer_generation_id = 3
+                pipe.send_lock.release()
+
+            asyncio.get_running_loop().create_task(later())
+
+    return before
+
+
 def test_a_message_of_an_earlier_generation_is_not_sent_on(tmp_path: Path) -> None:
     pipe, sent = pipeline(tmp_path)
     batch = [_event(0, 7, generation=1), _event(0, 8, generation=1), _event(1, 3, generation=2)]
@@ -74,23 +92,9 @@ def test_a_message_of_an_earlier_generation_is_not_sent_on(tmp_path: Path) -> No
 def test_a_batch_read_across_a_rebalance_is_dropped_whole(tmp_path: Path) -> None:
     pipe, sent = pipeline(tmp_path)
 
-    async def run() -> None:
-        async def rebalance_while_sending(i: int) -> None:
-            if i == 0:  # the batch is read while the lock is held (a heartbeat sending); the rebalance comes then
-                await pipe.send_lock.acquire()
-
-                async def later() -> None:
-                    await asyncio.sleep(0)
-                    pipe.app.consumer_generation_id = 3
-                    pipe.send_lock.release()
-
-                asyncio.get_running_loop().create_task(later())
-
-        batches = [[_event(0, 1, generation=2)], [_event(0, 1, generation=3), _event(0, 2, generation=3)]]
-        # The second batch comes once the generation moved: the partition read again from the commit.
-        await pipe._ingest(_Stream(batches, rebalance_while_sending))
-
-    asyncio.run(run())
+    batches = [[_event(0, 1, generation=2)], [_event(0, 1, generation=3), _event(0, 2, generation=3)]]
+    # The second batch comes once the generation moved: the partition read again from the commit.
+    asyncio.run(pipe._ingest(_Stream(batches, _rebalance_while_sending(pipe, 0))))
     assert pipe.counters["ingest.stale_skipped"] == 1
     assert _offsets(sent) == {(0, 1), (0, 2)}
     assert [it.offset for send in sent for it in send.items] == [1, 2], "the stale copy of offset 1 went first"
@@ -102,22 +106,8 @@ def test_a_batch_dropped_across_a_rebalance_is_not_counted_as_read(tmp_path: Pat
     # idle: the join partitions would pass its unsent items and orphan their exchanges' other halves.
     pipe, sent = pipeline(tmp_path)
 
-    async def run() -> None:
-        async def rebalance_while_sending(i: int) -> None:
-            if i == 1:
-                await pipe.send_lock.acquire()
-
-                async def later() -> None:
-                    await asyncio.sleep(0)
-                    pipe.app.consumer_generation_id = 3
-                    pipe.send_lock.release()
-
-                asyncio.get_running_loop().create_task(later())
-
-        batches = [[_event(0, 1, generation=2)], [_event(0, 2, generation=2), _event(0, 3, generation=2)]]
-        await pipe._ingest(_Stream(batches, rebalance_while_sending))
-
-    asyncio.run(run())
+    batches = [[_event(0, 1, generation=2)], [_event(0, 2, generation=2), _event(0, 3, generation=2)]]
+    asyncio.run(pipe._ingest(_Stream(batches, _rebalance_while_sending(pipe, 1))))
     assert pipe.counters["ingest.stale_skipped"] == 2
     assert _offsets(sent) == {(0, 1)}
     assert pipe.ingest.positions == {0: 1}, "offsets 2 and 3 were dropped, not read"
