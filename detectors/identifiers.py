@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 from itertools import pairwise
 
 from detectors.keyed_words import KeyedWords
@@ -105,15 +106,19 @@ def _ranges(test: Callable[[str], bool]) -> str:
     return "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in out)
 
 
-# A name as written: two or more words of a cased script, each a capital and lower-case letters ("Kristen Reid",
-# "Макогон Оксана Панасівна", "Jean-Luc Picard"), one space apart, not inside a longer word. Built once from the
-# Unicode tables: `re` has no letter categories.
-_UP, _LO = _ranges(lambda c: c.isupper() and c.isalpha()), _ranges(lambda c: c.islower() and c.isalpha())
-_CAP = rf"[{_UP}][{_LO}]+(?:[-'’][{_UP}]?[{_LO}]+)*"
-# No look-behind for "not inside a longer word": tried at every character it made the scan 4x slower than this one
-# (12 vs 47 MB/s); the character before a match is checked in `names`, once per match.
-_NAME = re.compile(rf"{_CAP}(?: {_CAP})+(?![^\W\d_])")
-_CAP_WORD = re.compile(_CAP)
+@cache
+def _name_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A name as written: two or more words of a cased script, each a capital and lower-case letters ("Kristen Reid",
+    "Макогон Оксана Панасівна", "Jean-Luc Picard"), one space apart, not inside a longer word; and one such word.
+    Built from the Unicode tables (`re` has no letter categories) at the first text with a number, not at import: it
+    costs about 0.1 s, which a command that reads no text need not pay."""
+    up, lo = _ranges(lambda c: c.isupper() and c.isalpha()), _ranges(lambda c: c.islower() and c.isalpha())
+    cap = rf"[{up}][{lo}]+(?:[-'’][{up}]?[{lo}]+)*"
+    # No look-behind for "not inside a longer word": tried at every character it made the scan 4x slower than this
+    # one (12 vs 47 MB/s); the character before a match is checked in `names`, once per match.
+    return re.compile(rf"{cap}(?: {cap})+(?![^\W\d_])"), re.compile(cap)
+
+
 MAX_NAMES = 16  # name pairs one text may add to its numbers (within MAX_IDENTIFIERS), the first ones written
 _MAX_NAME_RUNS = 4 * MAX_NAMES  # bounds the scan of a text of names (a list, a bibliography)
 NAME_TAG = 0xA5 << 56  # the top byte of a name's hash: told from a number's by `is_name` (1 number in 256 reads as one)
@@ -124,13 +129,14 @@ def names(text: str) -> list[str]:
     """The distinct pairs of adjacent words of the names `text` writes, normalised, in the order first written: at most
     `MAX_NAMES`. Pairs, so "Dear Kristen Reid" and "Customer: Kristen Reid" share "kristen reid"."""
     found: dict[str, None] = {}
-    for runs, m in enumerate(_NAME.finditer(text)):
+    name, cap_word = _name_patterns()
+    for runs, m in enumerate(name.finditer(text)):
         if runs >= _MAX_NAME_RUNS:
             break
         start = m.start()
         if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
             continue  # the end of a longer word ("McDonald Farm")
-        parts = [normalise(w) for w in _CAP_WORD.findall(m.group())]
+        parts = [normalise(w) for w in cap_word.findall(m.group())]
         for a, b in pairwise(parts):
             found[f"{a} {b}"] = None
             if len(found) >= MAX_NAMES:
@@ -158,8 +164,8 @@ class Identifiers(KeyedWords):
             return None if found is None else frozenset()
         # Names only where a number is: a name counts only beside one (mixup_ids), and the text-rich traffic this
         # monitor reads is mostly texts without numbers, where the scan for names would cost a fifth of the replay.
-        keys = set(map(self.keyed, found))
+        keys = set(map(self.keyed, found))  # at most MAX_IDENTIFIERS (`words` says unknown past it): room >= 0
         room = min(MAX_NAMES, MAX_IDENTIFIERS - len(keys))
-        for name in names(text)[: max(room, 0)]:
+        for name in names(text)[:room]:
             keys.add(self.keyed("\x00" + name) & ~_TOP | NAME_TAG)  # "\x00": no number's word
         return frozenset(keys)
