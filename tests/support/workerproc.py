@@ -95,20 +95,19 @@ class WorkerProcess:
         self._log.close()
         return self.proc.returncode
 
-    def log_tail(self, n: int = 40) -> str:
+    def _log_lines(self) -> list[str]:
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+            return self.log_path.read_text(errors="replace").splitlines()
         except OSError:
-            return ""
+            return []
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self._log_lines()[-n:])
 
     def log_warnings(self, n: int = 60) -> str:
         """The log's last `n` warnings and errors: what a failed broker test needs to tell a rewind, a stall or an
         orphaned exchange from a lost one (Faust's INFO lines of a rebalance fill any tail)."""
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join([ln for ln in lines if "[WARNING]" in ln or "[ERROR]" in ln][-n:])
+        return "\n".join([ln for ln in self._log_lines() if "[WARNING]" in ln or "[ERROR]" in ln][-n:])
 
 
 def wait_up(workers: Sequence[WorkerProcess], timeout_s: float) -> None:
