@@ -6,6 +6,7 @@ and its flush gives up on its buffer after 0.1 s: a commit could then pass a che
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -84,15 +85,24 @@ def test_a_refused_or_lost_write_is_reported_once() -> None:
     asyncio.run(run())
 
 
-async def _manifest_on_its_way(broker: FaustTable, q: int) -> None:
-    """Until the checkpoint's manifest is sent and not yet acknowledged: the checkpoint stores in the background, and
-    a fixed sleep let a loaded machine acknowledge before anything was sent (the write then never was)."""
-    manifest = checkpoint.snapshot_key("domain", q)
-    for _ in range(3000):  # 30 s at most: a bound for a hung store, not a timing
-        if any(k == manifest and not fut.done() for _, k, *_, fut in broker.sent):
+async def _until(done: Callable[[], bool], what: str) -> None:
+    """Until `done()`: the checkpoint stores in the background, and a fixed sleep let a loaded machine go on before it
+    had (an acknowledgement with nothing sent yet, which then never was). 30 s at most: a bound, not a timing."""
+    for _ in range(3000):
+        if done():
             return
         await asyncio.sleep(0.01)
-    raise AssertionError("the checkpoint's manifest never went to the broker")
+    raise AssertionError(f"never: {what}")
+
+
+async def _manifest_on_its_way(broker: FaustTable, q: int) -> None:
+    """Until the checkpoint's manifest is sent and not yet acknowledged."""
+    manifest = checkpoint.snapshot_key("domain", q)
+
+    def sent() -> bool:
+        return any(k == manifest and not fut.done() for _, k, *_, fut in broker.sent)
+
+    await _until(sent, "the checkpoint's manifest went to the broker")
 
 
 def _broker_stage(events: list[bytes]) -> tuple[_Stage, FaustTable]:
@@ -153,10 +163,7 @@ def test_a_partition_revoked_while_its_writes_are_on_the_way_acks_nothing(lines:
         await _manifest_on_its_way(broker, t.q)
         t.cp.forget("domain", t.q)  # the rebalance: the next owner restores what lands and replays from the last ack
         broker.acknowledge()
-        for _ in range(3000):  # a bound, not a timing: until the store in the background has seen the acks
-            if t.pipe.counters["snapshot_abandoned.domain"]:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: bool(t.pipe.counters["snapshot_abandoned.domain"]), "the store saw the acks")
         assert t.acked() == [] and t.pipe.counters["snapshot_abandoned.domain"] == 1
 
     asyncio.run(run())
