@@ -229,7 +229,8 @@ class MixupLedger(StoredAsIs):
                     found.append(f)
         if s.mixup_counts:  # the two answers' usage crossed (ADR 0029), where no swap was told by their text
             found += [Finding("counts", o, current, 0) for o in crossed(current, others, self.recent, found)]
-            lost = lost_answers(current, self.recent, s.mixup_copy_before_s, found, apart)  # one way (ADR 0031)
+            one = lambda a, b: _one_answer(s, a, b, innocent, s.mixup_min_matches) is not None  # noqa: E731
+            lost = lost_answers(current, self.recent, s.mixup_copy_before_s, found, apart, one)  # ADR 0031
             found += [Finding("counted", *p, 0) for p in lost]
         if s.mixup_identifiers:
             pairs = [(f.leaked, f.owner) for f in found]

@@ -154,11 +154,13 @@ def lost_answers(
     window_s: float,
     found: Iterable[Finding],
     apart: Callable[[Delivery], bool] | None = None,
+    one_answer: Callable[[Delivery, Delivery], bool] | None = None,
 ) -> list[tuple[Delivery, Delivery]]:
     """(receiver, owner) pairs, `current` one of the two, at most one owner per receiver (a lost answer before a
     miscounted one, then the nearest): a receiver whose usage counts the owner's prompt and not its own, the owner's
-    own exchange lost or miscounted (the module docstring). A pair already `found` is not told again. Empty unless
-    the ledger and both tenants count alike."""
+    own exchange lost or miscounted (the module docstring). A pair already `found` is not told again, nor one whose
+    receiver got a copy of another exchange's answer with that exchange's usage (`copied_usage`). Empty unless the
+    ledger and both tenants count alike."""
     receiver = _off(current)  # it may have got another's answer; it, or a lost answer, may have lost its own
     if not (receiver or getattr(current, "asked", None) is not None) or not counting_alike(recent):
         return []  # in the alike regime few exchanges are off or lost: the scans below are rare
@@ -181,7 +183,35 @@ def lost_answers(
         if (id(r), id(o)) not in told
         and _tenant_alike(r.tenant_id, recent, (r, o))
         and _tenant_alike(o.tenant_id, recent, (r, o))
+        and not (one_answer is not None and copied_usage(r, o, recent, window_s, one_answer))
     ]
+
+
+def copied_usage(
+    receiver: Delivery,
+    owner: Delivery,
+    recent: Sequence[Delivery],
+    window_s: float,
+    one_answer: Callable[[Delivery, Delivery], bool],
+) -> bool:
+    """Whether `receiver`'s usage is better explained by another tenant's exchange than by `owner`'s lost answer: one
+    that counted its own prompt as the receiver's usage does and whose answer the receiver got (the two outputs are one
+    answer: a response handed over again carries its usage with it), or one in flight with it that crossed counts
+    with it (each usage the other's prompt: ADR 0029's swap, two numbers against one). The domain's ledger finds those
+    first; the fleet's, pairing only across domains, would otherwise name a lost request elsewhere that happened to ask
+    as many tokens. One number names one request only where no other explains it better."""
+    mine = receiver.counts
+    if mine is None:
+        return False
+    for d in _since(recent, receiver.sent - window_s):
+        c = getattr(d, "counts", None)
+        if d is receiver or d is owner or d.tenant_id == receiver.tenant_id or c is None or d.sent > receiver.ts:
+            continue
+        if c[0] != mine[1]:
+            continue
+        if (c[1] == c[0] and one_answer(receiver, d)) or (c[1] == mine[0] != c[0] and receiver.sent <= d.ts):
+            return True
+    return False
 
 
 def _since(recent: Sequence[Delivery], ts: float) -> Iterable[Delivery]:

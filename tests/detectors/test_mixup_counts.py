@@ -163,3 +163,29 @@ def test_one_number_is_no_witness_without_the_rest() -> None:
     # Control: the same exchanges with R's own counts alike are a leak.
     alike = [(*o[:6], o[5], *o[7:]) for o in own]
     assert [a.source_tenant_id for a in _high(_run(S, [*base, *alike, *_desync(15)]), "R")] == ["C"]
+
+
+def test_an_answer_copied_with_its_usage_is_not_a_lost_answers() -> None:
+    # B asked 412 tokens and got its own answer, counted alike; a response cache handed that answer, usage and all,
+    # to R. C, of another tenant, asked 412 tokens as well and lost its answer: the number fits C too, but R's answer
+    # is B's, and so is the count.
+    prompt_b, prompt_r, answer_b = _texts(17, 3)
+    (c_lost,) = _desync(18)[:1]
+    for c_domain in ("d1", "d2"):  # told by the domain's ledger, and by the fleet's
+        events = [
+            *_traffic(True),
+            (*c_lost[:4], c_domain, *c_lost[5:]),
+            ("b1", "B", 100.5, 101.6, "d1", 412, 412, prompt_b, answer_b),
+            ("r1", "R", 101.0, 101.7, "d1", 733, 412, prompt_r, answer_b),
+        ]
+        assert {a.source_tenant_id for a in _high(_run(S, events), "R")} == {"B"}
+
+
+def test_two_answers_crossed_by_their_counts_are_not_a_lost_answers() -> None:
+    # R and B crossed answers in one pool (each usage the other's prompt: two numbers); C, in another pool, asked as
+    # many tokens as B and lost its answer. R's usage is B's, told twice over; the fleet's ledger must not name C.
+    (c_lost,) = _desync(19)[:1]
+    events = [*_traffic(True), (*c_lost[:4], "d2", *c_lost[5:]), *_swap(20, "d1", (412, 733), (733, 412))]
+    alerts = _run(S, events)
+    assert {a.source_tenant_id for a in _high(alerts, "R")} == {"A"}
+    assert {a.source_tenant_id for a in _high(alerts, "A")} == {"R"}
