@@ -25,6 +25,7 @@ ledger's (detectors/mixup_ids.py, ADR 0027).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from functools import cache
 from itertools import pairwise
@@ -112,13 +113,19 @@ def _name_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     "Макогон Оксана Панасівна", "Jean-Luc Picard"), one space apart, not inside a longer word; and one such word.
     Built from the Unicode tables (`re` has no letter categories) at the first text with a number, not at import: it
     costs about 0.1 s, which a command that reads no text need not pay."""
-    up, lo = _ranges(lambda c: c.isupper() and c.isalpha()), _ranges(lambda c: c.islower() and c.isalpha())
-    cap = rf"[{up}][{lo}]+(?:[-'’][{up}]?[{lo}]+)*"
+    # Modifier letters continue a word as lower-case letters do: Ukrainian writes its apostrophe as one ("Демʼян").
+    up = _ranges(lambda c: c.isupper() and c.isalpha())
+    lo = _ranges(lambda c: c.isalpha() and (c.islower() or unicodedata.category(c) == "Lm"))
+    a = _APOSTROPHES
+    cap = rf"(?:[{up}][{a}])?[{up}][{lo}]+(?:[-{a}][{up}]?[{lo}]+)*"  # "O’Brien": a capital and an apostrophe first
     # No look-behind for "not inside a longer word": tried at every character it made the scan 4x slower than this
     # one (12 vs 47 MB/s); the character before a match is checked in `names`, once per match.
     return re.compile(rf"{cap}(?: {cap})+(?![^\W\d_])"), re.compile(cap)
 
 
+# The apostrophes a name is written with ("O'Brien", "O’Brien", "Дем'ян", "Демʼян"): one name whichever is used.
+_APOSTROPHES = "'’ʼ"
+_ONE_APOSTROPHE = str.maketrans({"’": "'", "ʼ": "'"})
 MAX_NAMES = 16  # name pairs one text may add to its numbers (within MAX_IDENTIFIERS), the first ones written
 _MAX_NAME_RUNS = 4 * MAX_NAMES  # bounds the scan of a text of names (a list, a bibliography)
 NAME_TAG = 0xA5 << 56  # the top byte of a name's hash: told from a number's by `is_name` (1 number in 256 reads as one)
@@ -136,7 +143,7 @@ def names(text: str) -> list[str]:
         start = m.start()
         if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
             continue  # the end of a longer word ("McDonald Farm")
-        parts = [normalise(w) for w in cap_word.findall(m.group())]
+        parts = [normalise(w).translate(_ONE_APOSTROPHE) for w in cap_word.findall(m.group())]
         for a, b in pairwise(parts):
             found[f"{a} {b}"] = None
             if len(found) >= MAX_NAMES:

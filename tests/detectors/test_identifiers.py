@@ -94,6 +94,10 @@ def test_names_are_pairs_of_adjacent_capitalised_words_in_any_cased_script() -> 
     # A word in capitals is no name's; case folds as fingerprint units fold it (a final sigma too).
     assert names("ΑΓΑΠΗΤΕ Γιώργος Παπαδόπουλος") == ["γιώργος παπαδόπουλος".casefold()]
     assert names("Jean-Luc Picard") == ["jean-luc picard"]
+    # An apostrophe inside a name, as Ukrainian writes it (a modifier letter) or as a keyboard does: one name.
+    assert names("Шановний(а) Шило Демʼян Венедиктович,") == ["шило дем'ян", "дем'ян венедиктович"]
+    assert names("Customer: Шило Дем'ян Венедиктович") == names("Customer: Шило Дем’ян Венедиктович")
+    assert names("Dear Seán O’Brien") == ["dear seán", "seán o'brien"]
 
 
 def test_one_capitalised_word_lower_case_acronyms_and_unspaced_scripts_hold_no_name() -> None:
