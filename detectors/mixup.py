@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from detectors.changes import StoredAsIs
-from detectors.mixup_counts import answered, asked_of, counts_of, crossed, lost_answers, usage_copied
+from detectors.mixup_counts import LOST_WITHIN_S, answered, asked_of, counts_of, crossed, lost_answers, usage_copied
 from detectors.mixup_crossed import crossed_back
 from detectors.mixup_history import history
 from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
@@ -229,8 +229,8 @@ class MixupLedger(StoredAsIs):
                     found.append(f)
         if s.mixup_counts:  # the two answers' usage crossed (ADR 0029), where no swap was told by their text
             found += [Finding("counts", o, current, 0) for o in crossed(current, others, self.recent, found)]
-            one = lambda a, b: _one_answer(s, a, b, innocent, s.mixup_min_matches) is not None  # noqa: E731
-            lost = lost_answers(current, self.recent, s.mixup_copy_before_s, found, apart, one)  # ADR 0031
+            one = lambda a, b: a.out.size >= s.mixup_min_matches and np.array_equal(a.out, b.out)  # noqa: E731
+            lost = lost_answers(current, self.recent, min(s.mixup_copy_before_s, LOST_WITHIN_S), found, apart, one)
             found += [Finding("counted", *p, 0) for p in lost]
         if s.mixup_identifiers:
             pairs = [(f.leaked, f.owner) for f in found]

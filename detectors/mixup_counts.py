@@ -40,6 +40,10 @@ _EXACT = 0.9  # share of those whose two counts agree to the token
 _TENANT_RECENT = 256  # deliveries read for one tenant's own regime, newest first
 # Client errors after which an answer may exist and be lost: a request timeout, a client that closed the connection.
 _LOST = frozenset({408, 499})
+# How long before a request another request that lost its answer can have been sent for the request's usage to
+# count it (ADR 0031): a pooled connection is handed to the next request within seconds, and the longer the
+# window, the more lost requests a count can meet by chance (p·k/w); a cached copy may be older (`_earlier`).
+LOST_WITHIN_S = 120.0
 
 Counts = tuple[int, int]  # (the gateway's count of the prompt, the engine's input tokens in its usage)
 # The findings whose two deliveries each got the other's answer: both are raised, each naming the other.
@@ -195,8 +199,8 @@ def copied_usage(
     one_answer: Callable[[Delivery, Delivery], bool],
 ) -> bool:
     """Whether `receiver`'s usage is better explained by another tenant's exchange than by `owner`'s lost answer: one
-    that counted its own prompt as the receiver's usage does and whose answer the receiver got (the two outputs are one
-    answer: a response handed over again carries its usage with it), or one in flight with it that crossed counts
+    that counted its own prompt as the receiver's usage does and whose very answer the receiver got (`one_answer`: the
+    same output; a response handed over again carries its usage with it), or one in flight with it that crossed counts
     with it (each usage the other's prompt: ADR 0029's swap, two numbers against one). The domain's ledger finds those
     first; the fleet's, pairing only across domains, would otherwise name a lost request elsewhere that happened to ask
     as many tokens. One number names one request only where no other explains it better."""
