@@ -18,7 +18,7 @@ its answer's) that
   and what the receiver was shown before);
 
 and the owner's request was sent before the receiver was answered, and answered after the receiver was sent or up to
-`mixup_copy_before_s` before (a prompt in flight together; an answer or a prefix handed over again, as copies are).
+`HANDED_WITHIN_S` (120 s) before (a prompt in flight together; an answer or a prefix handed over again, as copies are).
 
 The owner's tenant is named at high. Both orders are checked, as the ledger's other mix-ups are: the receiver
 completes first and finds the owner's exchange held, or the owner completes later and finds the receiver held (a late
@@ -51,6 +51,11 @@ Ids = frozenset[int]
 _NONE: Ids = frozenset()
 # Fingerprints the output shares with the owner's prompt that make the two a passage content judges.
 _PASSAGE = 2
+# How long before the receiver's request the owner can have been answered: numbers are told apart from a third
+# tenant's only by who else held them in the window (`IdIndex.only`), and one who writes them later is not held yet;
+# the longer the reach back, the more earlier texts can be taken for the case's owner. A cache's copies, told by
+# their text, reach further (mixup_copy_before_s, ADR 0034).
+HANDED_WITHIN_S = 120.0
 
 
 def id_keys(tp: TextFingerprint | None) -> Ids | None:
@@ -133,13 +138,15 @@ def answered_elsewhere(
     out: list[tuple[Delivery, Delivery, int]] = []
     done = {(id(a), id(b)) for a, b in found}
 
+    before = min(s.mixup_copy_before_s, HANDED_WITHIN_S)
+
     def answerable(receiver: Delivery, owner: Delivery) -> bool:
         # The owner's request was sent before the receiver was answered, and answered itself after the receiver was
-        # sent, or up to mixup_copy_before_s before (an answer or a prefix handed over again, as a copy from before).
+        # sent, or up to HANDED_WITHIN_S before (an answer or a prefix handed over again, as a copy from before).
         other = owner if receiver is current else receiver
         return (
             owner.sent <= receiver.ts
-            and owner.ts >= receiver.sent - s.mixup_copy_before_s
+            and owner.ts >= receiver.sent - before
             and other.tenant_id != current.tenant_id
             and (apart is None or apart(other))
         )

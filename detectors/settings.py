@@ -332,11 +332,11 @@ class DetectionSettings(BaseModel):
         default=600.0, gt=0, le=86_400, description="event time a delivery stays a witness (the longest request)"
     )
     mixup_copy_before_s: float = Field(
-        default=120.0,
+        default=600.0,
         ge=0,
         le=86_400,
         description="how long before a request was sent an answer delivered to another tenant can be handed to it "
-        "again as a copy (a response cache keyed wrongly; 0 = only answers delivered while it was in flight)",
+        "again as a copy (a response cache keyed wrongly; mixup_window_s at most; 0 = only in flight; ADR 0034)",
     )
     mixup_response_ids: bool = Field(
         default=True,

@@ -95,9 +95,10 @@ def test_a_copied_answer_names_its_owner_and_the_owner_is_not_flagged(seed: int)
     assert not _high(_about(alerts, "s2"))  # its own answer: what it shares with R's output is not R's text
 
 
-def _cached(seed: int, **kw: object) -> tuple[list[Alert], Monitor, dict[str, list[str]]]:
+def _cached(seed: int, asked: float = 110, **kw: object) -> tuple[list[Alert], Monitor, dict[str, list[str]]]:
     """S's answer is mostly public text (two other tenants pasted it: common), two sentences of S's document and one
-    of the model's own; R asks after S got it, and a response cache keyed wrongly hands R the same answer."""
+    of the model's own; R asks (at `asked`) after S got it (at 106), and a response cache keyed wrongly hands R the
+    same answer."""
     m, docs, alerts = _world(seed, **kw)
     rng = random.Random(300 + seed)
     public = _sentences(rng, 6)
@@ -106,8 +107,8 @@ def _cached(seed: int, **kw: object) -> tuple[list[Alert], Monitor, dict[str, li
         alerts += m.observe(response(f"{t}1", t, 22 + i, text="Noted."))
     s_answer = " ".join([*public[:4], docs["S"][2], *_sentences(rng, 1), docs["S"][5]])
     alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=s_answer))
-    alerts += m.observe(request("r2", "R", 110, text="What is new today?"))
-    alerts += m.observe(response("r2", "R", 112, text=s_answer))
+    alerts += m.observe(request("r2", "R", asked, text="What is new today?"))
+    alerts += m.observe(response("r2", "R", asked + 2, text=s_answer))
     return alerts, m, docs
 
 
@@ -118,6 +119,15 @@ def test_an_answer_delivered_before_the_request_was_sent_is_a_copy_that_names_it
     assert not _high(_about(alerts, "s2"))  # delivered first: it cannot hold an answer to a prompt sent later
     # Control: without the copy from before, content alone sees a few uncommon sentences of S's text (a warning).
     alerts, _, _ = _cached(seed, mixup_copy_before_s=0)
+    assert not _high(_about(alerts, "r2"))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_response_cache_hands_an_answer_over_minutes_later(seed: int) -> None:
+    # A response cache keeps its entries for minutes: five minutes after S got its answer, R got it too (ADR 0034).
+    alerts, _, _ = _cached(seed, asked=406)
+    assert [a.source_tenant_id for a in _high(_about(alerts, "r2"))] == ["S"]
+    alerts, _, _ = _cached(seed, asked=406, mixup_copy_before_s=120)  # the window before ADR 0034: content alone
     assert not _high(_about(alerts, "r2"))
 
 

@@ -118,5 +118,6 @@ def test_an_answer_handed_over_again_from_before_is_a_copy_of_the_earlier_receiv
     *stock, a, r = _pair(8)
     (alert,) = _high(_run(S, [*stock, a, ("r1", "R", 160.0, 161.0, *r[4:])]), "R")
     assert alert.source_tenant_id == "A" and alert.evidence[0].figures["source_request_ids"] == ["a1"]
-    # Past the copies' window nothing pairs them.
-    assert "identical" not in _modes(_run(S, [*stock, a, ("r1", "R", 400.0, 401.0, *r[4:])]))
+    # Five minutes later still (a cache keeps its answers: ADR 0034); past the copies' window nothing pairs them.
+    assert "identical" in _modes(_run(S, [*stock, a, ("r1", "R", 400.0, 401.0, *r[4:])]))
+    assert "identical" not in _modes(_run(S, [*stock, a, ("r1", "R", 760.0, 761.0, *r[4:])]))

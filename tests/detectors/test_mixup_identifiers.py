@@ -74,7 +74,7 @@ def test_identifiers_a_third_tenant_wrote_are_public_and_one_alone_is_no_evidenc
 
 
 def test_requests_that_did_not_overlap_are_not_paired() -> None:
-    # A was sent and answered more than mixup_copy_before_s (120 s) before R's request was sent: R's answer cannot be
+    # A was sent and answered more than HANDED_WITHIN_S (120 s) before R's request was sent: R's answer cannot be
     # decoded from A's prompt in flight, nor be A's answer handed over again.
     (r, a) = _case(5, "d1", 103.0, 104.0)
     assert _high(_run(S, [r, ("a1", "A", -30.0, -28.0, *a[4:])]), "R") == []

@@ -44,8 +44,11 @@ def _cached(seed: int, second_domain: str, ids: tuple[str | None, str | None]) -
 @pytest.mark.parametrize("seed", range(4))
 def test_one_answer_under_one_id_to_a_tenant_of_another_pool_is_high_and_names_the_first_receiver(seed: int) -> None:
     events = _cached(seed, "d2", ("chatcmpl-8f2a", "chatcmpl-8f2a"))
-    # Alone, neither pool can tell, and the fleet's ledger sees one answer that neither prompt explains.
-    assert _high(_run(S.model_copy(update={"mixup_response_ids": False}), events), "R") == []
+    # Without the ids, the fleet's ledger sees the very same answer to an unrelated prompt five minutes later: a copy
+    # from a cache (ADR 0028, 0034). Within the two minutes copies were searched before ADR 0034, nothing told it.
+    off = S.model_copy(update={"mixup_response_ids": False})
+    assert {e.figures.get("delivery_mixup") for a in _high(_run(off, events), "R") for e in a.evidence} == {"identical"}
+    assert _high(_run(off.model_copy(update={"mixup_copy_before_s": 120.0}), events), "R") == []
     (alert,) = _high(_run(S, events), "R")
     f = alert.evidence[0].figures
     assert alert.source_tenant_id == "A" and alert.kind == "cross_tenant_contamination"
@@ -88,10 +91,12 @@ def test_in_one_pool_the_id_joins_the_content_finding_that_names_the_first_recei
     assert any(e.figures.get("delivery_mixup") == "same_response" for e in alert.evidence)
 
 
-def test_the_same_answer_under_two_ids_concludes_nothing() -> None:
-    # A model can write one text for two prompts (a public text it knows); without the id nothing says it was handed.
+def test_the_same_answer_under_two_ids_is_told_by_its_text_alone() -> None:
+    # Two ids say nothing either way (a cache may mint its own): the very same answer to an unrelated prompt five
+    # minutes later is told by its text (ADR 0028, within ADR 0034's window), never as one response id twice.
     alerts = _run(S, _cached(5, "d2", ("chatcmpl-1", "chatcmpl-2")))
-    assert _high(alerts, "R") == [] and _high(alerts, "A") == []
+    assert {e.figures.get("delivery_mixup") for a in _high(alerts, "R") for e in a.evidence} == {"identical"}
+    assert _high(alerts, "A") == []
 
 
 def test_one_id_on_two_different_answers_concludes_nothing() -> None:
