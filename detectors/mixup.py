@@ -39,7 +39,7 @@ from detectors.changes import StoredAsIs
 from detectors.mixup_counts import LOST_WITHIN_S, answered, asked_of, counts_of, crossed, lost_answers, usage_copied
 from detectors.mixup_crossed import crossed_back
 from detectors.mixup_history import history
-from detectors.mixup_ids import IdIndex, answered_elsewhere, id_keys
+from detectors.mixup_ids import HANDED_WITHIN_S, IdIndex, answered_elsewhere, id_keys
 from detectors.mixup_tails import Bounds, SessionTails, Sketch, bounds, sketch_keys, unfile
 from detectors.mixup_tails import enter as _enter
 from detectors.mixup_tails import size as _size
@@ -407,8 +407,10 @@ def _pair(
                 return Finding("copy", other, cur, int(shared.size))
             # From before, the answer must also hold text of its own beyond the owner's prompt: a model reciting a
             # text it knows for two tenants writes that text alone, an answer handed over again is more than its
-            # quotes.
-            if _owns(theirs, mine) and not (earlier and _without(shared, other.prompt).size < _WEAK):
+            # quotes. Older than HANDED_WITHIN_S, quotes say whose no more (tenants reading one public document
+            # over minutes): only the very same answer to an unrelated prompt, or one response id, tells (ADR 0034).
+            old = earlier and other.ts < cur.sent - HANDED_WITHIN_S
+            if _owns(theirs, mine) and not (earlier and (old or _without(shared, other.prompt).size < _WEAK)):
                 return Finding("copy", cur, other, int(shared.size))
         # Neither prompt says whose: only the very same answer to two unrelated prompts still tells (ADR 0028).
         return _identical(s, cur, other, shared, innocent)
