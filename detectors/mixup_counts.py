@@ -102,15 +102,17 @@ def crossed(
     if mine is None or mine[0] == mine[1]:
         return []
     swapped = [x for f in found if f.mode == "swap" for x in (f.leaked, f.owner)]
-    out = []
-    for o in others:
-        theirs = getattr(o, "counts", None)
-        if theirs is None or theirs[0] == mine[0] or any(o is x for x in swapped):
-            continue
-        # A late digest (the fleet's) is checked against later deliveries: the two must have been in flight together.
-        if mine[1] == theirs[0] and theirs[1] == mine[0] and o.sent <= current.ts and current.sent <= o.ts:
-            out.append(o)
+    out = [o for o in others if _crossing(current, o) and all(o is not x for x in swapped)]
     return out if out and counting_alike(recent) else []
+
+
+def _crossing(a: Delivery, b: Delivery) -> bool:
+    """Whether `a`'s usage counts `b`'s prompt and `b`'s counts `a`'s, neither its own, the two in flight together (a
+    late digest, the fleet's, is checked against later deliveries)."""
+    ca, cb = getattr(a, "counts", None), getattr(b, "counts", None)
+    if ca is None or cb is None or ca[0] == ca[1]:
+        return False
+    return ca[1] == cb[0] and cb[1] == ca[0] and b.sent <= a.ts and a.sent <= b.ts
 
 
 def usage_copied(a: Delivery, b: Delivery) -> tuple[bool, Delivery | None]:
@@ -204,16 +206,10 @@ def copied_usage(
     with it (each usage the other's prompt: ADR 0029's swap, two numbers against one). The domain's ledger finds those
     first; the fleet's, pairing only across domains, would otherwise name a lost request elsewhere that happened to ask
     as many tokens. One number names one request only where no other explains it better."""
-    mine = receiver.counts
-    if mine is None:
-        return False
     for d in _since(recent, receiver.sent - window_s):
-        c = getattr(d, "counts", None)
-        if d is receiver or d is owner or d.tenant_id == receiver.tenant_id or c is None or d.sent > receiver.ts:
+        if d is receiver or d is owner or d.tenant_id == receiver.tenant_id or d.sent > receiver.ts:
             continue
-        if c[0] != mine[1]:
-            continue
-        if (c[1] == c[0] and one_answer(receiver, d)) or (c[1] == mine[0] != c[0] and receiver.sent <= d.ts):
+        if (usage_copied(receiver, d)[1] is d and one_answer(receiver, d)) or _crossing(receiver, d):
             return True
     return False
 
