@@ -37,19 +37,11 @@ from streams.kafka.direct import DirectResult, DirectStage, DirectState, process
 from streams.kafka.fleet import FleetTalk
 from streams.kafka.health import PipelineHealth
 from streams.kafka.ingest import IngestStage
-from streams.kafka.inputmsg import SLICE_BYTES, InputMessage
+from streams.kafka.inputmsg import SLICE_BYTES, InputMessage, offset_spans
 from streams.kafka.inputmsg import is_ndjson as _is_ndjson
 from streams.kafka.inputmsg import is_placed as _is_placed
 from streams.kafka.inputmsg import slices as _slices
-from streams.kafka.stages import (
-    DeadLetter,
-    DomainResult,
-    DomainStage,
-    DomainState,
-    JoinStage,
-    JoinState,
-    Send,
-)
+from streams.kafka.stages import DeadLetter, DomainResult, DomainStage, DomainState, JoinStage, JoinState, Send
 from streams.kafka.stall import StallWatch
 from streams.kafka.topics import TopicNames, dead_letter_headers, topic_names
 from streams.routing import PLACED
@@ -365,7 +357,7 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
                     break
                 messages.extend(later[1])
             if gen != self.revocations:
-                self.counters["direct.revoked_skipped"] += len(messages)
+                self._revoked_skipped(messages)
                 continue
             await self._direct_batch(messages, gen)
 
@@ -381,9 +373,15 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
             for run in _slices(ms, SLICE_BYTES):
                 if gen != self.revocations or TP(self.names.input, p) not in self.assigned:
                     # Revoked while buffered: its next owner reads these again from the last ack.
-                    self.counters["direct.revoked_skipped"] += len(run)
+                    self._revoked_skipped(run)
                     continue
                 await self._direct_slice(p, run)
+
+    def _revoked_skipped(self, messages: list[Any]) -> None:
+        """Counted, and logged by offsets: a partition's next owner must read them again (the broker tests' failure
+        output shows where)."""
+        self.counters["direct.revoked_skipped"] += len(messages)
+        log.info("dropped at a rebalance, to be read again: %s", offset_spans(messages))
 
     async def _direct_slice(self, p: int, ms: list[Any]) -> None:
         """One partition's messages read, their outputs sent, a checkpoint if due."""

@@ -16,7 +16,7 @@ from detectors.monitor import Monitor
 from schemas.events import parse_event
 from streams.kafka.checkpoint import Checkpointer
 from streams.kafka.direct import DirectStage, DirectState
-from streams.kafka.inputmsg import InputMessage
+from streams.kafka.inputmsg import InputMessage, offset_spans
 from streams.routing import domain_key, input_partition_of, routing_key
 from streams.settings import Settings
 
@@ -170,6 +170,19 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_moves_nothing() -> None:
     assert res.event_types == ["cache_stats"]
 
 
+def test_offsets_the_state_never_read_are_counted() -> None:
+    counters, stage, st = _one_partition()
+    now = time.time()
+    stats = {"type": "cache_stats", "ts": now, "cache_domain": "dom", "role": "unified", "capacity_tokens": 10,
+             "used_tokens": 0}  # fmt: skip
+    read = [orjson.dumps({**stats, "event_id": f"c{i}"}) for i in range(4)]
+    # 0 and 1 in order, 3 after a transaction's marker at 2: read on as a log is. 7 after 4 to 6: input read past.
+    msgs = [InputMessage(0, off, b"d", line, False) for off, line in zip((0, 1, 3, 7), read, strict=True)]
+    stage.read(st, 0, msgs, now)
+    assert counters["direct.offset_gaps"] == 1 and counters["ingest.cache_stats"] == 4
+    assert st.offset == 7
+
+
 def _pair(rid: str, domain: str, ts: float, text: str = "the quick brown fox jumps over the lazy dog") -> list[bytes]:
     req = {
         "type": "request",
@@ -281,3 +294,8 @@ def test_a_canary_from_a_foreign_producer_is_copied_to_every_other_partition() -
     assert [(k, q) for k, _, q in res.reroute] == [(None, 1), (None, 2), (None, 3)]
     assert all(orjson.loads(v)["event_id"] == "k1" for _, v, _ in res.reroute)
     assert st.monitor.canaries.state_size() == 2 and counters["direct.rerouted.canary"] == 1
+
+
+def test_messages_dropped_at_a_rebalance_are_logged_by_partition_and_offsets() -> None:
+    msgs = [InputMessage(p, off, None, b"", False) for p, off in ((2, 41), (2, 40), (0, 7), (2, 43))]
+    assert offset_spans(msgs) == {2: "40-43", 0: "7-7"}

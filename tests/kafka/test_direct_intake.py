@@ -7,9 +7,12 @@ runs on the real broker in tests/broker/test_kafka_direct.py (two workers, SIGKI
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from faust.types import TP
 
 from streams.kafka import app as app_mod
@@ -52,13 +55,16 @@ def test_batches_handed_over_between_revocations_reach_the_stage_together(tmp_pa
     assert pipe.counters["direct.revoked_skipped"] == 0
 
 
-def test_a_batch_from_before_a_revocation_is_dropped_whole_and_counted(tmp_path: Path) -> None:
+def test_a_batch_from_before_a_revocation_is_dropped_whole_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="crosstalk.kafka")
     pipe, batches = pipeline(tmp_path)
     tp = TP(pipe.names.input, 0)
 
     async def run() -> None:
         await pipe._on_assigned(pipe.app, {tp})
-        await pipe._direct_intake(["stale-1", "stale-2"])
+        await pipe._direct_intake([SimpleNamespace(partition=0, offset=7), SimpleNamespace(partition=0, offset=8)])
         await pipe._on_revoked(pipe.app, {tp})
         await pipe._on_assigned(pipe.app, {tp})  # back to the same worker
         await pipe._direct_intake(["fresh"])
@@ -67,6 +73,7 @@ def test_a_batch_from_before_a_revocation_is_dropped_whole_and_counted(tmp_path:
     asyncio.run(run())
     assert batches == [(1, ["fresh"])]
     assert pipe.counters["direct.revoked_skipped"] == 2
+    assert "to be read again: {0: '7-8'}" in caplog.text
 
 
 def test_revoking_only_internal_partitions_keeps_the_batches(tmp_path: Path) -> None:
