@@ -35,9 +35,10 @@ from streams.kafka.changelog import ChangelogPartition, WriteLost
 from streams.kafka.clock import HELD_TICK_S, HeldClock
 from streams.kafka.direct import DirectResult, DirectStage, DirectState, process_sessions
 from streams.kafka.fleet import FleetTalk
+from streams.kafka.gaps import InputGaps, revoked_skipped
 from streams.kafka.health import PipelineHealth
 from streams.kafka.ingest import IngestStage
-from streams.kafka.inputmsg import SLICE_BYTES, InputMessage, offset_spans
+from streams.kafka.inputmsg import SLICE_BYTES, InputMessage
 from streams.kafka.inputmsg import is_ndjson as _is_ndjson
 from streams.kafka.inputmsg import is_placed as _is_placed
 from streams.kafka.inputmsg import slices as _slices
@@ -71,6 +72,7 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
         self.join = JoinStage(settings, self.counters, started_mono)
         self.domain = DomainStage(settings, self.counters, started_mono)
         self.direct = DirectStage(settings, self.counters)
+        self.gaps = InputGaps(self.counters)  # input read past a partition's state, sought back (gaps.py)
         self.checkpoints = checkpoint.Checkpointer(settings.kafka, self.counters)
         self.changelogs: dict[tuple[str, int], ChangelogPartition] = {}  # (stage, partition): its table's writes
         self.join_states: dict[int, JoinState] = {}
@@ -206,6 +208,7 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
                 continue
             if stage == "direct":
                 self.direct.forget(tp.partition)
+                self.gaps.forget(tp.partition)
             else:
                 self.rewinds.forget(stage, tp.partition)
             getattr(self, f"{stage}_states").pop(tp.partition, None)
@@ -338,13 +341,10 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
         await self.direct_queue.put((self.revocations, messages))
 
     async def _direct(self, stream: Any) -> Any:
-        """The agent on the input topic. Its stream stays empty: the consumer hands the topic's messages
-        over in fetched batches (`_direct_intake`), a bounded queue apart, without a Faust event each.
-        The agent stays so that the consumer subscribes to the topic and assigns the table with it, and
-        so that a crash restarts this loop as any agent's. A batch handed over before a revocation is
-        dropped whole, even for a partition assigned back: after the rebalance the consumer reads again
-        from the last commit, and a stale batch first would move the partition's fresh state past
-        messages it never saw (they would then be skipped as replays)."""
+        """The agent on the input topic, whose stream stays empty (the consumer hands its messages over in fetched
+        batches, `_direct_intake`): it makes the consumer subscribe and assign the table, and a crash restart this
+        loop. A batch handed over before a revocation is dropped whole, even for a partition assigned back: the
+        consumer reads again from the last commit, and a stale batch first would move the state past messages."""
         queue, most = self.direct_queue, self.kafka.batch_max
         carry: tuple[int, list[Any]] | None = None  # a batch of the next generation, taken while merging
         while True:
@@ -357,15 +357,14 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
                     break
                 messages.extend(later[1])
             if gen != self.revocations:
-                self._revoked_skipped(messages)
+                revoked_skipped(self.counters, messages)
                 continue
             await self._direct_batch(messages, gen)
 
     async def _direct_batch(self, messages: list[Any], gen: int) -> None:
-        """Each partition's messages to its Monitor; acked only via a checkpoint (Checkpointer). A RocksDB store
-        files a table write (a checkpoint, the sweep of a restore) under the partition of the task's current
-        event, so it is set (task-local, the contextvar Faust's stores read) to one of the partition's own
-        messages first, which the checkpoint holding it keeps alive (streams/kafka/changelog.py)."""
+        """Each partition's messages to its Monitor; acked only via a checkpoint (Checkpointer). A RocksDB store files
+        a table write (a checkpoint, a restore's sweep) under the partition of the task's current event (the contextvar
+        Faust's stores read): one of the partition's own messages, kept alive by its checkpoint (changelog.py)."""
         by_partition: dict[int, list[Any]] = {}
         for m in messages:
             by_partition.setdefault(m.partition, []).append(m)
@@ -373,28 +372,31 @@ class KafkaPipeline(PipelineHealth, HeldClock, FleetTalk):
             for run in _slices(ms, SLICE_BYTES):
                 if gen != self.revocations or TP(self.names.input, p) not in self.assigned:
                     # Revoked while buffered: its next owner reads these again from the last ack.
-                    self._revoked_skipped(run)
+                    revoked_skipped(self.counters, run)
                     continue
                 await self._direct_slice(p, run)
-
-    def _revoked_skipped(self, messages: list[Any]) -> None:
-        """Counted, and logged by offsets: a partition's next owner must read them again (the broker tests' failure
-        output shows where)."""
-        self.counters["direct.revoked_skipped"] += len(messages)
-        log.info("dropped at a rebalance, to be read again: %s", offset_spans(messages))
 
     async def _direct_slice(self, p: int, ms: list[Any]) -> None:
         """One partition's messages read, their outputs sent, a checkpoint if due."""
         consumer, hold, wall = self.app.consumer, self.checkpoints.hold, time.time
         last = ms[-1]
         event = self.app.create_event(last.key, last.value, last.headers, last)
-        _current_event.set(weakref.ref(event))  # a restore may delete stale pieces: table writes
+        _current_event.set(weakref.ref(event))  # a restore reads, and may delete stale pieces, under its partition
         st = self._state("direct", p)
+        first, stop, back = self.gaps.read_now(p, st.offset, [m.offset for m in ms])
+        if back is not None:  # read past the state: the rest is read again from where the state stops (gaps.py)
+            self.gaps.seek_back(consumer, TP(self.names.input, p), back)
+        if first or stop < len(ms):
+            ms = ms[first:stop]
+            if not ms:
+                return
+            last = ms[-1]
+            event = self.app.create_event(last.key, last.value, last.headers, last)
+            _current_event.set(weakref.ref(event))
         msgs = []
         for m in ms:
             msgs.append(InputMessage(p, m.offset, m.key, m.value, _is_ndjson(m.headers), _is_placed(m.headers)))
-            # The last one is held as the event itself: a checkpoint's background store reads the
-            # weak reference above until the checkpoint covering it acks it.
+            # The last is held as the event itself, whose weak reference a checkpoint's store reads until it acks.
             hold("direct", p, event if m is last else consumer_mod.HeldMessage(m, consumer))
         res = self.direct.read(st, p, msgs, wall())
         if res.dead or res.published or res.event_types or res.reroute:

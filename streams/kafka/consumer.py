@@ -121,6 +121,7 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
     # of an internal topic's partition is that one, so any other was fetched before the seek (stale) and must
     # neither be delivered nor move the read offset, or the re-read would be dropped as already read.
     _sought: dict[TP, int] | None = None
+    _upto: dict[TP, int] | None = None  # TP -> the last offset that may come first after its seek (`reread_upto`)
     # TP -> the last offset delivered since the partition was last sought (the stall watch's next offset to read),
     # and the fetch rounds of the drain loop so far.
     _delivered: dict[TP, int] | None = None
@@ -159,15 +160,24 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         """The last offset delivered of each partition since it was last sought (none: nothing delivered since)."""
         return dict(self._delivered or {})
 
+    def reread_upto(self, tp: TP, offset: int, upto: int) -> asyncio.Future[None]:
+        """`reread` for a topic that may have gaps of its own (the input: transactions' markers, aborted records):
+        the first message from `offset` up to `upto` is the partition's next (streams/kafka/gaps.py)."""
+        if self._upto is None:
+            self._upto = {}
+        self._upto[tp] = upto
+        return self.reread({tp: offset})
+
     def forget_rewinds(self, tps: Any) -> None:
         """Revoked partitions: their seeks back are void (the next assignment seeks to the committed offsets)."""
-        if self._sought:
-            for tp in tps:
-                self._sought.pop(tp, None)
+        for sought in (self._sought, self._upto):
+            if sought:
+                for tp in tps:
+                    sought.pop(tp, None)
 
     async def _deliver(self, batch: list[tuple[TP, Message]], generation_id: int) -> None:
         app = self.app
-        sought = self._sought
+        sought, upto = self._sought, self._upto
         if sought is None:
             sought = self._sought = {}
         delivered = self._delivered
@@ -193,9 +203,12 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 await sleep(0)
                 since_yield = 0
             if sought and tp in sought:
-                if sought[tp] != message.offset:
+                lo = sought[tp]
+                if not lo <= message.offset <= (upto.get(tp, lo) if upto else lo):
                     continue  # fetched before a seek back: read again from there
                 del sought[tp]
+                if upto:
+                    upto.pop(tp, None)
             offset = message.offset
             r_offset = get_read_offset(tp)
             if r_offset is None or offset >= r_offset:

@@ -134,8 +134,8 @@ class DirectStage:
                 counters["direct.replayed_skipped"] += 1
                 return None
             if st.offset >= 0 and msg.offset > st.offset + 2:
-                # Offsets the state never read. A transaction's marker takes one offset and aborted records are
-                # never read, so a transactional producer leaves gaps; from any other, this is input read past.
+                # Offsets the state never read, which a seek back found the log does not hold (streams/kafka/gaps.py):
+                # a transactional producer's aborted records, or retention. From any other producer, input read past.
                 counters["direct.offset_gaps"] += 1
                 log.warning("partition %d read on at offset %d past its state's %d", partition, msg.offset, st.offset)
             st.offset = msg.offset

@@ -160,12 +160,3 @@ def is_ndjson(headers: Any) -> bool:
         return False
     items = headers.items() if isinstance(headers, dict) else headers
     return any(k.lower() == "content-type" and bytes(v).split(b";")[0].strip() == NDJSON_CONTENT_TYPE for k, v in items)
-
-
-def offset_spans(messages: list[Any]) -> dict[int, str]:
-    """Kafka messages' partitions and the offsets they span ("first-last"), for a log line."""
-    spans: dict[int, tuple[int, int]] = {}
-    for m in messages:
-        lo, hi = spans.get(m.partition, (m.offset, m.offset))
-        spans[m.partition] = (min(lo, m.offset), max(hi, m.offset))
-    return {p: f"{lo}-{hi}" for p, (lo, hi) in spans.items()}

@@ -97,24 +97,33 @@ def test_direct_topology_gives_the_embedded_alert_ids(
     assert c["counters"]["exchanges"] > 0 and not c["counters"].get("ingest.batches")  # no internal topics
 
 
-def test_direct_sigkill_mid_stream_loses_no_alert(
-    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
-) -> None:
+def _mid_stream(
+    names: KafkaNames, workers: Workers, incident: dict[str, Any], name: str, batch: int = 1
+) -> tuple[Any, str, dict[str, str], dict[str, str]]:
+    """A worker (snapshotting often) that has read a third of the incident's events, of the first 60 % produced:
+    (the worker, the rest of the file, the domains the requests are keyed by, the worker's environment)."""
     env = {**DIRECT, "CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
-    w1 = workers.start(kafka_names, "before-kill", **env)
-    wait_for(lambda: w1.counters() is not None or not w1.alive(), 60, what="the worker's web server")
+    w = workers.start(names, name, **env)
+    wait_for(lambda: w.counters() is not None or not w.alive(), 60, what="the worker's web server")
     head, tail = split_lines(incident["path"], 0.6)
     # Requests keyed by their responses' domains, some of which come only in the tail.
     domains = response_domains(incident["path"], 10**9)
-    produce_file(head, _direct(kafka_names), domains=domains)
-    total = incident["events"]
+    produce_file(head, _direct(names), domains=domains, batch=batch)
 
     def midway() -> bool:
-        c = w1.counters()
+        c = w.counters()
         cs = c["counters"] if c else {}
-        return cs.get("snapshots.direct", 0) >= 2 and cs.get("direct.messages", 0) >= total // 3
+        read = sum(v for k, v in cs.items() if k.startswith("events."))
+        return cs.get("snapshots.direct", 0) >= 2 and read >= incident["events"] // 3
 
     wait_for(midway, WAIT_S, interval_s=0.05, what="the worker to be mid-stream")
+    return w, tail, domains, env
+
+
+def test_direct_sigkill_mid_stream_loses_no_alert(
+    kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
+) -> None:
+    w1, tail, domains, env = _mid_stream(kafka_names, workers, incident, "before-kill")
     w1.kill()
     # The rest only now: however fast the first worker was, the next one has input left after restoring.
     produce_file(tail, _direct(kafka_names), domains=domains)
@@ -186,20 +195,7 @@ def test_two_direct_workers_share_the_partitions_and_give_the_same_alert_ids(
 def test_a_worker_joining_mid_stream_takes_partitions_and_loses_nothing(
     kafka_names: KafkaNames, workers: Workers, incident: dict[str, Any]
 ) -> None:
-    env = {**DIRECT, "CROSSTALK_KAFKA__SNAPSHOT_EVERY": "200", "CROSSTALK_KAFKA__SNAPSHOT_INTERVAL_S": "0.5"}
-    a = workers.start(kafka_names, "first", **env)
-    wait_for(lambda: a.counters() is not None or not a.alive(), 60, what="the first worker's web server")
-    head, tail = split_lines(incident["path"], 0.6)
-    domains = response_domains(incident["path"], 10**9)
-    produce_file(head, _direct(kafka_names), domains=domains, batch=25)
-    total = incident["events"]
-
-    def midway() -> bool:
-        c = a.counters()
-        cs = c["counters"] if c else {}
-        return cs.get("snapshots.direct", 0) >= 2 and cs.get("events.request", 0) >= total // 8
-
-    wait_for(midway, WAIT_S, interval_s=0.05, what="the first worker to be mid-stream")
-    b = workers.start(kafka_names, "second", **env)
+    a, tail, domains, env = _mid_stream(kafka_names, workers, incident, "first", batch=25)
+    b = workers.start(kafka_names, "second", **env)  # the group rebalances while the first is mid-stream
     produce_file(tail, _direct(kafka_names), domains=domains, batch=25)
     _same_alerts(kafka_names, incident["alerts"], [a, b])

@@ -41,6 +41,7 @@ class Harness:
         self.rebalance_after: int | None = None  # move the generation during this offset's delivery
         self.rebalance_in_flow_control = False
         self._sought: dict[TP, int] | None = None  # as BatchGuardConsumer's: set by a seek back
+        self._upto: dict[TP, int] | None = None  # as BatchGuardConsumer's: how far a gappy topic's seek reaches
         self._delivered: dict[TP, int] | None = None  # as BatchGuardConsumer's: the last offset delivered
         self.rewind_at: tuple[int, int] | None = None  # (offset, to): seek back during this offset's delivery
 
@@ -148,3 +149,25 @@ def test_a_batch_fetched_before_a_seek_back_is_not_delivered_and_the_re_read_is(
     assert h.delivered == [] and h._read_offset[tp] == 5
     h.deliver(batch(OTHER, range(5, 8)))  # the re-read
     assert h.delivered == [5, 6, 7] and h._read_offset[tp] == 7 and not h._sought
+
+
+def test_an_input_partition_sought_back_takes_the_first_message_up_to_the_one_that_came_too_early() -> None:
+    h = Harness()
+    h.app.batch_handlers = {INPUT: h.hand}
+    tp = TP(INPUT, 0)
+    # The direct stage read 41 after 30 and sought back to 31, accepting 31..41 (gaps.py).
+    h._sought, h._upto = {tp: 31}, {tp: 41}
+    h._read_offset[tp] = 31
+    h.deliver(batch(INPUT, range(42, 45)))  # fetched before the seek: dropped, the read offset stays
+    assert h.handed == [] and h._read_offset[tp] == 31
+    h.deliver(batch(INPUT, range(41, 43)))  # the log's own gap: 41 is the partition's next after all
+    assert h.handed == [[41, 42]] and not h._sought and not h._upto
+
+
+def test_an_input_partition_sought_back_reads_the_messages_it_had_skipped() -> None:
+    h = Harness()
+    h.app.batch_handlers = {INPUT: h.hand}
+    tp = TP(INPUT, 0)
+    h._sought, h._upto = {tp: 31}, {tp: 41}
+    h.deliver(batch(INPUT, range(31, 35)))
+    assert h.handed == [[31, 32, 33, 34]] and not h._sought and not h._upto

@@ -16,7 +16,8 @@ from detectors.monitor import Monitor
 from schemas.events import parse_event
 from streams.kafka.checkpoint import Checkpointer
 from streams.kafka.direct import DirectStage, DirectState
-from streams.kafka.inputmsg import InputMessage, offset_spans
+from streams.kafka.gaps import offset_spans
+from streams.kafka.inputmsg import InputMessage
 from streams.routing import domain_key, input_partition_of, routing_key
 from streams.settings import Settings
 

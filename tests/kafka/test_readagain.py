@@ -63,6 +63,7 @@ class Consumer:
         self.flow_active = True
         self._delivered: dict[TP, int] | None = {A: 581}
         self._sought: dict[TP, int] | None = None
+        self._upto: dict[TP, int] | None = None  # as BatchGuardConsumer's: how far a gappy topic's seek reaches
         self.seeks: list[tuple[TP, int]] = []
 
     def assignment(self) -> set[TP]:

@@ -86,6 +86,7 @@ class Consumer:
         self._committed_offset: defaultdict[TP, int | None] = defaultdict(lambda: None)
         self._delivered: dict[TP, int] | None = {}
         self._sought: dict[TP, int] | None = None
+        self._upto: dict[TP, int] | None = None  # as BatchGuardConsumer's: how far a gappy topic's seek reaches
         self._rounds = 0
         self.seeks: list[tuple[str, TP, int]] = []
 
