@@ -38,7 +38,12 @@ class InputGaps:
         was fetched before, at once, and seeks in a task of its own."""
         seek = consumer.reread_upto(tp, *back)
         self._seeks.add(seek)
-        seek.add_done_callback(self._seeks.discard)
+        seek.add_done_callback(self._sought)
+
+    def _sought(self, seek: asyncio.Future[None]) -> None:
+        self._seeks.discard(seek)
+        if not seek.cancelled() and seek.exception() is not None:  # a revocation voids it: the assignment seeks
+            log.warning("a seek back of the input failed: %r", seek.exception())
 
     def forget(self, partition: int) -> None:
         """Revoked: the next assignment starts where the consumer seeks it."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from faust.types import TP, Message
 
 from streams.kafka.app import KafkaPipeline
@@ -102,3 +103,20 @@ def test_the_direct_stage_reads_only_what_follows_its_state_and_has_the_rest_rea
     assert read == [[0, 1, 2], [3], list(range(4, 11))]
     assert pipe.direct_states[0].offset == 10 and not pipe.counters["direct.offset_gaps"]
     assert pipe.counters["ingest.cache_stats"] == 11  # every message once
+
+
+def test_a_seek_back_that_fails_is_logged_and_not_kept(caplog: pytest.LogCaptureFixture) -> None:
+    gaps = InputGaps(Counter())
+
+    class Consumer:
+        def reread_upto(self, tp: TP, offset: int, upto: int) -> asyncio.Future[None]:
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(KeyError(tp))
+            return failed
+
+    async def run() -> None:
+        gaps.seek_back(Consumer(), TP("input", 0), (4, 9))
+        await asyncio.sleep(0)  # the done callbacks run
+
+    asyncio.run(run())
+    assert not gaps._seeks and "a seek back of the input failed" in caplog.text
