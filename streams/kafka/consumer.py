@@ -180,6 +180,8 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
         sought, upto = self._sought, self._upto
         if sought is None:
             sought = self._sought = {}
+        if upto is None:  # the very dict `reread_upto` fills while this delivery awaits
+            upto = self._upto = {}
         delivered = self._delivered
         if delivered is None:
             delivered = self._delivered = {}
@@ -204,11 +206,10 @@ class BatchGuardConsumer(faust_aiokafka.Consumer):
                 since_yield = 0
             if sought and tp in sought:
                 lo = sought[tp]
-                if not lo <= message.offset <= (upto.get(tp, lo) if upto else lo):
+                if not lo <= message.offset <= upto.get(tp, lo):
                     continue  # fetched before a seek back: read again from there
                 del sought[tp]
-                if upto:
-                    upto.pop(tp, None)
+                upto.pop(tp, None)
             offset = message.offset
             r_offset = get_read_offset(tp)
             if r_offset is None or offset >= r_offset:
