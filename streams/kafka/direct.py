@@ -54,6 +54,7 @@ from detectors.pipeline import (
 from schemas.events import Event, Fingerprint
 from schemas.exchange import Exchange
 from streams.kafka.frames import INPUT, Source
+from streams.kafka.gaps import MARKER_GAP
 from streams.kafka.inputmsg import InputMessage, intake
 from streams.kafka.stages import NEG_INF, DeadLetter, DomainResult, DomainState, publish
 from streams.routing import DomainHome, input_partition_of
@@ -133,7 +134,7 @@ class DirectStage:
             if msg.offset <= st.offset:
                 counters["direct.replayed_skipped"] += 1
                 return None
-            if st.offset >= 0 and msg.offset > st.offset + 2:
+            if st.offset >= 0 and msg.offset > st.offset + MARKER_GAP:
                 # Offsets the state never read, which a seek back found the log does not hold (streams/kafka/gaps.py):
                 # a transactional producer's aborted records, or retention. From any other producer, input read past.
                 counters["direct.offset_gaps"] += 1
