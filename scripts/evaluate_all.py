@@ -42,6 +42,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streams.sim.columns import COLUMNS, TARGETS  # noqa: E402
+from streams.sim.episodes import episode_figures, episodes, flagged_times, from_events  # noqa: E402
 from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa: E402
 from streams.sim.misses import ext_shapes, miss_counts, misses_table, row_shapes, shape_counts  # noqa: E402
 
@@ -166,6 +168,7 @@ def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) ->
         "attribution_cjk_source": g.get("source_script", {}).get("cjk", {}).get("attribution"),
         "attribution_cjk_receiver": g.get("receiver_script", {}).get("cjk", {}).get("attribution"),
         "delay_s": ev.detection_delay_s,
+        **ev.episodes,
         # Denominators of the shares, so that seeds pool (`pooled`).
         "n:exposure": ev.contaminated,
         "n:attribution": ev.contaminated,
@@ -201,6 +204,8 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     f |= incident_figures(judged, set(lab.get("positives", {})) | set(lab.get("cross_session", {})))
     f |= miss_counts(judged, lab.get("positives", {}))
     f |= shape_counts(judged, ext_shapes(lab))
+    leaked = set(lab.get("positives", {})) | set(lab.get("cross_session", {}))
+    f |= episode_figures(episodes(*from_events(events, leaked), flagged_times(judged)))
     del f["incidents_high"]
     inc = re.search(r"incidents: \d+ with a leak, (\d+) false", out)
     if inc:  # its scorer counts an incident as high when any of its alerts is (as before incidents had a severity)
@@ -251,49 +256,6 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
     return {"runs": runs, "keys": list(keys), "quick": a.quick, "wall_s": round(time.monotonic() - t0)}
-
-
-# (figure, label, higher is worse, kind): kind "rate" = count / clean_2xx, "per10k", "share", "s", "n" (a count)
-COLUMNS: list[tuple[str, str, bool, str]] = [
-    ("false_high", "false high+ (≤ 0.05 %)", True, "rate"),
-    ("false_warning", "false warning+ (≤ 0.3 %)", True, "rate"),
-    ("false_incidents", "false incidents /10k (≤ 1)", True, "per10k"),
-    ("false_incidents_by_alert", "…counted by alert severity", True, "per10k"),
-    ("unpaged_incidents", "leak incidents not paged", True, "n"),
-    ("incident_delay_s", "delay, first leak alert → incident high", True, "s"),
-    ("exposure", "exposure (≥ 97 %)", False, "share"),
-    ("content_only", "content-only (≥ 95 %)", False, "share"),
-    ("class:whole_response", "whole response (≥ 95 %)", False, "share"),
-    ("class:worst", "the worst leak class (≥ 95 %)", False, "share"),
-    ("class:prefix_collision", "prefix-cache collision", False, "share"),
-    ("class:spliced_page", "spliced page", False, "share"),
-    ("class:cross_session", "cross-session", False, "share"),
-    ("class:stale_kv_abort", "stale KV after an abort", False, "share"),
-    ("class:misroute", "misrouted whole response", False, "share"),
-    ("class:swap", "two whole responses swapped", False, "share"),
-    ("class:interleave", "interleaved stream chunks", False, "share"),
-    ("class:page_splice", "spliced page (v2)", False, "share"),
-    ("class:stale_kv", "stale KV (v2)", False, "share"),
-    ("class:placeholder_stale_kv", "stale KV behind a placeholder (v3, v4)", False, "share"),
-    ("class:connection_desync", "a pooled connection's answer read by the next request (v3)", False, "share"),
-    ("class:response_cache_collision", "a response cache not scoped per tenant (v3)", False, "share"),
-    ("class:stream_interleave", "two streams' chunks interleaved (v3)", False, "share"),
-    ("class:prefix_hash_collision", "prefix-cache hash collision (v3)", False, "share"),
-    ("class:pd_kv_misdelivery", "KV transfer to the wrong decode slot (v3)", False, "share"),
-    ("class:session_history_mixup", "another session's history (v3)", False, "share"),
-    ("class:prefix_block_shared", "prefix-cache blocks shared across tenants (v4)", False, "share"),
-    ("class:stream_splice", "another stream's tokens spliced in (v4)", False, "share"),
-    ("class:response_cache_unscoped", "a response cache without tenant scope (v4)", False, "share"),
-    ("class:conversation_key_collision", "another session's conversation loaded (v4)", False, "share"),
-    ("class:draft_slot_bleed", "a speculative draft slot not reset (v4)", False, "share"),
-    ("class:tool_result_misroute", "another tenant's tool result (v4)", False, "share"),
-    ("class:batch_offset_shift", "batch results joined by offset (v4)", False, "share"),
-    ("class:kv_handoff_mismatch", "KV handed to the wrong decode request (v4)", False, "share"),
-    ("attribution", "attribution (≥ 95 %)", False, "share"),
-    ("attribution_cjk_source", "CJK-source attribution", False, "share"),
-    ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
-    ("delay_s", "delay, first leak → first high", True, "s"),
-]
 
 
 def value(f: dict[str, Any], name: str, kind: str) -> float | None:
@@ -427,20 +389,14 @@ def markdown(report: dict[str, Any], before: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-# The targets (issue 39): (figure, bound, higher is worse).
-TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0, "exposure": 0.97,
-           "content_only": 0.95, "class:whole_response": 0.95, "class:misroute": 0.95, "class:swap": 0.95,
-           "class:worst": 0.95, "attribution": 0.95,
-           "delay_s": 60.0}  # fmt: skip
-
-
 def readme_table(report: dict[str, Any]) -> str:
     """The README's table: each target per profile (worst of keys and shapes), and whether every profile meets it."""
     w = report["worst"]
     profiles = [p for p in PROFILES if p in w]
     head = "| target | " + " | ".join(PROFILES[p][0] for p in profiles) + " | met |"
     lines = [head, "|---|" + "---|" * (len(profiles) + 1)]
-    shown = {"false_incidents_by_alert", "unpaged_incidents", "incident_delay_s"}  # the price of paging on incidents
+    # The price of paging on incidents; cold episodes (bounded in the README).
+    shown = {"false_incidents_by_alert", "unpaged_incidents", "incident_delay_s", "ttd_cold_s", "episodes_cold_missed"}
     for name, label, higher_worse, kind in COLUMNS:
         if name not in TARGETS and name not in shown and not name.startswith("attribution_cjk"):
             continue

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from schemas.alert import SEVERITY_RANK, Alert
+from streams.sim.episodes import episode_figures, episodes, flagged_times, from_labels
 
 _HIGH = SEVERITY_RANK["high"]
 _WARNING = SEVERITY_RANK["warning"]
@@ -68,6 +69,8 @@ class Evaluation:
     false_incidents_by_alert: int = 0
     unpaged_incidents: int = 0
     incident_delay_s: float | None = None
+    # Time to detect per leak episode, warm and cold (streams/sim/episodes.py): counts, never-detected counts, maxima.
+    episodes: dict[str, Any] = field(default_factory=dict)
     # High or critical cross-tenant alerts on contaminated responses, and how many of them name a tenant whose
     # pages are not in the response: the price of naming every source (one alert per victim), kept in sight.
     source_alerts: int = 0
@@ -228,6 +231,9 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
         source_alerts=len(named),
         misnamed_source_alerts=misnamed,
         **_incidents(by_request, {r["request_id"] for r in contaminated}),
+        episodes=episode_figures(
+            episodes(*from_labels(rows), flagged_times(a for found in by_request.values() for a in found))
+        ),
     )
 
 

@@ -80,7 +80,13 @@ def test_ext_v2_figures_are_read_from_its_scorers_output(tmp_path: Path, monkeyp
             for rid, inc, sev in (("clean", "i1", "warning"), ("leak", "i2", "high"), ("xs", "i3", "high"))
         )
     )
+    # Its labels give no times: episodes are timed from the events' responses (streams/sim/episodes.py).
+    times = (("clean", 0.0), ("leak", 0.5), ("xs", 0.8))
+    (tmp_path / "e").write_text(
+        "\n".join(json.dumps({"type": "response", "request_id": r, "ts": t, "cache_domain": "d1"}) for r, t in times)
+    )
     f = evaluate_all.ext_v2(tmp_path / "l", tmp_path / "a", tmp_path / "e")
+    assert (f["episodes_cold"], f["ttd_cold_s"], f["episodes_warm"], f["ttd_warm_s"]) == (1, 0.5, 0, None)
     assert (f["false_high"], f["clean_2xx"], f["false_warning"], f["false_incidents_by_alert"]) == (3, 6000, 9, 2)
     assert (f["false_incidents"], f["unpaged_incidents"], f["incident_delay_s"]) == (0, 0, 0.0)
     assert (f["exposure"], f["content_only"], f["attribution"]) == (0.95, 0.9, 0.925)
@@ -148,3 +154,17 @@ def test_incidents_pool_their_counts_and_the_readme_shows_what_paging_on_them_co
     assert "| leak incidents not paged | 3 | – |" in table
     assert "| delay, first leak alert → incident high | 400 s | – |" in table
     assert "| …counted by alert severity |" in table and "| false incidents /10k (≤ 1) |" in table
+
+
+def test_time_to_detect_is_judged_per_warm_episode_and_an_episode_never_flagged_misses_it() -> None:
+    runs = [
+        _run("a", "k1", 1, delay_s=0.0, ttd_warm_s=30.0, episodes_warm=3, episodes_warm_missed=0, ttd_cold_s=400.0),
+        _run("a", "k1", 2, delay_s=0.0, ttd_warm_s=45.0, episodes_warm=2, episodes_warm_missed=1),
+    ]
+    w = evaluate_all.worst(runs)["p"]
+    assert (w["ttd_warm_s"], w["episodes_warm_missed"], w["ttd_cold_s"]) == (45.0, 1, 400.0)
+    table = evaluate_all.readme_table({"worst": {"sim": w}})
+    assert "| time to detect, warm episode (≤ 60 s) | 45 s | yes |" in table
+    assert "| warm episodes never flagged high (0) | 1 | **no**: ours |" in table
+    assert "| time to detect, cold episode (bounded) | 400 s | – |" in table  # reported, bounded in the README
+    assert "a run's first leak" not in table  # no longer the target's figure (the result files keep it)

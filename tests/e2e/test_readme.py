@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -203,3 +204,15 @@ def test_the_speed_table_is_the_committed_benchmark_result() -> None:
     section = TEXTS[README].split("## How fast it is", 1)[1].split("\n## ", 1)[0]
     missing = {name: value for name, value in _speed_figures().items() if value not in section}
     assert not missing, f"README's speed table differs from bench/results: {missing}"
+
+
+def test_the_evaluation_table_is_a_committed_result_file() -> None:
+    section = TEXTS[README].split("## How well it works", 1)[1].split("\n## ", 1)[0]
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import evaluate_all
+
+    tables = [
+        evaluate_all.readme_table(json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted((ROOT / "bench/results").glob("eval-all-*.json"))
+    ]
+    assert any(t in section for t in tables), "README's table is no result file's (scripts/evaluate_all.py --readme)"

@@ -1,0 +1,143 @@
+"""Time to detect, per leak episode, warm and cold (issue 39's target; scripts/evaluate_all.py).
+
+Issue 39 asks for at most 60 s "from the first leaked response of an episode to the first high alert" once the domain
+is warm, and for a cold domain the time, reported and bounded. A run's single figure (its first leak to its first
+high alert) answers neither: a run whose first leak falls in a new domain's warm-up says nothing of the warm case,
+and a later episode that waited for ever hides behind an early one found at once. So:
+
+- an **episode** is a run of leaked responses of one cache domain, each within `quiet_s` of the one before (the
+  incident's quiet period: a leak after that much quiet is news to the operator again);
+- it is **cold** when its first leak came less than `warmup_s` after the domain's first response (the longest warm-up
+  crosstalk documents; the evaluator's own definition, not the detector's notion of warm, so that a detector that
+  warms late pays for it in the warm figures);
+- its **delay** is from its first leaked response to the first high or critical alert on any of its leaks (the alert's
+  event time: a held finding counts when it was raised); an episode none of whose leaks is ever flagged high is
+  **never detected**, counted apart: its delay is unbounded, not left out.
+
+No alert is read one by one to make these: they are counts and maxima, like the other figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from schemas.alert import SEVERITY_RANK, Alert
+
+QUIET_S = 600.0  # DetectionSettings.incident_quiet_s's default
+_HIGH = SEVERITY_RANK["high"]
+WARMUP_S = 600.0  # the longest warm-up docs/connect.md states (overlap_warmup_slow_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Leak:
+    request_id: str
+    ts: float
+    domain: str
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    domain: str
+    first_ts: float
+    leaks: int
+    cold: bool
+    delay_s: float | None  # None: no leak of it was ever flagged high
+
+
+def episodes(
+    leaks: Iterable[Leak],
+    domain_start: Mapping[str, float],
+    flagged_at: Mapping[str, float],
+    quiet_s: float = QUIET_S,
+    warmup_s: float = WARMUP_S,
+) -> list[Episode]:
+    """The episodes of `leaks`; `domain_start`: each domain's first response time; `flagged_at`: per request id, the
+    event time of its first high or critical alert (absent: never)."""
+    by_domain: dict[str, list[Leak]] = {}
+    for leak in leaks:
+        by_domain.setdefault(leak.domain, []).append(leak)
+    out: list[Episode] = []
+    for domain, rows in sorted(by_domain.items()):
+        rows.sort(key=lambda r: r.ts)
+        group: list[Leak] = []
+        for leak in rows:
+            if group and leak.ts - group[-1].ts > quiet_s:
+                out.append(_episode(domain, group, domain_start, flagged_at, warmup_s))
+                group = []
+            group.append(leak)
+        if group:
+            out.append(_episode(domain, group, domain_start, flagged_at, warmup_s))
+    return out
+
+
+def _episode(
+    domain: str, group: list[Leak], start: Mapping[str, float], flagged_at: Mapping[str, float], warmup_s: float
+) -> Episode:
+    first = group[0].ts
+    hits = [flagged_at[r.request_id] for r in group if r.request_id in flagged_at]
+    delay = max(0.0, min(hits) - first) if hits else None
+    return Episode(domain, first, len(group), first - start.get(domain, first) < warmup_s, delay)
+
+
+def episode_figures(found: list[Episode]) -> dict[str, Any]:
+    """A run's figures: per warmth, the episodes, those never detected and the longest delay of the detected ones."""
+    f: dict[str, Any] = {}
+    for name, cold in (("warm", False), ("cold", True)):
+        part = [e for e in found if e.cold is cold]
+        delays = [e.delay_s for e in part if e.delay_s is not None]
+        f[f"episodes_{name}"] = len(part)
+        f[f"episodes_{name}_missed"] = len(part) - len(delays)
+        f[f"ttd_{name}_s"] = max(delays) if delays else None
+    return f
+
+
+def from_labels(rows: list[dict[str, Any]]) -> tuple[list[Leak], dict[str, float]]:
+    """Our label format (the simulator's and the blind profiles'): the leaked responses, and each domain's start."""
+    start: dict[str, float] = {}
+    leaks = []
+    for r in rows:
+        d = r.get("cache_domain") or ""
+        start[d] = min(start.get(d, r["ts"]), r["ts"])
+        if r["contaminated"]:
+            leaks.append(Leak(r["request_id"], r["ts"], d))
+    return leaks, start
+
+
+def from_events(path: Path, leaked: set[str]) -> tuple[list[Leak], dict[str, float]]:
+    """The same from an event file's responses (ext-v2's labels name leaked responses without time or domain)."""
+    start: dict[str, float] = {}
+    leaks = []
+    with path.open("rb") as fh:
+        for line in fh:
+            if b'"response"' not in line:
+                continue
+            e = orjson.loads(line)
+            if e.get("type") != "response":
+                continue
+            ts, d = _seconds(e["ts"]), e.get("cache_domain") or ""
+            start[d] = min(start.get(d, ts), ts)
+            if e["request_id"] in leaked:
+                leaks.append(Leak(e["request_id"], ts, d))
+    return leaks, start
+
+
+def _seconds(ts: float | str) -> float:
+    if isinstance(ts, str):
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    return float(ts)
+
+
+def flagged_times(alerts: Iterable[Alert]) -> dict[str, float]:
+    """Per request id, the event time of its first high or critical alert."""
+    out: dict[str, float] = {}
+    for a in alerts:
+        if SEVERITY_RANK[a.severity] >= _HIGH:
+            for rid in a.request_ids:
+                out[rid] = min(out.get(rid, a.ts), a.ts)
+    return out
