@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from streams.sim.columns import COLUMNS, TARGETS  # noqa: E402
 from streams.sim.episodes import episode_figures, episodes, flagged_times, from_events  # noqa: E402
+from streams.sim.episodes import plot as plot_episodes  # noqa: E402
 from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa: E402
 from streams.sim.misses import ext_shapes, miss_counts, misses_table, row_shapes, shape_counts  # noqa: E402
 
@@ -428,10 +429,8 @@ def main() -> int:
         print(readme_table(orjson.loads(a.readme.read_bytes())), end="")
         return 0
     if a.rescore:
-        report = rescore(a.rescore, a.work)
-        a.rescore.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         before = orjson.loads(a.before.read_bytes()) if a.before else None
-        a.rescore.with_suffix(".md").write_text(markdown(report, before), encoding="utf-8")
+        write(rescore(a.rescore, a.work), before, a.rescore.with_suffix(""))
         return 0
     if "ext-v2" in a.profiles and not (EXT_V2 / "generate.py").exists():
         print(f"ext-v2 not found at {EXT_V2} (set CROSSTALK_EXT_V2)", file=sys.stderr)
@@ -445,11 +444,21 @@ def main() -> int:
     before = orjson.loads(a.before.read_bytes()) if a.before else None
     out = a.out or ROOT / "bench" / "results" / f"eval-all-{a.tag}"
     out.parent.mkdir(parents=True, exist_ok=True)
+    print(write(report, before, out))
+    return 0
+
+
+def write(report: dict[str, Any], before: dict[str, Any] | None, out: Path) -> str:
+    """The result file (`out`.json), its tables (.md) and its time-to-detect plot (-ttd.png); the tables returned."""
     Path(f"{out}.json").write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     md = markdown(report, before)
+    try:
+        plot_episodes(report["runs"], {p: label for p, (label, _) in PROFILES.items()}, Path(f"{out}-ttd.png"))
+        md += f"\nTime to detect per episode (streams/sim/episodes.py):\n\n![time to detect]({out.name}-ttd.png)\n"
+    except ImportError:  # matplotlib comes with the bench extra
+        print("no plot: install crosstalk[bench] for matplotlib", file=sys.stderr)
     Path(f"{out}.md").write_text(md, encoding="utf-8")
-    print(md)
-    return 0
+    return md
 
 
 if __name__ == "__main__":

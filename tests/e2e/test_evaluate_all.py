@@ -112,6 +112,7 @@ def test_a_quick_run_scores_every_profile_and_prints_the_readme_table(tmp_path: 
         assert missed == round(f["leaks"] * (1 - f["exposure"])), r
         assert sum(v for k, v in f.items() if k.startswith("missed:")) == missed, r  # and one label shape each
     assert "Where the missed leaks went" in out.with_suffix(".md").read_text()
+    assert (tmp_path / "quick-ttd.png").read_bytes().startswith(b"\x89PNG")  # time to detect, per episode
     table = subprocess.run(
         [sys.executable, "scripts/evaluate_all.py", "--readme", str(out.with_suffix(".json"))],
         cwd=ROOT,
@@ -168,3 +169,14 @@ def test_time_to_detect_is_judged_per_warm_episode_and_an_episode_never_flagged_
     assert "| warm episodes never flagged high (0) | 1 | **no**: ours |" in table
     assert "| time to detect, cold episode (bounded) | 400 s | – |" in table  # reported, bounded in the README
     assert "a run's first leak" not in table  # no longer the target's figure (the result files keep it)
+
+
+def test_the_time_to_detect_plot_is_written_beside_the_tables(tmp_path: Path) -> None:
+    f = {"episodes_warm": 3, "delays_warm": [0.0, 12.5], "episodes_cold": 1, "delays_cold": [400.0]}
+    report = {"commit": "c", "date": "d", "keys": ["k1"], "runs": [_run("a", "k1", 1, **f)]}
+    report["runs"][0]["profile"] = "sim"
+    report["worst"] = evaluate_all.worst(report["runs"])
+    md = evaluate_all.write(report, None, tmp_path / "eval-all-c")
+    assert "![time to detect](eval-all-c-ttd.png)" in md and md == (tmp_path / "eval-all-c.md").read_text()
+    assert (tmp_path / "eval-all-c-ttd.png").read_bytes().startswith(b"\x89PNG")
+    assert json.loads((tmp_path / "eval-all-c.json").read_text())["runs"][0]["f"]["delays_warm"] == [0.0, 12.5]
