@@ -44,8 +44,8 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("class:batch_offset_shift", "batch results joined by offset (v4)", False, "share"),
     ("class:kv_handoff_mismatch", "KV handed to the wrong decode request (v4)", False, "share"),
     ("attribution", "attribution (≥ 95 %)", False, "share"),
-    ("attribution_cjk_source", "CJK-source attribution", False, "share"),
-    ("attribution_cjk_receiver", "CJK-receiver attribution", False, "share"),
+    ("attribution_cjk_source", "CJK-source attribution (within 3 points)", False, "share"),
+    ("attribution_cjk_receiver", "CJK-receiver attribution (within 3 points)", False, "share"),
     ("delay_s", "delay, a run's first leak → first high", True, "s"),
     ("ttd_warm_s", "time to detect, warm episode (≤ 60 s)", True, "s"),
     ("episodes_warm_missed", "warm episodes never flagged high (0)", True, "n"),
@@ -58,3 +58,7 @@ TARGETS = {"false_high": 0.0005, "false_warning": 0.003, "false_incidents": 1.0,
            "content_only": 0.95, "class:whole_response": 0.95, "class:misroute": 0.95, "class:swap": 0.95,
            "class:worst": 0.95, "attribution": 0.95,
            "ttd_warm_s": 60.0, "episodes_warm_missed": 0.0}  # fmt: skip
+
+# Targets relative to another figure of the same profile: "attribution ≥ 95 %, with CJK receivers and CJK sources
+# each within 3 points" (issue 39), each worst-of figure against the profile's worst-of attribution.
+RELATIVE = {"attribution_cjk_source": ("attribution", 0.03), "attribution_cjk_receiver": ("attribution", 0.03)}

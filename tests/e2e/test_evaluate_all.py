@@ -180,3 +180,13 @@ def test_the_time_to_detect_plot_is_written_beside_the_tables(tmp_path: Path) ->
     assert "![time to detect](eval-all-c-ttd.png)" in md and md == (tmp_path / "eval-all-c.md").read_text()
     assert (tmp_path / "eval-all-c-ttd.png").read_bytes().startswith(b"\x89PNG")
     assert json.loads((tmp_path / "eval-all-c.json").read_text())["runs"][0]["f"]["delays_warm"] == [0.0, 12.5]
+
+
+def test_cjk_attribution_is_judged_within_three_points_of_the_profiles_attribution() -> None:
+    w = {
+        "sim": {"attribution": 0.978, "attribution_cjk_source": 0.939, "attribution_cjk_receiver": 0.95},
+        "ext-v2": {"attribution": 0.975, "attribution_cjk_source": 0.99, "attribution_cjk_receiver": None},
+    }
+    table = evaluate_all.readme_table({"worst": w})
+    assert "| CJK-source attribution (within 3 points) | 93.9 % | 99.0 % | **no**: ours |" in table
+    assert "| CJK-receiver attribution (within 3 points) | 95.0 % | – | yes |" in table  # 2.8 points below: within
