@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -99,6 +99,16 @@ def print_evaluation(ev: Evaluation, console: Console | None = None) -> None:
     )
     false_alarms = f"{ev.false_alarm_rate:.3%} ({ev.false_alarms}/{ev.clean_2xx})"
     t.add_row("false-alarm rate", false_alarms, shown["false-alarm rate"])
-    delay = "n/a" if ev.detection_delay_s is None else f"{ev.detection_delay_s:.1f} s"
-    t.add_row("detection delay (event time)", delay, shown["detection delay (event time)"])
+    t.add_row("time to detect per episode", _episodes(ev.episodes), shown["time to detect per episode"])
     console.print(t)
+
+
+def _episodes(f: dict[str, Any]) -> str:
+    """Warm and cold episodes' longest time to detect, how many, and how many were never flagged (event time)."""
+    parts = []
+    for name in ("warm", "cold"):
+        n, missed, worst = f.get(f"episodes_{name}") or 0, f.get(f"episodes_{name}_missed") or 0, f.get(f"ttd_{name}_s")
+        if n:
+            never = f", {missed} never" if missed else ""
+            parts.append(f"{name} {'–' if worst is None else f'{worst:.1f} s'} ({n}{never})")
+    return "; ".join(parts) or "n/a"

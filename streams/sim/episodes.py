@@ -98,6 +98,14 @@ def episode_figures(found: list[Episode]) -> dict[str, Any]:
     return f
 
 
+def episodes_met(f: dict[str, Any], warm_s: float = 60.0, cold_s: float = WARMUP_S) -> bool:
+    """Issue 39's time to detect on `episode_figures`: no episode never flagged, warm ones within `warm_s`, cold ones
+    within `cold_s` (the hold a new domain's content-only findings wait at most)."""
+    if f.get("episodes_warm_missed") or f.get("episodes_cold_missed"):
+        return False
+    return (f.get("ttd_warm_s") or 0.0) <= warm_s and (f.get("ttd_cold_s") or 0.0) <= cold_s
+
+
 def plot(runs: list[dict[str, Any]], labels: dict[str, str], path: Path) -> None:
     """Per profile, the share of its episodes (every shape, seed and key) detected within t: warm ones solid, cold ones
     dashed; an episode never flagged keeps its curve below 100 %. The 60-s target is the dotted line."""

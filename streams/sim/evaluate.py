@@ -6,7 +6,8 @@
   leaked tokens; for leaks from the same tenant's other session, cross_session_contamination);
   also reported leniently: naming any tenant whose pages leaked into the response;
 - false alarms: clean 2xx responses flagged high or critical, and flagged warning or above;
-- detection delay: event time from the first contaminated response to the first alert flagging one.
+- detection delay: event time from the first contaminated response to the first alert flagging one; per leak
+  episode, warm and cold (streams/sim/episodes.py), the figure the targets hold.
 
 Every figure overall, per scenario (`mechanism`, `content_only`), per receiver and source language
 (zh, ja, de, en, code) and script group (cjk = zh + ja, rest); false alarms also per receiver language
@@ -24,7 +25,7 @@ from typing import Any
 import orjson
 
 from schemas.alert import SEVERITY_RANK, Alert
-from streams.sim.episodes import episode_figures, episodes, flagged_times, from_labels
+from streams.sim.episodes import episode_figures, episodes, episodes_met, flagged_times, from_labels
 
 _HIGH = SEVERITY_RANK["high"]
 _WARNING = SEVERITY_RANK["warning"]
@@ -101,11 +102,9 @@ TARGETS = (
     Target("exposure recall", "≥ 99 %", lambda e: e.exposure_recall >= 0.99),
     Target("attribution accuracy", "≥ 95 %", lambda e: e.attribution_accuracy >= 0.95),
     Target("false-alarm rate", "≤ 0.1 %", lambda e: e.false_alarm_rate <= 0.001),
-    Target(
-        "detection delay (event time)",
-        "≤ 60 s",
-        lambda e: e.detection_delay_s is not None and e.detection_delay_s <= 60.0,
-    ),
+    # Per leak episode (streams/sim/episodes.py): a warm domain's within 60 s, a new one's within its warm-up hold
+    # (600 s, the README's bound), and none never flagged.
+    Target("time to detect per episode", "≤ 60 s warm, ≤ 600 s cold", lambda e: episodes_met(e.episodes)),
 )
 TARGET_SHOWN = {t.name: t.shown for t in TARGETS}
 

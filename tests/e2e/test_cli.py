@@ -43,6 +43,9 @@ def test_replay_finds_the_incident_and_evaluate_scores_it(sim: Path, tmp_path: P
     assert figures["exposure_recall"] == 1.0
     assert figures["false_alarm_rate"] == 0.0
     assert figures["detection_delay_s"] is not None and figures["detection_delay_s"] <= 60
+    ep = figures["episodes"]  # the target's figure: every episode flagged, a new domain's within its hold
+    assert ep["episodes_warm"] + ep["episodes_cold"] > 0 and ep["episodes_cold_missed"] == 0
+    assert (ep["ttd_cold_s"] or 0) <= 600 and (ep["ttd_warm_s"] or 0) <= 60
 
 
 @pytest.mark.slow  # replays the simulated incident three times (plain, gzip, again)

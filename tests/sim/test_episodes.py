@@ -8,7 +8,7 @@ from pathlib import Path
 
 from factories import incident_alert
 
-from streams.sim.episodes import Leak, episode_figures, episodes, flagged_times, from_events, from_labels
+from streams.sim.episodes import Leak, episode_figures, episodes, episodes_met, flagged_times, from_events, from_labels
 from streams.sim.evaluate import evaluate
 
 
@@ -69,3 +69,11 @@ def test_episodes_are_read_from_an_event_file_when_labels_have_no_times(tmp_path
     events.write_text("\n".join(json.dumps(e) for e in lines) + "\n")
     leaks, start = from_events(events, {"leak"})
     assert [(lk.request_id, lk.ts - start["d"], lk.domain) for lk in leaks] == [("leak", 1200.5, "d")]
+
+
+def test_the_time_to_detect_target_needs_every_episode_flagged_warm_ones_in_60_s_cold_ones_in_the_hold() -> None:
+    f = {"episodes_warm": 2, "episodes_warm_missed": 0, "ttd_warm_s": 60.0, "episodes_cold": 1, "ttd_cold_s": 600.0}
+    assert episodes_met(f)
+    assert not episodes_met(f | {"ttd_warm_s": 61.0})
+    assert not episodes_met(f | {"ttd_cold_s": 601.0})
+    assert not episodes_met(f | {"episodes_cold_missed": 1})  # an episode never flagged has no delay to compare
