@@ -15,7 +15,7 @@ from detectors.domain import DomainMonitor
 from detectors.fleet import Digest, Fleet, digest_of
 from detectors.public import PublicSet
 from detectors.settings import DetectionSettings
-from schemas.alert import Alert, IncidentResolved
+from schemas.alert import Alert, IncidentResolved, Lead
 from schemas.events import CacheStats, Request, Response
 from schemas.exchange import Exchange
 
@@ -75,6 +75,7 @@ class DomainTable:
         # What the model writes, over every domain this table judges and those it only hears of (detectors/fleet.py).
         self.fleet = Fleet(settings)
         self.fleet.public = public
+        self.leads: list[Lead] | None = None  # what every domain judged below an alert, when asked (never pickled)
         # Digests of the exchanges this table judged, for a runner that tells other tables (a Kafka partition's); None:
         # nobody listens.
         self.told: list[Digest] | None = None
@@ -88,6 +89,7 @@ class DomainTable:
             if here and self.fleet.mixups is not None:
                 self.fleet.mixups.restore_here(here)  # what it judged: it raises the mix-ups found on them once heard
         self.__dict__.setdefault("told", None)
+        self.__dict__.setdefault("leads", None)
         for dm in self.domains.values():  # each domain's overlap detector reads the table's record
             dm.overlap.fleet = self.fleet
 
@@ -98,7 +100,7 @@ class DomainTable:
         # are still this table's to raise.
         mixups = self.fleet.mixups
         here = mixups.here() if mixups is not None else {}
-        return self.__dict__ | {"told": None, "fleet": None, "fleet_here": here}
+        return self.__dict__ | {"told": None, "fleet": None, "fleet_here": here, "leads": None}
 
     def hear(self, ex: Exchange) -> Digest | None:
         """An exchange of the fleet that another table judges (a replay job's): only the fleet record learns it, in its
@@ -132,6 +134,8 @@ class DomainTable:
             self._drop(next(iter(self._activity)), "domains.evicted")
         dm = self.domains[name] = DomainMonitor(name, self.settings, self.public)
         dm.overlap.fleet = self.fleet
+        if self.leads is not None:
+            dm.leads = self.leads
         return dm
 
     def _active(self, name: str, ts: float) -> None:

@@ -19,8 +19,17 @@ from detectors.signals import registry
 from detectors.signals.base import Detector, Piece
 from detectors.signals.capacity import CapacityTracker
 from detectors.signals.overlap import OverlapDetector
-from detectors.verdict import across_senders, alert_id, corroborate, kind_of, score_of, severity_of, source_of
-from schemas.alert import SEVERITY_RANK, Alert, Signal
+from detectors.verdict import (
+    across_senders,
+    alert_id,
+    capacity_alert,
+    corroborate,
+    kind_of,
+    score_of,
+    severity_of,
+    source_of,
+)
+from schemas.alert import SEVERITY_RANK, Alert, Lead, Signal
 from schemas.events import CacheStats
 from schemas.exchange import Exchange
 from schemas.timefmt import format_ts
@@ -29,6 +38,10 @@ Item = CacheStats | Exchange
 
 
 class DomainMonitor:
+    # What the core judged below an alert, when the shell asks for it (`Monitor.record_leads`): a list the process
+    # shares and drains, never pickled; None (the class's) records nothing.
+    leads: list[Lead] | None = None
+
     def __init__(self, cache_domain: str, settings: DetectionSettings, public: PublicSet | None = None) -> None:
         self.cache_domain = cache_domain
         self.s = settings
@@ -70,7 +83,7 @@ class DomainMonitor:
         capacity = self.capacity
         capacity.observe_stats(ev)
         gap = capacity.gap()
-        return [self._domain_alert(gap, ev.ts, ev.traceparent)] if gap else []
+        return [capacity_alert(self.cache_domain, self.incidents, gap, ev.ts, ev.traceparent)] if gap else []
 
     def observe_exchange(self, ex: Exchange) -> list[Alert]:
         """Judge an exchange now, or buffer it behind event time (`domain_lateness_s`)."""
@@ -230,7 +243,7 @@ class DomainMonitor:
     def _gap_alert(self, ts: float) -> Alert | None:
         """The domain alert for an advertised context window larger than the prefill pool, if it is now."""
         gap = self.capacity.gap()
-        return self._domain_alert(gap, ts, None) if gap else None
+        return capacity_alert(self.cache_domain, self.incidents, gap, ts, None) if gap else None
 
     def _victim_alerts(
         self, ex: Exchange | Held, alert: Alert, main: list[Signal], others: list[Signal], ts: float | None = None
@@ -285,6 +298,8 @@ class DomainMonitor:
         main, others = _split_victims(signals)
         if SEVERITY_RANK[severity_of(main)] < SEVERITY_RANK["high"]:
             self.held_counts["held_dismissed"] += 1
+            if self.leads is not None:
+                self.leads.append(self._lead(held, main, ts))
             return []  # dismissed: nothing was raised for it, and nothing is
         self.held_counts["held_raised"] += 1
         alert = self._response_alert(held, main, ts)
@@ -312,6 +327,8 @@ class DomainMonitor:
         response's own (a held finding judged later)."""
         severity = severity_of(signals := across_senders(signals, ex.request_id, self.s.scoped_request_ids))
         if SEVERITY_RANK[severity] < SEVERITY_RANK["warning"]:
+            if self.leads is not None and signals:
+                self.leads.append(self._lead(ex, signals, ts))
             return None
         kind = kind_of(signals)
         assert kind is not None
@@ -343,31 +360,9 @@ class DomainMonitor:
             incident_severity=inc_severity,
         )
 
-    def _domain_alert(self, sig: Signal, ts: float, traceparent: str | None) -> Alert:
-        f = sig.figures
-        aid = alert_id(
-            "capacity_gap", self.cache_domain, [], None, f"{f['prefill_capacity_tokens']}/{f['context_window']}"
-        )
-        gkey, iid, inc_sev = self.incidents.assign(
-            self.cache_domain, "capacity_gap", sig.severity, ts, aid, [], None, None
-        )
-        return Alert(
-            alert_id=aid,
-            ts=ts,
-            kind="capacity_gap",
-            severity=sig.severity,
-            cache_domain=self.cache_domain,
-            score=sig.score,
-            evidence=[sig],
-            summary=(
-                f"{self.cache_domain} advertises a context window of {f['context_window']:,} tokens but its prefill "
-                f"pool holds {f['prefill_capacity_tokens']:,}: prompts in the gap cannot be prefilled whole"
-            ),
-            group_key=gkey,
-            incident_id=iid,
-            traceparent=traceparent,
-            incident_severity=inc_sev,
-        )
+    def _lead(self, ex: Exchange | Held, signals: list[Signal], ts: float | None) -> Lead:
+        return Lead(ts=ex.ts if ts is None else ts, cache_domain=self.cache_domain, tenant_id=ex.tenant_id,
+                    session_id=ex.session_id, request_id=ex.request_id, findings=signals)  # fmt: skip
 
     # --- state ---------------------------------------------------------------------------------
     def _overlap(self) -> OverlapDetector:
@@ -451,7 +446,7 @@ class DomainMonitor:
 
 _CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
 _HIGH_UP = frozenset({"high", "critical"})
-_NOT_PICKLED = frozenset({"_plan", "_lateness"})
+_NOT_PICKLED = frozenset({"_plan", "_lateness", "leads"})
 
 
 def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:

@@ -24,7 +24,7 @@ from detectors.join import Joiner
 from detectors.public import PublicSet
 from detectors.session_prints import SessionPrints
 from detectors.settings import DetectionSettings
-from schemas.alert import Alert, IncidentResolved
+from schemas.alert import Alert, IncidentResolved, Lead
 from schemas.events import Event, Request
 from schemas.exchange import Exchange, TextFingerprint
 
@@ -187,6 +187,23 @@ class Monitor:
     def resolved_due(self, ts: float) -> list[IncidentResolved]:
         """`drain_resolved`, at most once per second of event time: what a runner calls per event."""
         return self.back.resolved_due(ts)
+
+    def record_leads(self) -> None:
+        """From now on, keep what every domain judges below an alert (`Lead`) for `take_leads`: a replay's leads file
+        and the evaluation's account of its misses. Off by default: nobody else drains them."""
+        if self.table.leads is None:
+            self.table.leads = []
+            for dm in self.table.domains.values():
+                dm.leads = self.table.leads
+
+    def take_leads(self) -> list[Lead]:
+        """The leads kept since the last call, in the order they were judged (none unless `record_leads`)."""
+        leads = self.table.leads
+        if not leads:
+            return []
+        out = list(leads)
+        leads.clear()  # in place: every domain holds this list
+        return out
 
     def take_request(self, request_id: str) -> tuple[Request, TextFingerprint | None] | None:
         """The waiting request half of `request_id`, taken out (`Joiner.take_request`): the direct topology sends it

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
+from detectors.incidents import IncidentTracker
 from detectors.signals import registry
-from schemas.alert import SEVERITY_RANK, AlertKind, Severity, Signal
+from schemas.alert import SEVERITY_RANK, Alert, AlertKind, Severity, Signal
 
 # What each signal concludes (its kind, precedence, mechanism or not) is declared where it is registered
 # (detectors/signals/registry.py): a new signal needs no edit here.
@@ -94,3 +95,29 @@ def source_of(signals: list[Signal], kind: str) -> str | None:
         if s.source_tenant_id:
             return s.source_tenant_id
     return None
+
+
+def capacity_alert(
+    cache_domain: str, incidents: IncidentTracker, sig: Signal, ts: float, traceparent: str | None
+) -> Alert:
+    """The domain's alert for an advertised context window larger than its prefill pool (`capacity_gap`)."""
+    f = sig.figures
+    aid = alert_id("capacity_gap", cache_domain, [], None, f"{f['prefill_capacity_tokens']}/{f['context_window']}")
+    gkey, iid, inc_sev = incidents.assign(cache_domain, "capacity_gap", sig.severity, ts, aid, [], None, None)
+    return Alert(
+        alert_id=aid,
+        ts=ts,
+        kind="capacity_gap",
+        severity=sig.severity,
+        cache_domain=cache_domain,
+        score=sig.score,
+        evidence=[sig],
+        summary=(
+            f"{cache_domain} advertises a context window of {f['context_window']:,} tokens but its prefill "
+            f"pool holds {f['prefill_capacity_tokens']:,}: prompts in the gap cannot be prefilled whole"
+        ),
+        group_key=gkey,
+        incident_id=iid,
+        traceparent=traceparent,
+        incident_severity=inc_sev,
+    )

@@ -96,3 +96,19 @@ class IncidentResolved(BaseModel):
     resolved_at: AlertTime = Field(description="event time it resolved: last alert + the quiet period")
     alerts: int = Field(ge=0, description="alerts the incident had")
     severity: Severity | None = Field(default=None, description="the incident's own severity when it resolved")
+
+
+class Lead(BaseModel):
+    """A response the core judged below a warning: no alert, no incident, no page, and still a finding about it (a
+    passage another tenant or session had, a run shorter than a page, a cold domain's hold dismissed). Written only
+    when asked (`crosstalk replay --leads-out`): the leads of an investigation ("whose text went where") and what an
+    evaluation reads to say why a leak was missed. No text, as alerts carry none."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    ts: AlertTime = Field(description="event time it was judged (a held finding: when judged again)")
+    cache_domain: str
+    tenant_id: str | None = None
+    session_id: str | None = None
+    request_id: str
+    findings: list[Signal] = Field(description="the signals the core concluded on it, each below a warning")

@@ -1,5 +1,5 @@
-"""JSON Schema of every event type, of the alert and of the exchange (the joined pair that crosses the
-internal topics and that sinks receive), for producers and consumers written in other languages."""
+"""JSON Schema of every event type, of the alert, of a replay's lead and of the exchange (the joined pair that
+crosses the internal topics and that sinks receive), for producers and consumers written in other languages."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel
 
-from schemas.alert import Alert
+from schemas.alert import Alert, Lead
 from schemas.events import EVENT_ADAPTER, EVENT_TYPES
 from schemas.exchange import EXCHANGE_ADAPTER
 
@@ -18,9 +18,9 @@ SCHEMA_VERSION = "1"
 
 def schemas() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert}
+    models: dict[str, type[BaseModel]] = {**EVENT_TYPES, "alert": Alert, "lead": Lead}
     for name, model in models.items():
-        # Events are read (validated); the alert and the exchange are written by crosstalk.
+        # Events are read (validated); the alert, the lead and the exchange are written by crosstalk.
         mode: Literal["validation", "serialization"] = "validation" if name in EVENT_TYPES else "serialization"
         out[name] = model.model_json_schema(mode=mode)
     # The exchange is a plain dataclass inside the process; pydantic writes its JSON form (schemas.exchange).

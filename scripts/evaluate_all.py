@@ -46,7 +46,7 @@ from streams.sim.columns import COLUMNS, RELATIVE, TARGETS  # noqa: E402
 from streams.sim.episodes import episode_figures, episodes, flagged_times, from_events  # noqa: E402
 from streams.sim.episodes import plot as plot_episodes  # noqa: E402
 from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa: E402
-from streams.sim.misses import ext_shapes, miss_counts, misses_table, row_shapes, shape_counts  # noqa: E402
+from streams.sim.misses import ext_shapes, load_leads, miss_counts, misses_table, row_shapes, shape_counts  # noqa: E402
 
 EXT_V2 = Path(os.environ.get("CROSSTALK_EXT_V2", ROOT.parent / "shared" / "eval" / "ext-v2"))
 KEYS = ("eval-key-a", "eval-key-b", "eval-key-c", "eval-key-d", "eval-key-e")
@@ -142,6 +142,7 @@ def replay(root: Path, events: Path, alerts: Path, key: str) -> float:
     env["CROSSTALK_DATA_DIR"] = str(alerts.parent)
     cmd = [sys.executable, "-m", "streams.cli", "replay", str(events), "--alerts-out", str(alerts)]
     cmd += ["--rejects", str(alerts.with_suffix(".rejects.jsonl")), "--quiet", "--no-progress"]
+    cmd += ["--leads-out", str(alerts.with_suffix(".leads.jsonl"))]  # why its misses were missed (misses.py)
     t = time.monotonic()
     alerts.unlink(missing_ok=True)
     subprocess.run(cmd, cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -178,7 +179,8 @@ def ours(labels_path: Path, alerts_path: Path, classes: tuple[str, ...] = ()) ->
         "n:attribution_cjk_receiver": g.get("receiver_script", {}).get("cjk", {}).get("contaminated"),
     }
     rows = labels["responses"]
-    f |= miss_counts(alerts, (r["request_id"] for r in rows if r["contaminated"]))
+    leads = load_leads(alerts_path.with_suffix(".leads.jsonl"))
+    f |= miss_counts(alerts, (r["request_id"] for r in rows if r["contaminated"]), leads)
     f |= shape_counts(alerts, row_shapes(rows))
     for c in classes:
         sub = [r for r in rows if r["contaminated"] and (r.get("leak_class") or r.get("leak_kind")) == c]
@@ -203,7 +205,7 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     # Incidents by their own severity (ADR 0018), scored as ours are: its labels name the leaked responses.
     lab, judged = orjson.loads(labels.read_bytes()), load_alerts(str(alerts))
     f |= incident_figures(judged, set(lab.get("positives", {})) | set(lab.get("cross_session", {})))
-    f |= miss_counts(judged, lab.get("positives", {}))
+    f |= miss_counts(judged, lab.get("positives", {}), load_leads(alerts.with_suffix(".leads.jsonl")))
     f |= shape_counts(judged, ext_shapes(lab))
     leaked = set(lab.get("positives", {})) | set(lab.get("cross_session", {}))
     f |= episode_figures(episodes(*from_events(events, leaked), flagged_times(judged)))

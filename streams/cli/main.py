@@ -95,6 +95,20 @@ def _replay_jobs(jobs: int, files: list[str]) -> int:
     return jobs
 
 
+def _replay_outputs(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The alerts' output (stdout unless --alerts-out) and the leads' (None unless --leads-out), opened; the caller
+    closes the files."""
+    alerts_out: Any = sys.stdout.buffer
+    if args.alerts_out not in (None, "-"):
+        _writable(args.alerts_out, "--alerts-out")
+        alerts_out = Path(args.alerts_out).open("wb")  # noqa: SIM115 - closed by the caller
+    leads_out = None
+    if args.leads_out is not None:
+        _writable(args.leads_out, "--leads-out")
+        leads_out = Path(args.leads_out).open("wb")  # noqa: SIM115 - closed by the caller
+    return alerts_out, leads_out
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
@@ -104,7 +118,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from streams.inputs.files import InputError, check_inputs, input_size
     from streams.sinks import build_sinks
     from streams.sinks.base import Sink
-    from streams.sinks.jsonl import AlertWriter
+    from streams.sinks.jsonl import AlertWriter, LeadWriter
 
     settings = _settings(args)
     try:
@@ -114,11 +128,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.rejects is None:
         args.rejects = default_rejects_path()
     jobs = _replay_jobs(args.jobs or default_jobs(), args.files)
+    if args.leads_out is not None and jobs > 1:
+        raise CliError(EXIT_USAGE, "--leads-out needs --jobs 1: a split replay's jobs keep their leads apart")
     _writable(args.rejects, "--rejects")
-    alerts_out: Any = sys.stdout.buffer
-    if args.alerts_out not in (None, "-"):
-        _writable(args.alerts_out, "--alerts-out")
-        alerts_out = Path(args.alerts_out).open("wb")  # noqa: SIM115 - closed below
+    alerts_out, leads_out = _replay_outputs(args)
     rejects = LazyFile(args.rejects)
     split = None
     if jobs > 1:
@@ -126,6 +139,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         split = Jobs(settings, args.files, jobs, args.format)
         split.start(exchanges=settings.otel.enabled or settings.otel.console)
     sinks: list[Sink] = [AlertWriter(alerts_out), *build_sinks(settings)]
+    if leads_out is not None:
+        sinks.append(LeadWriter(leads_out))
     total = input_size(args.files)
     show = err.is_terminal and not args.no_progress and total
     progress = Progress(*Progress.get_default_columns()[:-1], DownloadColumn(), TransferSpeedColumn(), console=err)
@@ -146,6 +161,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             result = split.run(sinks, rejects, on_progress)
         else:
             runner = EmbeddedRunner(settings, sinks, rejects_out=rejects, on_progress=on_progress)
+            if leads_out is not None:
+                runner.record_leads()
             result = runner.run_files(args.files, format=args.format)
     except JobsError as exc:
         raise CliError(EXIT_INTERNAL, str(exc)) from None
@@ -155,6 +172,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         rejects.close()
         if alerts_out is not sys.stdout.buffer:
             alerts_out.close()
+        if leads_out is not None:
+            leads_out.close()
     if not args.quiet:
         print_summary(result)
     # Even with --quiet: where the bad lines (and the events kept with a part dropped) went is not a detail.
@@ -254,6 +273,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--format", choices=["jsonl", "otlp-json"], default="jsonl", help="otlp-json: OTLP/JSON trace exports"
+    )
+    p.add_argument(
+        "--leads-out",
+        help="also write, as JSONL, every response the core judged below an alert with what it found (no text): "
+        "an investigation's leads (one job only)",
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no summary table")

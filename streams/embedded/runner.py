@@ -60,6 +60,7 @@ class RunResult:
 
 class EmbeddedRunner:
     _refused: tuple[str, str] | None = None  # the last reject (reason, detail): feed_checked reads it
+    _leads = False  # whether the core keeps its leads for the sinks (`record_leads`)
 
     def __init__(
         self,
@@ -98,6 +99,14 @@ class EmbeddedRunner:
         for alert in observed.alerts:
             self.result.alerts.append(alert)
             sinks.on_alert(alert)
+        if self._leads:
+            for lead in self.monitor.take_leads():
+                sinks.on_lead(lead)
+
+    def record_leads(self) -> None:
+        """Have the core keep what it judges below an alert, for the sinks' `on_lead` (a replay's --leads-out)."""
+        self.monitor.record_leads()
+        self._leads = True
 
     def _tell_resolved(self, resolutions: list[IncidentResolved]) -> None:
         for resolution in resolutions:

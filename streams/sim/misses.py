@@ -5,10 +5,11 @@ name. These counts name the rule that held each missed leak below high, pooled, 
 a figure like the others, whose sum is the number of leaks missed. The reasons are tried in this order, on the
 strongest content finding that names the response (the most severe, then the one with most matched fingerprints):
 
-- `nothing`: no alert names it, so no finding on it reached a warning: no shared passage of 8 units, no mechanism, no
-  mix-up, or only an info finding, which raises no alert (another session's text on content alone; a match a rule made
-  info: scattered vocabulary, text gone from the pools, a run below `overlap_alone_matches`; a cold domain's held
-  finding dismissed when judged again). Telling these apart needs the info findings, which no sink receives;
+- `nothing`: no alert names it, so no finding on it reached a warning. Where the replay kept the core's leads
+  (`crosstalk replay --leads-out`: what it judged below an alert), `nothing` means no finding at all (no shared passage
+  of 8 units, no mechanism, no mix-up), and a lead says which rule kept its strongest content finding below an alert:
+  `lead:cold` (a cold domain's finding, not held or dismissed when judged again), then the rules below as `lead:<rule>`,
+  or `lead:other` (other signals only). Without leads (result files before stop 63) they all count as `nothing`;
 - `other`: alerts name it, but none with a content finding (a signal below high on its own);
 
 the rest say which rule kept its strongest content finding at a warning:
@@ -28,13 +29,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from detectors.settings import DetectionSettings
-from schemas.alert import SEVERITY_RANK, Alert, Signal
+from schemas.alert import SEVERITY_RANK, Alert, Lead, Signal
 
 REASONS: dict[str, str] = {
-    "nothing": "no alert names it",
+    "nothing": "no alert names it (nor a lead, where kept)",
     "other": "only other signals, below high",
     "cross_session": "its tenant's other session, content alone (info)",
     "echo": "whole sentences of the source (echo warning)",
@@ -42,6 +44,15 @@ REASONS: dict[str, str] = {
     "shared": "text other tenants had too: too little evidence",
     "scattered": "scattered short matches: vocabulary",
     "weak": "a content match below a page",
+    # No alert, and the core's own finding below one (`crosstalk replay --leads-out`; evaluations since stop 63).
+    "lead:cold": "no alert; a cold domain's finding (not held, or dismissed)",
+    "lead:cross_session": "no alert; its tenant's other session",
+    "lead:echo": "no alert; whole sentences of the source",
+    "lead:beyond_pools": "no alert; the source's text gone from every pool",
+    "lead:shared": "no alert; text other tenants had too",
+    "lead:scattered": "no alert; scattered short matches",
+    "lead:weak": "no alert; a run below a page",
+    "lead:other": "no alert; other signals only",
 }
 _CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
 _HIGH = SEVERITY_RANK["high"]
@@ -49,7 +60,11 @@ _S = DetectionSettings()
 
 
 def _strongest(alerts: Iterable[Alert]) -> Signal | None:
-    found = [e for a in alerts for e in a.evidence if e.name in _CONTENT]
+    return _strongest_signal(e for a in alerts for e in a.evidence)
+
+
+def _strongest_signal(signals: Iterable[Signal]) -> Signal | None:
+    found = [e for e in signals if e.name in _CONTENT]
     return max(
         found,
         key=lambda e: (SEVERITY_RANK[e.severity], e.figures.get("matched_fingerprints") or 0),
@@ -57,13 +72,26 @@ def _strongest(alerts: Iterable[Alert]) -> Signal | None:
     )
 
 
-def reason(alerts: list[Alert]) -> str:
-    """Why a leaked response that none of `alerts` (the alerts naming it) flags high was missed (the module doc)."""
+def reason(alerts: list[Alert], leads: list[Lead] | None = None) -> str:
+    """Why a leaked response that none of `alerts` (the alerts naming it) flags high was missed (the module doc);
+    `leads`: the core's findings on it below an alert, where the replay kept them (None: not kept)."""
     if not alerts:
-        return "nothing"
+        if not leads:
+            return "nothing"
+        e = _strongest_signal(s for lead in leads for s in lead.findings)
+        if e is None:
+            return "lead:other"
+        if "held_s" in e.figures or e.figures.get("warm") is False:
+            return "lead:cold"  # judged in a cold domain: not held (below high), or held and dismissed
+        return "lead:" + _rule(e)
     e = _strongest(alerts)
     if e is None:
         return "other"
+    return _rule(e)
+
+
+def _rule(e: Signal) -> str:
+    """The rule that kept content finding `e` below high."""
     f: dict[str, Any] = e.figures
     if e.name == "cross_session_contamination":
         return "cross_session"
@@ -79,18 +107,32 @@ def reason(alerts: list[Alert]) -> str:
     return "weak"
 
 
-def miss_counts(alerts: list[Alert], leaked: Iterable[str]) -> dict[str, int]:
-    """`miss:<reason>` -> how many of the `leaked` responses no alert flags high were missed for that reason."""
+def miss_counts(alerts: list[Alert], leaked: Iterable[str], leads: list[Lead] | None = None) -> dict[str, int]:
+    """`miss:<reason>` -> how many of the `leaked` responses no alert flags high were missed for that reason;
+    `leads`: the replay's leads (`load_leads`), None where it kept none."""
     naming: dict[str, list[Alert]] = {}
     for a in alerts:
         for r in a.request_ids:
             naming.setdefault(r, []).append(a)
+    on: dict[str, list[Lead]] | None = None
+    if leads is not None:
+        on = {}
+        for lead in leads:
+            on.setdefault(lead.request_id, []).append(lead)
     counts: Counter[str] = Counter()
     for r in leaked:
         mine = naming.get(r, [])
         if not any(SEVERITY_RANK[a.severity] >= _HIGH for a in mine):
-            counts[reason(mine)] += 1
+            counts[reason(mine, None if on is None else on.get(r, []))] += 1
     return {f"miss:{k}": counts[k] for k in REASONS}
+
+
+def load_leads(path: Path) -> list[Lead] | None:
+    """A replay's leads file (`--leads-out`); None if the replay kept none (an older result's)."""
+    if not path.exists():
+        return None
+    with path.open("rb") as fh:
+        return [Lead.model_validate_json(line) for line in fh if line.strip()]
 
 
 # What a missed leak was, from its label alone (no alert): its kind, and its shortest leaked passage in tokens against a

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from schemas.alert import Alert, IncidentResolved
+from schemas.alert import Alert, IncidentResolved, Lead
 from schemas.exchange import Exchange
 
 log = logging.getLogger("crosstalk.sinks")
@@ -49,6 +49,9 @@ class Sink:
 
     def on_reject(self, reason: str, detail: str) -> None:
         """An input line or message was rejected (dead-lettered) for `reason`."""
+
+    def on_lead(self, lead: Lead) -> None:
+        """A response the core judged below an alert (only when the runner asked the core for its leads)."""
 
     def set_state_size_source(self, fn: SizeSource) -> None:
         """The runner's state size (entries per component), for sinks that export it as a gauge."""
@@ -112,6 +115,9 @@ class SinkSet(Sink):
 
     def on_reject(self, reason: str, detail: str) -> None:
         self._each("on_reject", reason, detail)
+
+    def on_lead(self, lead: Lead) -> None:
+        self._each("on_lead", lead)
 
     def set_state_size_source(self, fn: SizeSource) -> None:
         self._each("set_state_size_source", fn)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from schemas.alert import Lead
 from streams.cli.main import _DELEGATED, main
 from streams.sim.evaluate import TARGETS, evaluate, load_alerts
 
@@ -112,7 +113,8 @@ def test_schema_command_writes_every_schema(tmp_path: Path, capsys: pytest.Captu
     assert main(["schema", "--out", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == sorted(
-        f"{n}.schema.json" for n in ("alert", "cache_stats", "canary", "event", "exchange", "request", "response")
+        f"{n}.schema.json"
+        for n in ("alert", "cache_stats", "canary", "event", "exchange", "lead", "request", "response")
     )
 
 
@@ -180,3 +182,31 @@ def test_replay_rejects_go_under_the_data_dir_and_the_summary_says_where(tmp_pat
     assert f"2 rejected lines written to {written}" in " ".join(proc.stderr.split())
     ignored = subprocess.run(["git", "check-ignore", "-q", "crosstalk-rejects.jsonl"], cwd=root)
     assert ignored.returncode == 0
+
+
+def test_replay_writes_its_leads_beside_the_same_alerts(tmp_path: Path) -> None:
+    # A tenant's text in its other session: an info finding on content alone, no alert, and a lead.
+    from factories import TEXTS, request, response
+
+    events = [
+        request("a1", "alice", 1, text=TEXTS[1], session_id="s-old"),
+        response("a1", "alice", 2, text="ok", session_id="s-old"),
+        request("a2", "alice", 5, session_id="s-new"),
+        response("a2", "alice", 6, text=TEXTS[1], session_id="s-new"),
+    ]
+    src = tmp_path / "events.jsonl"
+    src.write_text("".join(e.model_dump_json() + "\n" for e in events))
+    env = {"CROSSTALK_DETECTION__OVERLAP_WARMUP_DOCS": "0", "CROSSTALK_DETECTION__OVERLAP_WARMUP_S": "0",
+           "CROSSTALK_DETECTION__FINGERPRINT_KEY": "leads-cli"}  # fmt: skip
+    common = ["replay", str(src), "--quiet", "--no-progress", "--rejects", str(tmp_path / "r.jsonl")]
+    run = lambda *extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "streams.cli", *common, *extra], env=os.environ | env, capture_output=True, text=True
+    )
+    assert run("--alerts-out", str(tmp_path / "a.jsonl")).returncode == 0
+    assert run("--alerts-out", str(tmp_path / "b.jsonl"), "--leads-out", str(tmp_path / "leads.jsonl")).returncode == 0
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    (lead,) = [Lead.model_validate_json(line) for line in (tmp_path / "leads.jsonl").read_text().splitlines()]
+    assert lead.request_id == "a2" and lead.findings[0].name == "cross_session_contamination"
+    assert TEXTS[1][:40] not in (tmp_path / "leads.jsonl").read_text()  # no text, as in alerts
+    split = run("--alerts-out", str(tmp_path / "c.jsonl"), "--leads-out", str(tmp_path / "l2.jsonl"), "--jobs", "2")
+    assert split.returncode == 2 and "--leads-out needs --jobs 1" in split.stderr

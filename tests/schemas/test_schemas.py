@@ -120,7 +120,7 @@ def test_unknown_type_not_json_and_oversized_have_their_own_reasons() -> None:
 def test_json_schema_export_covers_every_type_and_accepts_both_ts_forms(tmp_path) -> None:
     paths = write_schemas(tmp_path)
     names = {p.name for p in paths}
-    kinds = ("request", "response", "cache_stats", "canary", "alert", "exchange", "event")
+    kinds = ("request", "response", "cache_stats", "canary", "alert", "lead", "exchange", "event")
     assert names == {f"{n}.schema.json" for n in kinds}
     req = json.loads((tmp_path / "request.schema.json").read_text())
     assert {"type", "event_id", "ts", "request_id", "tenant_id", "model", "prompt_tokens"} <= set(req["required"])

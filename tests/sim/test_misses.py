@@ -10,7 +10,7 @@ from factories import TEXTS, request, response
 
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
-from schemas.alert import Alert, Signal
+from schemas.alert import Alert, Lead, Signal
 from streams.sim.misses import REASONS, ext_shapes, miss_counts, misses_table, reason, row_shapes, shape_counts
 
 
@@ -60,6 +60,40 @@ def test_an_info_finding_raises_no_alert_so_its_leak_counts_as_nothing() -> None
         alerts += m.observe(ev)
     assert miss_counts(alerts, ["a2"])["miss:nothing"] == 1
     assert reason([_alert("a2", "warning", name="cross_session_contamination", **PAGE)]) == "cross_session"
+    # With the core's leads kept, the same miss has its reason, and a leak with no finding at all stays `nothing`.
+    m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
+    m.record_leads()
+    alerts = [a for ev in (
+        request("a1", "alice", 1, text=TEXTS[1], session_id="s-old"),
+        response("a1", "alice", 2, text="ok", session_id="s-old"),
+        request("a2", "alice", 5, session_id="s-new"),
+        response("a2", "alice", 6, text=TEXTS[1], session_id="s-new"),
+    ) for a in m.observe(ev)]  # fmt: skip
+    counts = miss_counts(alerts, ["a2", "a1"], m.take_leads())
+    assert counts["miss:lead:cross_session"] == 1 and counts["miss:nothing"] == 1
+
+
+def _lead(rid: str, **figures: Any) -> Lead:
+    sig = Signal(name="cross_tenant_contamination", severity="info", score=0.5, figures=figures)
+    return Lead(ts=1.0, cache_domain="d", request_id=rid, findings=[sig])
+
+
+@pytest.mark.parametrize(
+    ("figures", "expected"),
+    [
+        ({**PAGE, "warm": False}, "lead:cold"),  # a cold domain's finding below high: never held
+        ({**PAGE, "held_s": 600.0}, "lead:cold"),  # held, and dismissed when judged again
+        ({**PAGE, "passages": 6}, "lead:scattered"),
+        ({**PAGE, "longest_run": 2, "required_run": 3}, "lead:weak"),
+    ],
+)
+def test_a_leads_figures_name_the_rule_that_kept_it_below_an_alert(figures: dict[str, Any], expected: str) -> None:
+    assert reason([], [_lead("r", **figures)]) == expected
+    assert reason([], []) == "nothing" and reason([]) == "nothing"
+    other = Lead(
+        ts=1.0, cache_domain="d", request_id="r", findings=[Signal(name="foreign_cache_read", severity="info", score=0)]
+    )
+    assert reason([], [other]) == "lead:other"
 
 
 def test_flagged_leaks_are_not_missed_and_the_counts_add_up() -> None:
@@ -70,7 +104,7 @@ def test_flagged_leaks_are_not_missed_and_the_counts_add_up() -> None:
     runs = [{"profile": "p", "f": counts}, {"profile": "p", "f": {"miss:nothing": 2}}]
     table = "\n".join(misses_table(runs))
     assert (
-        "| no alert names it | 75.0 % (3) |" in table
+        "| no alert names it (nor a lead, where kept) | 75.0 % (3) |" in table
         and "| whole sentences of the source (echo warning) | 25.0 % (1) |" in table
     )
 
