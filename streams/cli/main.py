@@ -128,8 +128,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.rejects is None:
         args.rejects = default_rejects_path()
     jobs = _replay_jobs(args.jobs or default_jobs(), args.files)
-    if args.leads_out is not None and jobs > 1:
-        raise CliError(EXIT_USAGE, "--leads-out needs --jobs 1: a split replay's jobs keep their leads apart")
     _writable(args.rejects, "--rejects")
     alerts_out, leads_out = _replay_outputs(args)
     rejects = LazyFile(args.rejects)
@@ -137,7 +135,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if jobs > 1:
         # Forked before the sinks and the progress bar start their threads.
         split = Jobs(settings, args.files, jobs, args.format)
-        split.start(exchanges=settings.otel.enabled or settings.otel.console)
+        split.start(exchanges=settings.otel.enabled or settings.otel.console, leads=args.leads_out is not None)
     sinks: list[Sink] = [AlertWriter(alerts_out), *build_sinks(settings)]
     if leads_out is not None:
         sinks.append(LeadWriter(leads_out))
@@ -277,7 +275,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--leads-out",
         help="also write, as JSONL, every response the core judged below an alert with what it found (no text): "
-        "an investigation's leads (one job only)",
+        "an investigation's leads",
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no summary table")

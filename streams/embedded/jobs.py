@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from detectors.incidents import Incident
-from schemas.alert import Alert, IncidentResolved
+from schemas.alert import Alert, IncidentResolved, Lead
 from schemas.events import Event, parse_event
 from schemas.exchange import Exchange
 from streams.embedded.prepass import moved_requests, not_rereadable
@@ -186,6 +186,10 @@ class _Outbox(Sink):
     def on_reject(self, reason: str, detail: str) -> None:
         self.reject_reasons.append((reason, detail))
 
+    def on_lead(self, lead: Lead) -> None:
+        # After the event's alerts, as one process emits them; its domains' leads by name.
+        self.pending.append(((3, lead.cache_domain), "lead", lead))
+
     def seal(self, seq: float) -> None:
         if not self.pending:  # most events raise nothing
             self._orphans.clear()
@@ -225,22 +229,24 @@ class _Job:
 
 def _run_job(
     job: int, jobs: int, settings: Settings, paths: list[str], fmt: str, moved: dict[str, str], now: float | None,
-    run_id: str, exchanges: bool, queue: Any,
+    run_id: str, exchanges: bool, queue: Any, leads: bool = False,
 ) -> None:  # fmt: skip
     try:
-        _job_body(job, jobs, settings, paths, fmt, moved, now, run_id, exchanges, queue)
+        _job_body(job, jobs, settings, paths, fmt, moved, now, run_id, exchanges, queue, leads)
     except BaseException:  # the parent must hear of it, whatever it is
         queue.put(("error", job, traceback.format_exc()))
 
 
 def _job_body(
     job: int, jobs: int, settings: Settings, paths: list[str], fmt: str, moved: dict[str, str], now: float | None,
-    run_id: str, exchanges: bool, queue: Any,
+    run_id: str, exchanges: bool, queue: Any, leads: bool = False,
 ) -> None:  # fmt: skip
     part = Partition(job, jobs, moved, settings.ingest.max_event_bytes, settings.detection.common_min_sessions > 0)
     outbox = _Outbox(exchanges)
     lines = _Lines()
     runner = EmbeddedRunner(settings, [outbox], owns=part.owns)
+    if leads:
+        runner.record_leads()
     rejects = _JobRejects(lines, listener=outbox.on_reject, run_id=run_id)
     rejects.part = part
     runner.rejects = rejects
@@ -325,8 +331,9 @@ class Jobs:
         self.queue: Any = None
         self.state: list[_Job] = []
 
-    def start(self, exchanges: bool) -> None:
-        """`exchanges`: whether a sink reads the evaluated exchanges (OpenTelemetry spans); else only alerts come."""
+    def start(self, exchanges: bool, leads: bool = False) -> None:
+        """`exchanges`: whether a sink reads the evaluated exchanges (OpenTelemetry spans); else only alerts come.
+        `leads`: whether the jobs keep the core's leads for the sinks' `on_lead` (a replay's --leads-out)."""
         max_bytes = self.settings.ingest.max_event_bytes
         moved = moved_requests(self.paths, max_bytes) if self.format == "jsonl" else {}
         now = time.time() if self.settings.ingest.replay_wall_clock else None
@@ -344,6 +351,7 @@ class Jobs:
                 self.run_id,
                 exchanges,
                 self.queue,
+                leads,
             )
             proc = ctx.Process(target=_run_job, args=args, name=f"crosstalk-replay-job-{j}", daemon=True)
             self.state.append(_Job(proc))
@@ -368,6 +376,8 @@ class Jobs:
                     sinkset.on_alert(item)
                 elif kind == "exchange":
                     sinkset.on_exchange(*item)
+                elif kind == "lead":
+                    sinkset.on_lead(item)
                 else:
                     sinkset.on_resolved(item)
 

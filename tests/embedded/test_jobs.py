@@ -14,10 +14,12 @@ import pytest
 from factories import request, response
 
 from detectors.back import DomainTable
+from schemas.alert import Lead
 from streams.embedded.jobs import Jobs, JobsError, job_of, moved_requests
 from streams.embedded.runner import EmbeddedRunner, RunResult
 from streams.settings import Settings
 from streams.sim.simulate import SimConfig, write_simulation
+from streams.sinks.base import Sink
 from streams.sinks.jsonl import AlertWriter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,3 +204,23 @@ def test_each_job_hears_the_other_jobs_exchanges_for_the_fleet_record(
     monkeypatch.setattr(DomainTable, "hear", lambda self, ex: None)
     _, deaf, _ = _split(path, 2)
     assert _r_flagged(deaf)
+
+
+def test_jobs_give_the_leads_of_one_process(traffic: Path) -> None:
+    # What the core judged below an alert, kept when asked (ADR 0035): the same leads, whichever job judged them.
+    one = LeadList()
+    runner = EmbeddedRunner(_settings(), [one])
+    runner.record_leads()
+    runner.run_files([str(traffic)])
+    split, two = Jobs(_settings(), [str(traffic)], 2), LeadList()
+    split.start(exchanges=False, leads=True)
+    split.run([two])
+    assert one.leads and sorted(one.leads) == sorted(two.leads)
+
+
+class LeadList(Sink):
+    def __init__(self) -> None:
+        self.leads: list[str] = []
+
+    def on_lead(self, lead: Lead) -> None:
+        self.leads.append(lead.model_dump_json())
