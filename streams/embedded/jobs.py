@@ -371,15 +371,7 @@ class Jobs:
         def release(upto: float) -> None:
             while heap and heap[0][0] <= upto:
                 *_, kind, item = heapq.heappop(heap)
-                if kind == "alert":
-                    result.alerts.append(item)
-                    sinkset.on_alert(item)
-                elif kind == "exchange":
-                    sinkset.on_exchange(*item)
-                elif kind == "lead":
-                    sinkset.on_lead(item)
-                else:
-                    sinkset.on_resolved(item)
+                _hand(sinkset, result, kind, item)
 
         try:
             while any(s.done is None for s in state):
@@ -438,6 +430,19 @@ class Jobs:
         if on_progress is not None:
             on_progress(result.bytes_in)
         return result
+
+
+def _hand(sinks: SinkSet, result: RunResult, kind: str, item: Any) -> None:
+    """One item a job kept, to the sinks, as one process would have handed it."""
+    if kind == "alert":
+        result.alerts.append(item)
+        sinks.on_alert(item)
+    elif kind == "exchange":
+        sinks.on_exchange(*item)
+    elif kind == "lead":
+        sinks.on_lead(item)
+    else:
+        sinks.on_resolved(item)
 
 
 def _receive(queue: Any, state: list[_Job]) -> tuple[Any, ...]:
