@@ -99,8 +99,9 @@ class IncidentResolved(BaseModel):
 
 
 class Lead(BaseModel):
-    """A response the core judged below a warning: no alert, no incident, no page, and still a finding about it (a
-    passage another tenant or session had, a run shorter than a page, a cold domain's hold dismissed). Written only
+    """A response the core judged below what raises an alert (a warning; a cold domain's held finding: high): no alert,
+    no incident, no page, and still a finding about it (a passage another tenant or session had, a run shorter than a
+    page, a held finding dismissed). Written only
     when asked (`crosstalk replay --leads-out`): the leads of an investigation ("whose text went where") and what an
     evaluation reads to say why a leak was missed. No text, as alerts carry none."""
 
@@ -111,4 +112,4 @@ class Lead(BaseModel):
     tenant_id: str | None = None
     session_id: str | None = None
     request_id: str
-    findings: list[Signal] = Field(description="the signals the core concluded on it, each below a warning")
+    findings: list[Signal] = Field(description="the signals the core concluded on it, below what raises an alert")
