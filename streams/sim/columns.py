@@ -51,6 +51,8 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("episodes_warm_missed", "warm episodes never flagged high (0)", True, "n"),
     ("ttd_cold_s", "time to detect, cold episode (bounded)", True, "s"),
     ("episodes_cold_missed", "cold episodes never flagged high", True, "n"),
+    ("late_warm_s", "longest wait of a flagged leak for its alert, warm", True, "s"),
+    ("late_cold_s", "longest wait of a flagged leak for its alert, cold", True, "s"),
 ]
 
 # The targets (issue 39): (figure, bound, higher is worse).

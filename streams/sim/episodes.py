@@ -12,7 +12,9 @@ and a later episode that waited for ever hides behind an early one found at once
   warms late pays for it in the warm figures);
 - its **delay** is from its first leaked response to the first high or critical alert on any of its leaks (the alert's
   event time: a held finding counts when it was raised); an episode none of whose leaks is ever flagged high is
-  **never detected**, counted apart: its delay is unbounded, not left out.
+  **never detected**, counted apart: its delay is unbounded, not left out;
+- beside it, how **late** a flagged leak can be: the longest any leak waited for its own first high alert (a held
+  finding's hold, a mix-up told when its other half completes).
 
 No alert is read one by one to make these: they are counts and maxima, like the other figures.
 """
@@ -48,6 +50,7 @@ class Episode:
     leaks: int
     cold: bool
     delay_s: float | None  # None: no leak of it was ever flagged high
+    late_s: float | None = None  # the longest a flagged leak of it waited for its own first high alert
 
 
 def episodes(
@@ -82,7 +85,9 @@ def _episode(
     first = group[0].ts
     hits = [flagged_at[r.request_id] for r in group if r.request_id in flagged_at]
     delay = max(0.0, min(hits) - first) if hits else None
-    return Episode(domain, first, len(group), first - start.get(domain, first) < warmup_s, delay)
+    waits = [max(0.0, flagged_at[r.request_id] - r.ts) for r in group if r.request_id in flagged_at]
+    late = max(waits) if waits else None
+    return Episode(domain, first, len(group), first - start.get(domain, first) < warmup_s, delay, late)
 
 
 def episode_figures(found: list[Episode]) -> dict[str, Any]:
@@ -94,6 +99,8 @@ def episode_figures(found: list[Episode]) -> dict[str, Any]:
         f[f"episodes_{name}"] = len(part)
         f[f"episodes_{name}_missed"] = len(part) - len(delays)
         f[f"ttd_{name}_s"] = max(delays) if delays else None
+        late = [e.late_s for e in part if e.late_s is not None]
+        f[f"late_{name}_s"] = max(late) if late else None  # "one leak was flagged 606 s late" (issue 39)
         f[f"delays_{name}"] = sorted(round(d, 1) for d in delays)  # for the plot (`plot`)
     return f
 

@@ -26,6 +26,8 @@ def test_leaks_apart_by_more_than_the_quiet_period_are_two_episodes_each_timed_f
         (2000.0, 2, False, 90.0),
     ]
     assert episode_figures(found)["ttd_warm_s"] == 90.0  # the run's first leak -> first high would say 0 s
+    # How late a flagged leak was: "e" waited 80 s for its own alert; "b" and "c" were never flagged.
+    assert [e.late_s for e in found] == [0.0, 80.0] and episode_figures(found)["late_warm_s"] == 80.0
 
 
 def test_an_episode_in_a_domains_warm_up_is_cold_and_one_never_flagged_is_counted() -> None:
