@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from streams.sim.columns import COLUMNS, RELATIVE, TARGETS  # noqa: E402
-from streams.sim.episodes import episode_figures, episodes, flagged_times, from_events  # noqa: E402
+from streams.sim.episodes import episode_figures, episodes, flagged_times, from_events, paged_times  # noqa: E402
 from streams.sim.episodes import plot as plot_episodes  # noqa: E402
 from streams.sim.evaluate import evaluate, incident_figures, load_alerts  # noqa: E402
 from streams.sim.misses import ext_shapes, load_leads, miss_counts, misses_table, row_shapes, shape_counts  # noqa: E402
@@ -208,7 +208,8 @@ def ext_v2(labels: Path, alerts: Path, events: Path) -> dict[str, Any]:
     f |= miss_counts(judged, lab.get("positives", {}), load_leads(alerts.with_suffix(".leads.jsonl")))
     f |= shape_counts(judged, ext_shapes(lab))
     leaked = set(lab.get("positives", {})) | set(lab.get("cross_session", {}))
-    f |= episode_figures(episodes(*from_events(events, leaked), flagged_times(judged)))
+    timed = episodes(*from_events(events, leaked), flagged_times(judged), paged_at=paged_times(judged))
+    f |= episode_figures(timed)
     del f["incidents_high"]
     inc = re.search(r"incidents: \d+ with a leak, (\d+) false", out)
     if inc:  # its scorer counts an incident as high when any of its alerts is (as before incidents had a severity)

@@ -53,6 +53,10 @@ COLUMNS: list[tuple[str, str, bool, str]] = [
     ("episodes_cold_missed", "cold episodes never flagged high", True, "n"),
     ("late_warm_s", "longest wait of a flagged leak for its alert, warm", True, "s"),
     ("late_cold_s", "longest wait of a flagged leak for its alert, cold", True, "s"),
+    ("ttp_warm_s", "time to page, warm episode (incident high)", True, "s"),
+    ("episodes_warm_unpaged", "warm episodes never paged", True, "n"),
+    ("ttp_cold_s", "time to page, cold episode", True, "s"),
+    ("episodes_cold_unpaged", "cold episodes never paged", True, "n"),
 ]
 
 # The targets (issue 39): (figure, bound, higher is worse).

@@ -14,7 +14,8 @@ and a later episode that waited for ever hides behind an early one found at once
   event time: a held finding counts when it was raised); an episode none of whose leaks is ever flagged high is
   **never detected**, counted apart: its delay is unbounded, not left out;
 - beside it, how **late** a flagged leak can be: the longest any leak waited for its own first high alert (a held
-  finding's hold, a mix-up told when its other half completes).
+  finding's hold, a mix-up told when its other half completes); and the **page**: from the episode's first leak to the
+  first alert on one of its leaks whose incident was high or critical (ADR 0018), or never.
 
 No alert is read one by one to make these: they are counts and maxima, like the other figures.
 """
@@ -51,6 +52,7 @@ class Episode:
     cold: bool
     delay_s: float | None  # None: no leak of it was ever flagged high
     late_s: float | None = None  # the longest a flagged leak of it waited for its own first high alert
+    page_s: float | None = None  # from its first leak to the first alert on one of its leaks whose incident paged
 
 
 def episodes(
@@ -59,9 +61,11 @@ def episodes(
     flagged_at: Mapping[str, float],
     quiet_s: float = QUIET_S,
     warmup_s: float = WARMUP_S,
+    paged_at: Mapping[str, float] | None = None,
 ) -> list[Episode]:
     """The episodes of `leaks`; `domain_start`: each domain's first response time; `flagged_at`: per request id, the
-    event time of its first high or critical alert (absent: never)."""
+    event time of its first high or critical alert (absent: never); `paged_at`: the same for its first alert whose
+    incident was high or critical (`paged_times`; None: not measured)."""
     by_domain: dict[str, list[Leak]] = {}
     for leak in leaks:
         by_domain.setdefault(leak.domain, []).append(leak)
@@ -71,23 +75,30 @@ def episodes(
         group: list[Leak] = []
         for leak in rows:
             if group and leak.ts - group[-1].ts > quiet_s:
-                out.append(_episode(domain, group, domain_start, flagged_at, warmup_s))
+                out.append(_episode(domain, group, domain_start, flagged_at, warmup_s, paged_at))
                 group = []
             group.append(leak)
         if group:
-            out.append(_episode(domain, group, domain_start, flagged_at, warmup_s))
+            out.append(_episode(domain, group, domain_start, flagged_at, warmup_s, paged_at))
     return out
 
 
 def _episode(
-    domain: str, group: list[Leak], start: Mapping[str, float], flagged_at: Mapping[str, float], warmup_s: float
+    domain: str,
+    group: list[Leak],
+    start: Mapping[str, float],
+    flagged_at: Mapping[str, float],
+    warmup_s: float,
+    paged_at: Mapping[str, float] | None = None,
 ) -> Episode:
     first = group[0].ts
     hits = [flagged_at[r.request_id] for r in group if r.request_id in flagged_at]
     delay = max(0.0, min(hits) - first) if hits else None
     waits = [max(0.0, flagged_at[r.request_id] - r.ts) for r in group if r.request_id in flagged_at]
     late = max(waits) if waits else None
-    return Episode(domain, first, len(group), first - start.get(domain, first) < warmup_s, delay, late)
+    pages = [paged_at[r.request_id] for r in group if r.request_id in paged_at] if paged_at is not None else []
+    page = max(0.0, min(pages) - first) if pages else None
+    return Episode(domain, first, len(group), first - start.get(domain, first) < warmup_s, delay, late, page)
 
 
 def episode_figures(found: list[Episode]) -> dict[str, Any]:
@@ -101,6 +112,10 @@ def episode_figures(found: list[Episode]) -> dict[str, Any]:
         f[f"ttd_{name}_s"] = max(delays) if delays else None
         late = [e.late_s for e in part if e.late_s is not None]
         f[f"late_{name}_s"] = max(late) if late else None  # "one leak was flagged 606 s late" (issue 39)
+        # The operator's first job: paged for the episode (its incident high or critical), and how soon.
+        pages = [e.page_s for e in part if e.page_s is not None]
+        f[f"ttp_{name}_s"] = max(pages) if pages else None
+        f[f"episodes_{name}_unpaged"] = len(part) - len(pages)
         f[f"delays_{name}"] = sorted(round(d, 1) for d in delays)  # for the plot (`plot`)
     return f
 
@@ -180,6 +195,17 @@ def _seconds(ts: float | str) -> float:
     if isinstance(ts, str):
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
     return float(ts)
+
+
+def paged_times(alerts: Iterable[Alert]) -> dict[str, float]:
+    """Per request id, the event time of its first alert whose incident was high or critical as of it (an alert from
+    before incidents had a severity counts with its own, as docs/adr/0018 counts them)."""
+    out: dict[str, float] = {}
+    for a in alerts:
+        if SEVERITY_RANK[a.incident_severity or a.severity] >= _HIGH:
+            for rid in a.request_ids:
+                out[rid] = min(out.get(rid, a.ts), a.ts)
+    return out
 
 
 def flagged_times(alerts: Iterable[Alert]) -> dict[str, float]:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from schemas.alert import SEVERITY_RANK, Alert
-from streams.sim.episodes import episode_figures, episodes, episodes_met, flagged_times, from_labels
+from streams.sim.episodes import episode_figures, episodes, episodes_met, flagged_times, from_labels, paged_times
 
 _HIGH = SEVERITY_RANK["high"]
 _WARNING = SEVERITY_RANK["warning"]
@@ -231,7 +231,11 @@ def evaluate(labels: dict[str, Any], alerts: Iterable[Alert]) -> Evaluation:
         misnamed_source_alerts=misnamed,
         **_incidents(by_request, {r["request_id"] for r in contaminated}),
         episodes=episode_figures(
-            episodes(*from_labels(rows), flagged_times(a for found in by_request.values() for a in found))
+            episodes(
+                *from_labels(rows),
+                flagged_times(seen := [a for f in by_request.values() for a in f]),
+                paged_at=paged_times(seen),
+            )
         ),
     )
 

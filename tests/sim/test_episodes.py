@@ -8,7 +8,16 @@ from pathlib import Path
 
 from factories import incident_alert
 
-from streams.sim.episodes import Leak, episode_figures, episodes, episodes_met, flagged_times, from_events, from_labels
+from streams.sim.episodes import (
+    Leak,
+    episode_figures,
+    episodes,
+    episodes_met,
+    flagged_times,
+    from_events,
+    from_labels,
+    paged_times,
+)
 from streams.sim.evaluate import evaluate
 
 
@@ -79,3 +88,14 @@ def test_the_time_to_detect_target_needs_every_episode_flagged_warm_ones_in_60_s
     assert not episodes_met(f | {"ttd_warm_s": 61.0})
     assert not episodes_met(f | {"ttd_cold_s": 601.0})
     assert not episodes_met(f | {"episodes_cold_missed": 1})  # an episode never flagged has no delay to compare
+
+
+def test_an_episode_is_paged_when_an_alert_on_one_of_its_leaks_has_its_incident_high() -> None:
+    # l1's alert is high but its incident still a warning (uncorroborated, ADR 0018); l2's incident pages 40 s in.
+    alerts = [incident_alert("l1", "i1", "warning", ts=1000.0), incident_alert("l2", "i1", "high", ts=1040.0)]
+    assert paged_times(alerts) == {"l2": 1040.0}
+    leaks = [Leak("l1", 1000.0, "d"), Leak("l2", 1030.0, "d"), Leak("l3", 5000.0, "d")]
+    found = episodes(leaks, {"d": 0.0}, flagged_times(alerts), paged_at=paged_times(alerts))
+    assert [(e.delay_s, e.page_s) for e in found] == [(0.0, 40.0), (None, None)]
+    f = episode_figures(found)
+    assert (f["ttp_warm_s"], f["episodes_warm_unpaged"]) == (40.0, 1)
