@@ -26,6 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--from-kafka", action="store_true", help="read the alerts topic from the beginning to its end")
     p.add_argument("--topic", help="with --from-kafka: the alerts topic (default: kafka.alerts_topic)")
     p.add_argument("--events", nargs="+", metavar="E.jsonl", default=[], help="event files: timeline, request details")
+    p.add_argument(
+        "--leads",
+        nargs="+",
+        metavar="L.jsonl",
+        default=[],
+        help="a replay's leads (--leads-out): those naming a tenant the alerts name join the leads table",
+    )
     p.add_argument("--out", default="crosstalk-report.html", help="the HTML report (default: %(default)s)")
     p.add_argument("--per-tenant", metavar="DIR", help="also write one JSON and one CSV notification per tenant here")
     p.add_argument("--title", default="crosstalk incident report")
@@ -48,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
     from streams.inputs.files import input_size
     from streams.report.html import render, write_html
     from streams.report.model import build_report, dedupe
-    from streams.report.sources import Problems, read_alert_files, read_alerts_topic, read_events
+    from streams.report.sources import Problems, read_alert_files, read_alerts_topic, read_events, read_lead_files
     from streams.report.tenants import Counterparty, write_per_tenant
     from streams.report.timeline import Timeline
     from streams.terminal import err
 
     settings = load_settings(getattr(args, "config", None))
-    missing = [p for p in [*(args.alerts or []), *args.events] if p != "-" and not Path(p).is_file()]
+    missing = [p for p in [*(args.alerts or []), *args.events, *args.leads] if p != "-" and not Path(p).is_file()]
     if missing:
         raise SystemExit(f"crosstalk report: no such file: {', '.join(missing)}")
     problems = Problems()
@@ -91,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                 bar.stop()
         for a in alerts:
             timeline.add_alert(a.cache_domain, a.ts, a.severity)
-    report = build_report(raw_alerts, timeline)
+    inputs += args.leads
+    report = build_report(raw_alerts, timeline, read_lead_files(args.leads, problems))
     out = Path(args.out)
     with err.status("rendering the report…", spinner="dots") if show else contextlib.nullcontext():
         write_html(out, render(report, title=args.title, inputs=inputs, problems=problems))

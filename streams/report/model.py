@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from detectors.signals import registry
-from schemas.alert import SEVERITY_RANK, Alert
+from schemas.alert import SEVERITY_RANK, Alert, Lead
 from streams.report.timeline import Timeline
 from streams.report.words import NameOf, describe
 
@@ -193,7 +193,9 @@ def dedupe(alerts: Iterable[Alert]) -> tuple[list[Alert], int]:
     return sorted(seen.values(), key=lambda a: (a.ts, a.alert_id)), dupes
 
 
-def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> Report:
+def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None, below: Iterable[Lead] = ()) -> Report:
+    """`below`: what the core judged below an alert (`crosstalk replay --leads-out`): those whose findings name a
+    tenant the alerts name (as receiver or source) join the leads, for the investigation; never a disclosure."""
     unique, dupes = dedupe(alerts)
     affected: dict[str, Affected] = {}
     leaks: list[Leak] = []
@@ -212,6 +214,7 @@ def build_report(alerts: Iterable[Alert], timeline: Timeline | None = None) -> R
         leaks = [leak for leak in leaks if leak.request_id not in leads]
         for inc in incidents.values():
             inc.affected = [rid for rid in inc.affected if rid not in leads]
+    _below(leads, affected, below, {t for a in unique for t in (a.tenant_id, a.source_tenant_id) if t})
     if timeline is not None:
         _when(affected, incidents, timeline)
         _when(leads, {}, timeline)
@@ -276,6 +279,28 @@ def _affect(affected: dict[str, Affected], leaks: list[Leak], inc: IncidentRow, 
         row.evidence.extend(evidence_of(a))
         for source, (ids, signal) in origins.items():
             leaks.append(Leak(source, ids, a.tenant_id, rid, a.cache_domain, a.ts, a.severity, a.kind, signal))
+
+
+def _below(leads: dict[str, Affected], affected: dict[str, Affected], below: Iterable[Lead], parties: set[str]) -> None:
+    """Each lead of the core whose content findings name one of `parties` (the tenants the alerts are about), as a
+    lead row of its own severity; a response an alert names already is not listed again."""
+    for lead in below:
+        rid = lead.request_id
+        content = [f for f in lead.findings if f.name in CONTENT_SIGNALS]
+        named = {f.source_tenant_id for f in content if f.source_tenant_id} | ({lead.tenant_id} if content else set())
+        if rid in affected or rid in leads or not (named & parties):
+            continue
+        sources = list(dict.fromkeys(f.source_tenant_id for f in content if f.source_tenant_id))
+        ids = [str(i) for f in content for i in f.figures.get("source_request_ids") or []]
+        row = leads[rid] = Affected(
+            rid, lead.tenant_id, lead.cache_domain, lead.ts, "info", [], [], [], sources, list(dict.fromkeys(ids)),
+            any(f.name == "cross_session_contamination" for f in content), [],
+        )  # fmt: skip
+        for f in sorted(lead.findings, key=lambda f: -SEVERITY_RANK[f.severity]):
+            row.severity = _max_severity(row.severity, f.severity)
+            row.kinds = list(dict.fromkeys([*row.kinds, f.name]))
+            words = describe(f.name, f.figures, f.source_tenant_id, name_of=_operator_name, private=True)
+            row.evidence.append(Evidence(f.name, f.severity, words))
 
 
 def _when(affected: dict[str, Affected], incidents: dict[str, IncidentRow], timeline: Timeline) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import orjson
 from pydantic import ValidationError
 
-from schemas.alert import RESOLVED_RECORD, Alert, IncidentResolved
+from schemas.alert import RESOLVED_RECORD, Alert, IncidentResolved, Lead
 from streams.io import open_binary
 from streams.report.timeline import BadField, Timeline
 
@@ -80,6 +80,22 @@ def read_alert_files(paths: Iterable[str], problems: Problems) -> Iterator[Alert
                     alert = _alert_of(line, f"{src}:{lineno}", problems)
                     if alert is not None:
                         yield alert
+
+
+def read_lead_files(paths: Iterable[str], problems: Problems) -> Iterator[Lead]:
+    """The core's leads (`crosstalk replay --leads-out`); a line that is no lead is counted as a problem, as alerts'."""
+    for path in paths:
+        with open_binary(path) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    yield Lead.model_validate_json(line)
+                except ValidationError as exc:
+                    errors = exc.errors(include_url=False, include_input=False)
+                    reason = "not_json" if any(e["type"] == "json_invalid" for e in errors) else "invalid_lead"
+                    problems.add(reason, f"{path}:{lineno}", errors[0]["type"])
 
 
 def read_alerts_topic(

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from schemas.alert import Alert
+from schemas.alert import Alert, Lead, Signal
 from streams.report.command import add_arguments, run
 from streams.report.html import render
 from streams.report.model import build_report
@@ -274,3 +274,39 @@ def test_unreadable_lines_are_counted_and_shown(tmp_path: Path) -> None:
     )
     html = out.read_text()
     assert "5 input lines could not be read" in html and 'data-request-id="r1"' in html
+
+
+def _lead(rid: str, tenant: str, source: str | None, ts: float = T0 + 40, severity: str = "info") -> Lead:
+    finding = Signal(name="cross_tenant_contamination", severity=severity, score=0.5, source_tenant_id=source,  # type: ignore[arg-type]
+                     figures={"matched_fingerprints": 2, "longest_run": 2, "required_run": 3, "warm": True,
+                              "source_request_ids": [f"src-of-{rid}"]})  # fmt: skip
+    return Lead(ts=ts, cache_domain="pd-1", tenant_id=tenant, request_id=rid, findings=[finding])
+
+
+def test_leads_below_an_alert_about_the_alerts_tenants_join_the_leads_and_nothing_else(tmp_path: Path) -> None:
+    """ADR 0035: a replay's leads are for the investigation: those naming a tenant the alerts name are listed with the
+    warnings, never as affected, never notified; the others, and responses an alert names already, are left out."""
+    below = [
+        _lead("b1", "reader", "origin"),  # names the alerts' source: listed
+        _lead("b2", "victim", "stranger"),  # received by the alerts' receiver: listed
+        _lead("b3", "elsewhere", "stranger"),  # about nobody the alerts name: left out
+        _lead("r1", "victim", "origin"),  # an alert names it already
+    ]
+    report = build_report([alert("r1", "victim", "origin")], None, below)
+    assert [r.request_id for r in report.affected] == ["r1"]
+    assert [(r.request_id, r.severity, r.source_tenants) for r in report.leads] == [
+        ("b1", "info", ["origin"]),
+        ("b2", "info", ["stranger"]),
+    ]
+    assert report.leads[0].source_request_ids == ["src-of-b1"] and report.leads[0].evidence
+    assert {v.tenant_id for v in report.tenants} == {"victim", "origin"}  # nobody is notified of a lead
+    # Through the command: --leads reads a replay's leads file; a line that is no lead is a problem shown, not a crash.
+    alerts, leads, out = tmp_path / "alerts.jsonl", tmp_path / "leads.jsonl", tmp_path / "r.html"
+    alerts.write_text(alert("r1", "victim", "origin").model_dump_json() + "\n")
+    leads.write_text("".join(x.model_dump_json() + "\n" for x in below) + "not json\n")
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert run(p.parse_args(["--alerts", str(alerts), "--leads", str(leads), "--out", str(out), "--no-progress"])) == 0
+    html = out.read_text()
+    assert 'data-request-id="b1"' in html and 'data-request-id="b2"' in html and 'data-request-id="b3"' not in html
+    assert "not_json" in html
