@@ -1,4 +1,4 @@
-"""Where the report's inputs come from: alert JSONL files, the alerts topic, event JSONL files.
+"""Where the report's inputs come from: alert JSONL files, the alerts topic, event JSONL files, a replay's leads.
 
 Bad lines never stop a report and are never dropped silently: each is counted by reason, the first
 few are kept with source and line number, and the report shows them.
@@ -11,15 +11,17 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from schemas.alert import RESOLVED_RECORD, Alert, IncidentResolved, Lead
 from streams.io import open_binary
 from streams.report.timeline import BadField, Timeline
 
 Progress = Callable[[int], None]  # told the bytes read so far
+M = TypeVar("M", bound=BaseModel)
 _NOT_OBJECT = "not a JSON object"
 _GENERIC = {_NOT_OBJECT: _NOT_OBJECT}  # our own messages; any other exception is named by its class only
 
@@ -52,11 +54,16 @@ def _alert_of(raw: bytes | str, where: str, problems: Problems) -> Alert | None:
                 return None
         except ValidationError:
             pass
+    return _valid(Alert, raw, where, problems, "invalid_alert")
+
+
+def _valid(model: type[M], raw: bytes | str, where: str, problems: Problems, invalid: str) -> M | None:
+    """`raw` as a `model`; else None, the problem counted (`invalid`, or not_json) with the field it was found at."""
     try:
-        return Alert.model_validate_json(raw)
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
-        reason = "not_json" if any(e["type"] == "json_invalid" for e in errors) else "invalid_alert"
+        reason = "not_json" if any(e["type"] == "json_invalid" for e in errors) else invalid
         first = errors[0]
         problems.add(reason, where, f"field {_loc(first['loc'])}: {first['type']}" if first["loc"] else first["type"])
         return None
@@ -70,32 +77,30 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) if isinstance(p, int) or _NAME.fullmatch(p) else "<key>" for p in loc)
 
 
-def read_alert_files(paths: Iterable[str], problems: Problems) -> Iterator[Alert]:
+def _lines(paths: Iterable[str]) -> Iterator[tuple[bytes, str]]:
+    """Each non-empty line of the files (.gz ok, - for stdin), with where it was."""
     for path in paths:
         src = "<stdin>" if path == "-" else path
         with open_binary(path) as fh:
             for lineno, line in enumerate(fh, start=1):
                 line = line.strip()
                 if line:
-                    alert = _alert_of(line, f"{src}:{lineno}", problems)
-                    if alert is not None:
-                        yield alert
+                    yield line, f"{src}:{lineno}"
+
+
+def read_alert_files(paths: Iterable[str], problems: Problems) -> Iterator[Alert]:
+    for line, where in _lines(paths):
+        alert = _alert_of(line, where, problems)
+        if alert is not None:
+            yield alert
 
 
 def read_lead_files(paths: Iterable[str], problems: Problems) -> Iterator[Lead]:
-    """The core's leads (`crosstalk replay --leads-out`); a line that is no lead is counted as a problem, as alerts'."""
-    for path in paths:
-        with open_binary(path) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    yield Lead.model_validate_json(line)
-                except ValidationError as exc:
-                    errors = exc.errors(include_url=False, include_input=False)
-                    reason = "not_json" if any(e["type"] == "json_invalid" for e in errors) else "invalid_lead"
-                    problems.add(reason, f"{path}:{lineno}", errors[0]["type"])
+    """The core's leads (`crosstalk replay --leads-out`); a line that is no lead is a problem, as an alert's is."""
+    for line, where in _lines(paths):
+        lead = _valid(Lead, line, where, problems, "invalid_lead")
+        if lead is not None:
+            yield lead
 
 
 def read_alerts_topic(
