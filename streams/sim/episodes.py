@@ -22,15 +22,15 @@ No alert is read one by one to make these: they are counts and maxima, like the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from schemas.alert import SEVERITY_RANK, Alert
+from schemas.timefmt import parse_ts
 
 QUIET_S = 600.0  # DetectionSettings.incident_quiet_s's default
 _HIGH = SEVERITY_RANK["high"]
@@ -92,10 +92,9 @@ def _episode(
     paged_at: Mapping[str, float] | None = None,
 ) -> Episode:
     first = group[0].ts
-    hits = [flagged_at[r.request_id] for r in group if r.request_id in flagged_at]
-    delay = max(0.0, min(hits) - first) if hits else None
-    waits = [max(0.0, flagged_at[r.request_id] - r.ts) for r in group if r.request_id in flagged_at]
-    late = max(waits) if waits else None
+    hits = [(r.ts, flagged_at[r.request_id]) for r in group if r.request_id in flagged_at]
+    delay = max(0.0, min(at for _, at in hits) - first) if hits else None
+    late = max(max(0.0, at - ts) for ts, at in hits) if hits else None
     pages = [paged_at[r.request_id] for r in group if r.request_id in paged_at] if paged_at is not None else []
     page = max(0.0, min(pages) - first) if pages else None
     return Episode(domain, first, len(group), first - start.get(domain, first) < warmup_s, delay, late, page)
@@ -184,35 +183,28 @@ def from_events(path: Path, leaked: set[str]) -> tuple[list[Leak], dict[str, flo
             e = orjson.loads(line)
             if e.get("type") != "response":
                 continue
-            ts, d = _seconds(e["ts"]), e.get("cache_domain") or ""
+            ts, d = parse_ts(e["ts"]), e.get("cache_domain") or ""
             start[d] = min(start.get(d, ts), ts)
             if e["request_id"] in leaked:
                 leaks.append(Leak(e["request_id"], ts, d))
     return leaks, start
 
 
-def _seconds(ts: float | str) -> float:
-    if isinstance(ts, str):
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    return float(ts)
-
-
 def paged_times(alerts: Iterable[Alert]) -> dict[str, float]:
     """Per request id, the event time of its first alert whose incident was high or critical as of it (an alert from
     before incidents had a severity counts with its own, as docs/adr/0018 counts them)."""
-    out: dict[str, float] = {}
-    for a in alerts:
-        if SEVERITY_RANK[a.incident_severity or a.severity] >= _HIGH:
-            for rid in a.request_ids:
-                out[rid] = min(out.get(rid, a.ts), a.ts)
-    return out
+    return _first_at(alerts, lambda a: a.incident_severity or a.severity)
 
 
 def flagged_times(alerts: Iterable[Alert]) -> dict[str, float]:
     """Per request id, the event time of its first high or critical alert."""
+    return _first_at(alerts, lambda a: a.severity)
+
+
+def _first_at(alerts: Iterable[Alert], severity: Callable[[Alert], str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for a in alerts:
-        if SEVERITY_RANK[a.severity] >= _HIGH:
+        if SEVERITY_RANK[severity(a)] >= _HIGH:
             for rid in a.request_ids:
                 out[rid] = min(out.get(rid, a.ts), a.ts)
     return out
