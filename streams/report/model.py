@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from detectors.signals import registry
-from schemas.alert import SEVERITY_RANK, Alert, Lead
+from schemas.alert import SEVERITY_RANK, Alert, Lead, Signal
 from streams.report.timeline import Timeline
 from streams.report.words import NameOf, describe
 
@@ -175,9 +175,14 @@ def _origins(alert: Alert) -> tuple[dict[str, tuple[list[str], str]], list[str],
 
 
 def evidence_of(alert: Alert, name_of: NameOf = _operator_name, private: bool = True) -> list[Evidence]:
+    return in_words(alert.evidence, name_of, private)
+
+
+def in_words(signals: Iterable[Signal], name_of: NameOf = _operator_name, private: bool = True) -> list[Evidence]:
+    """Signals (an alert's evidence, a lead's findings) in words, the most severe first."""
     return [
         Evidence(s.name, s.severity, describe(s.name, s.figures, s.source_tenant_id, name_of=name_of, private=private))
-        for s in sorted(alert.evidence, key=lambda s: -SEVERITY_RANK[s.severity])
+        for s in sorted(signals, key=lambda s: -SEVERITY_RANK[s.severity])
     ]
 
 
@@ -296,11 +301,10 @@ def _below(leads: dict[str, Affected], affected: dict[str, Affected], below: Ite
             rid, lead.tenant_id, lead.cache_domain, lead.ts, "info", [], [], [], sources, list(dict.fromkeys(ids)),
             any(f.name == "cross_session_contamination" for f in content), [],
         )  # fmt: skip
-        for f in sorted(lead.findings, key=lambda f: -SEVERITY_RANK[f.severity]):
+        row.evidence = in_words(lead.findings)
+        row.kinds = list(dict.fromkeys(e.name for e in row.evidence))
+        for f in lead.findings:
             row.severity = _max_severity(row.severity, f.severity)
-            row.kinds = list(dict.fromkeys([*row.kinds, f.name]))
-            words = describe(f.name, f.figures, f.source_tenant_id, name_of=_operator_name, private=True)
-            row.evidence.append(Evidence(f.name, f.severity, words))
 
 
 def _when(affected: dict[str, Affected], incidents: dict[str, IncidentRow], timeline: Timeline) -> None:
