@@ -10,7 +10,8 @@ function whose name its own prompt does not hold answers another request (docs/a
 
 Both sides are read at ingest, where the text is, and kept as keyed hashes only (like fingerprints):
 - `called(text)`: the names of the functions an output calls, when the output is a tool call in one of the common
-  JSON forms (OpenAI `tool_calls` / `function_call`, a message list, Anthropic `tool_use` blocks); None otherwise.
+  JSON forms (OpenAI `tool_calls` / `function_call`, a message list, Anthropic `tool_use` blocks) or a ReAct agent's
+  step in text (`Action: <tool>` then `Action Input:`, LangChain's and LlamaIndex's format); None otherwise.
 - `declared(text)`: every name-like word of a prompt (snake_case, kebab-case, camelCase) as a set of keyed hashes;
   at most `MAX_NAMES` (a prompt with more is "unknown": no check). In C where the extension is built
   (`_winnow.name_words`): it reads every prompt, history included, and a regex cost as much as fingerprinting.
@@ -43,6 +44,14 @@ MAX_CALLS = 32
 _VALID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RUN = re.compile(r"[A-Za-z0-9_-]+")
 _HUMP = re.compile(r"[a-z][A-Z]")
+# A ReAct agent's call in text (LangChain's and LlamaIndex's ReAct output format): a line `Action: <tool>` followed at
+# once by one `Action Input: ...`, with the step numbers LangChain's parser allows (`Action 1:`). Line-anchored, so a
+# sentence that mentions an action is none; no nested repeats, so linear in the text.
+_REACT = re.compile(
+    r"^[ \t]*Action[ \t]*\d*[ \t]*:[ \t]*([A-Za-z0-9_-]{1,64})[ \t]*\r?\n"
+    r"[ \t]*Action[ \t]*\d*[ \t]+Input[ \t]*\d*[ \t]*:",
+    re.M,
+)
 
 try:  # the prompt scan runs over most of the text crosstalk reads: in C where the extension is built
     from detectors._winnow import name_words as _name_words
@@ -104,14 +113,8 @@ def _function_names(obj: Any, out: list[str], depth: int = 0) -> None:
             _function_names(inner, out, depth + 1)
 
 
-def called(text: str) -> list[str] | None:
-    """The valid function names an output calls, in order (duplicates kept once), or None if it is no tool call: the
-    whole text as JSON, or else each line that is a rendered call beside other text (`schemas.messages.tool_calls_line`,
-    what a message list with tool calls reads as)."""
-    head = text.lstrip()
-    if not head or '"name"' not in head or len(head) > MAX_OUTPUT:
-        return None
-    found: list[str] = []
+def _json_calls(head: str, found: list[str]) -> None:
+    """Names called in JSON: the whole text, or else each line that is a rendered call beside other text."""
     try:
         _function_names(orjson.loads(head), found)
     except orjson.JSONDecodeError:
@@ -124,6 +127,20 @@ def called(text: str) -> list[str] | None:
                 with contextlib.suppress(orjson.JSONDecodeError):
                     _function_names(orjson.loads(head[at : None if end < 0 else end]), found)
             at = -1 if end < 0 else head.find(TOOL_CALLS_LINE, end)
+
+
+def called(text: str) -> list[str] | None:
+    """The valid function names an output calls, in order (duplicates kept once), or None if it is no tool call: the
+    whole text as JSON, or else each line that is a rendered call beside other text (`schemas.messages.tool_calls_line`,
+    what a message list with tool calls reads as); and each ReAct step's tool (`_REACT`)."""
+    head = text.lstrip()
+    if not head or len(head) > MAX_OUTPUT:
+        return None
+    found: list[str] = []
+    if '"name"' in head:
+        _json_calls(head, found)
+    if "Action" in head:
+        found += [m.group(1) for _, m in zip(range(MAX_CALLS), _REACT.finditer(head), strict=False)]
     names = [n for n in dict.fromkeys(found) if _VALID.fullmatch(n)]
     return names or None
 

@@ -77,6 +77,16 @@ def _undeclared(alerts: list[Alert], rid: str) -> list[Alert]:
         ('{"name": "Alice", "age": 3}', None),  # JSON that calls nothing
         ('{"tool_calls": [{"function": {"name": "no spaces allowed"}}]}', None),
         ('{"tool_calls": [', None),  # cut short
+        # A ReAct agent's call in text (LangChain's and LlamaIndex's format), with the step numbers LangChain allows.
+        ('Thought: I need a tool.\nAction: get_ticket\nAction Input: {"ticket_id": "f4a5c4"}', ["get_ticket"]),
+        ("Thought: first\nAction 1: read_file\nAction 1 Input: a.txt\n", ["read_file"]),
+        (
+            "  Action: searchDocs  \r\n  Action Input: x\nAction: get_ticket\nAction Input: y",
+            ["searchDocs", "get_ticket"],
+        ),
+        ("The next Action: get_ticket\nAction Input: x", None),  # not at a line's start: a sentence, no call
+        ("Action: get_ticket\nThought: no input follows\n", None),  # no `Action Input:` right after it
+        ("Action: get ticket now\nAction Input: x", None),  # no valid function name
     ],
 )
 def test_called_reads_the_common_tool_call_forms(output: str, names: list[str] | None) -> None:
@@ -127,6 +137,35 @@ def test_a_tool_call_its_prompt_never_declared_is_a_high_alert() -> None:
     signal = next(e for e in found[0].evidence if e.name == "undeclared_tool_call")
     assert signal.figures["undeclared"] == 1 and signal.figures["tool_calls"] == 1
     assert signal.figures["declared_before"] == 3
+
+
+REACT_PROMPT = (
+    "Answer the following questions as best you can. You have access to the following tools:\n\n"
+    "lookup_order: find an order by its id\n\nUse the following format:\n\nThought: you should always think\n"
+    "Action: the action to take, should be one of [lookup_order]\nAction Input: the input to the action\n"
+    "Observation: the result of the action\n\nQuestion: where is my order 7731?\nThought:"
+)
+
+
+def _react(name: str, arg: str = "7731") -> str:
+    return f"I should look it up.\nAction: {name}\nAction Input: {arg}"
+
+
+def test_a_react_call_its_prompt_never_declared_is_a_high_alert() -> None:
+    # An agent framework's text-form call (no JSON): the tenant's own ReAct calls name what their prompts list, so its
+    # prompts are known to carry declarations; a call of another tenant's tool handed to it is the finding.
+    m = Monitor(_settings())
+    own: list[Alert] = []
+    for i in range(3):  # what counts is each session's first call of a function
+        own += m.observe(request(f"own-{i}", "B", 10 + i, text=REACT_PROMPT, session_id=f"s{i}"))
+        own += m.observe(response(f"own-{i}", "B", 10.5 + i, text=_react("lookup_order", f"77{i}"), session_id=f"s{i}"))
+    assert not any(_undeclared(own + m.flush(), f"own-{i}") for i in range(3))
+    alerts = _exchange(m, "foreign", "B", 110, REACT_PROMPT, _react("get_ticket", "f4a5c4")) + m.flush()
+    found = _undeclared(alerts, "foreign")
+    assert found and found[0].kind == "undeclared_tool_call"
+    assert SEVERITY_RANK[found[0].severity] >= SEVERITY_RANK["high"]
+    again = _exchange(m, "own-again", "B", 120, REACT_PROMPT, _react("lookup_order", "7740")) + m.flush()
+    assert not _undeclared(again, "own-again")
 
 
 def test_beside_it_the_content_names_the_source() -> None:
@@ -295,3 +334,7 @@ def test_hostile_outputs_and_prompts_are_bounded() -> None:
     capped = called(calls(100))
     assert capped is not None and len(capped) == 32  # at most MAX_CALLS names are read
     assert ToolNames(b"k").declared(" ".join(f"n_{i}" for i in range(200_000))) is None
+    react = "".join(f"Action: f_{i}\nAction Input: x\n" for i in range(1_000))
+    capped = called(react)
+    assert capped is not None and len(capped) == 32  # ReAct steps too: at most MAX_CALLS
+    assert called("Action: " * 9_000) is None  # near MAX_OUTPUT of near-misses: read once, linearly, no call
