@@ -22,6 +22,7 @@ hashes: a keyed 64-bit hash collision is the only way a foreign name reads as de
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import re
 from typing import Any
@@ -52,6 +53,9 @@ _REACT = re.compile(
     r"[ \t]*Action[ \t]*\d*[ \t]+Input[ \t]*\d*[ \t]*:",
     re.M,
 )
+# A fence line of Markdown (``` or ~~~ opening or closing a code block): a step shown inside one is an example an answer
+# explains ("a ReAct agent writes: Action: get_weather …"), not a call the model made.
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
 
 try:  # the prompt scan runs over most of the text crosstalk reads: in C where the extension is built
     from detectors._winnow import name_words as _name_words
@@ -129,10 +133,22 @@ def _json_calls(head: str, found: list[str]) -> None:
             at = -1 if end < 0 else head.find(TOOL_CALLS_LINE, end)
 
 
+def _react_calls(head: str) -> list[str]:
+    """The tools of the ReAct steps outside fenced code blocks, at most `MAX_CALLS`; linear in the text."""
+    fences = [m.start() for m in _FENCE.finditer(head)]
+    out: list[str] = []
+    for m in _REACT.finditer(head):
+        if bisect.bisect_left(fences, m.start()) % 2 == 0:  # an even number of fences before it: outside a block
+            out.append(m.group(1))
+            if len(out) >= MAX_CALLS:
+                break
+    return out
+
+
 def called(text: str) -> list[str] | None:
     """The valid function names an output calls, in order (duplicates kept once), or None if it is no tool call: the
     whole text as JSON, or else each line that is a rendered call beside other text (`schemas.messages.tool_calls_line`,
-    what a message list with tool calls reads as); and each ReAct step's tool (`_REACT`)."""
+    what a message list with tool calls reads as); and each ReAct step's tool (`_REACT`) outside a fenced code block."""
     head = text.lstrip()
     if not head or len(head) > MAX_OUTPUT:
         return None
@@ -140,7 +156,7 @@ def called(text: str) -> list[str] | None:
     if '"name"' in head:
         _json_calls(head, found)
     if "Action" in head:
-        found += [m.group(1) for _, m in zip(range(MAX_CALLS), _REACT.finditer(head), strict=False)]
+        found += _react_calls(head)
     names = [n for n in dict.fromkeys(found) if _VALID.fullmatch(n)]
     return names or None
 

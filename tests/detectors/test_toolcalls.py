@@ -87,6 +87,9 @@ def _undeclared(alerts: list[Alert], rid: str) -> list[Alert]:
         ("The next Action: get_ticket\nAction Input: x", None),  # not at a line's start: a sentence, no call
         ("Action: get_ticket\nThought: no input follows\n", None),  # no `Action Input:` right after it
         ("Action: get ticket now\nAction Input: x", None),  # no valid function name
+        # An answer that shows a step as an example, in a fenced code block, made no call; one after the block did.
+        ("A ReAct agent writes:\n```text\nAction: get_weather\nAction Input: Paris\n```\nThat is all.", None),
+        ("~~~\nAction: get_weather\nAction Input: Paris\n~~~\nAction: read_file\nAction Input: a", ["read_file"]),
     ],
 )
 def test_called_reads_the_common_tool_call_forms(output: str, names: list[str] | None) -> None:
@@ -338,3 +341,5 @@ def test_hostile_outputs_and_prompts_are_bounded() -> None:
     capped = called(react)
     assert capped is not None and len(capped) == 32  # ReAct steps too: at most MAX_CALLS
     assert called("Action: " * 9_000) is None  # near MAX_OUTPUT of near-misses: read once, linearly, no call
+    fenced = "```\nAction: a_b\nAction Input: x\n```\n" * 1_500  # steps in blocks, near MAX_OUTPUT: linear, none read
+    assert called(fenced) is None
