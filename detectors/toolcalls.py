@@ -135,9 +135,11 @@ def _json_calls(head: str, found: list[str]) -> None:
 
 def _react_calls(head: str) -> list[str]:
     """The tools of the ReAct steps outside fenced code blocks, at most `MAX_CALLS`; linear in the text."""
-    fences = [m.start() for m in _FENCE.finditer(head)]
+    fences: list[int] | None = None  # found at the first step: most texts that say "Action" hold none
     out: list[str] = []
     for m in _REACT.finditer(head):
+        if fences is None:
+            fences = [f.start() for f in _FENCE.finditer(head)]
         if bisect.bisect_left(fences, m.start()) % 2 == 0:  # an even number of fences before it: outside a block
             out.append(m.group(1))
             if len(out) >= MAX_CALLS:

@@ -5,6 +5,7 @@ never have received it; its name gives it away."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -48,14 +49,24 @@ def _exchange(m: Monitor, rid: str, tenant: str, ts: float, prompt: str, output:
     )
 
 
-def _agent_history(m: Monitor, tenant: str, n: int = 3, prompt: str = B_AGENT_PROMPT, start: float = 10) -> None:
+def _agent_history(
+    m: Monitor,
+    tenant: str,
+    n: int = 3,
+    prompt: str = B_AGENT_PROMPT,
+    start: float = 10,
+    output: Callable[[int], str] | None = None,
+) -> list[Alert]:
     """`n` sessions of the tenant's own agent, each calling a function its prompt declares (the producer logs
-    declarations): what counts is a session's first call of a function."""
+    declarations): what counts is a session's first call of a function. `output`: session i's answer (default: a JSON
+    call of `lookup_order`). Returns the alerts they raised."""
+    alerts: list[Alert] = []
     for i in range(n):
         rid, session = f"{tenant}-own{start}-{i}", f"{tenant}-h{start}-{i}"
-        m.observe(request(rid, tenant, start + i, text=prompt, session_id=session))
-        out = _call("lookup_order", f"call_{tenant}{i}")
-        m.observe(response(rid, tenant, start + i + 0.5, text=out, session_id=session))
+        alerts += m.observe(request(rid, tenant, start + i, text=prompt, session_id=session))
+        out = _call("lookup_order", f"call_{tenant}{i}") if output is None else output(i)
+        alerts += m.observe(response(rid, tenant, start + i + 0.5, text=out, session_id=session))
+    return alerts
 
 
 def _undeclared(alerts: list[Alert], rid: str) -> list[Alert]:
@@ -158,11 +169,8 @@ def test_a_react_call_its_prompt_never_declared_is_a_high_alert() -> None:
     # An agent framework's text-form call (no JSON): the tenant's own ReAct calls name what their prompts list, so its
     # prompts are known to carry declarations; a call of another tenant's tool handed to it is the finding.
     m = Monitor(_settings())
-    own: list[Alert] = []
-    for i in range(3):  # what counts is each session's first call of a function
-        own += m.observe(request(f"own-{i}", "B", 10 + i, text=REACT_PROMPT, session_id=f"s{i}"))
-        own += m.observe(response(f"own-{i}", "B", 10.5 + i, text=_react("lookup_order", f"77{i}"), session_id=f"s{i}"))
-    assert not any(_undeclared(own + m.flush(), f"own-{i}") for i in range(3))
+    own = _agent_history(m, "B", prompt=REACT_PROMPT, output=lambda i: _react("lookup_order", f"77{i}")) + m.flush()
+    assert not [a for a in own if any(e.name == "undeclared_tool_call" for e in a.evidence)]
     alerts = _exchange(m, "foreign", "B", 110, REACT_PROMPT, _react("get_ticket", "f4a5c4")) + m.flush()
     found = _undeclared(alerts, "foreign")
     assert found and found[0].kind == "undeclared_tool_call"
