@@ -17,8 +17,9 @@ its answer's) that
 - lie outside any passage the output shares with the owner's prompt (content judges passages: it knows what is public
   and what the receiver was shown before);
 
-and the owner's request was sent before the receiver was answered, and answered after the receiver was sent or up to
-`HANDED_WITHIN_S` (120 s) before (a prompt in flight together; an answer or a prefix handed over again, as copies are).
+and the owner's request was sent before the receiver was answered (give or take `mixup_clock_skew_s`: two
+components' clocks), and answered after the receiver was sent or up to `HANDED_WITHIN_S` (120 s) before (a prompt in
+flight together; an answer or a prefix handed over again, as copies are).
 
 The owner's tenant is named at high. Both orders are checked, as the ledger's other mix-ups are: the receiver
 completes first and finds the owner's exchange held, or the owner completes later and finds the receiver held (a late
@@ -143,9 +144,10 @@ def answered_elsewhere(
     def answerable(receiver: Delivery, owner: Delivery) -> bool:
         # The owner's request was sent before the receiver was answered, and answered itself after the receiver was
         # sent, or up to HANDED_WITHIN_S before (an answer or a prefix handed over again, as a copy from before).
+        # "Before" allows the skew of two clocks: the numbers, not the order, say whose case it is (stop 65).
         other = owner if receiver is current else receiver
         return (
-            owner.sent <= receiver.ts
+            owner.sent <= receiver.ts + s.mixup_clock_skew_s
             and owner.ts >= receiver.sent - before
             and other.tenant_id != current.tenant_id
             and (apart is None or apart(other))

@@ -297,6 +297,14 @@ class DetectionSettings(BaseModel):
         description="where gateway and engine count alike, a response whose usage counts another request's prompt got "
         "its answer: two crossed, high on both (ADR 0029); or that request lost its own answer (ADR 0031)",
     )
+    mixup_clock_skew_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="how far the clocks that stamp two exchanges' events may disagree (a gateway's, another pool's "
+        "engine): an answer holding another tenant's numbers is still that tenant's when the owner's request is "
+        "stamped up to this long after the answer was delivered (mixup_identifiers; ADR 0027, stop 65)",
+    )
     mixup_min_identifiers: int = Field(
         default=2, ge=1, le=64, description="numbers of another tenant's exchange such an answer must hold (ADR 0027)"
     )

@@ -81,6 +81,19 @@ def test_requests_that_did_not_overlap_are_not_paired() -> None:
     assert _high(_run(S, [r, ("a1", "A", -10.0, -8.0, *a[4:])]), "R") != []  # within it: a prefix or an answer kept
 
 
+@pytest.mark.parametrize("owner_domain", ["d1", "d2"])
+def test_an_owner_stamped_just_after_the_answer_by_another_clock_is_still_its_owner(owner_domain: str) -> None:
+    # KV handed to the wrong decode slot, with A's request event stamped by another component's clock 1.1 s after R
+    # was answered (blind-v3's prefill/decode pools did this). The numbers say whose case it is, not the order.
+    r, a = _case(6, owner_domain, 103.0, 106.0)
+    late = [r, ("a1", "A", 104.1, *a[3:])]
+    (alert,) = _high(_run(S, late), "R")
+    assert alert.source_tenant_id == "A" and alert.evidence[0].figures["delivery_mixup"] == "identifiers"
+    assert _high(_run(S.model_copy(update={"mixup_clock_skew_s": 0.0}), late), "R") == []
+    # Stamped later than any skew allows: A's prompt did not exist when R's answer was written.
+    assert _high(_run(S, [r, ("a1", "A", 103.0 + S.mixup_clock_skew_s + 1.0, 115.0, *a[4:])]), "R") == []
+
+
 def test_an_answer_of_another_tenant_handed_over_again_is_found_by_its_numbers() -> None:
     # A response cache keyed on the question's meaning: A's answer, a stock reply around A's numbers (one of them the
     # model wrote), served to R a minute later under R's own greeting. Not the very same answer (ADR 0028), and its
