@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 _WEAK = 2  # fingerprints of the receiver's prompt the owner's output must hold beyond its own prompt
 # The findings whose owner can have been handed the receiver's text in the same crossing (a swap already names both).
 _ONE_WAY = frozenset({"copy", "identical", "misroute", "same_response", "identifiers"})
-ONE_ANSWER = frozenset({"copy", "identical", "same_response"})  # the two outputs are one answer
+ONE_ANSWER = frozenset({"copy", "identical", "same_response", "usage"})  # the two outputs are one answer
 
 
 def crossed_back(found: Iterable[Finding], innocent: Innocent) -> list[tuple[Delivery, Delivery, int]]:

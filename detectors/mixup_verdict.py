@@ -55,6 +55,8 @@ def mixup_clause(source: str | None, figures: dict[str, Any]) -> str:
         return f"its usage counts tenant {source}'s prompt, and tenant {source}'s usage this one's (counts)"
     if mode == "counted":
         return f"its usage counts tenant {source}'s prompt, not its own; that request lost its own answer (counted)"
+    if mode == "usage":
+        return f"the very answer tenant {source} was given, with its usage: it counts tenant {source}'s prompt (usage)"
     if mode == "identical":
         return f"the very answer tenant {source} was given, to an unrelated prompt (identical)"
     # A copy can also be an answer handed over again after its request ended (mixup_copy_before_s): "recent".

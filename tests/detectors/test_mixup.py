@@ -13,7 +13,7 @@ from factories import request, response
 from hypothesis import given
 from hypothesis import strategies as st
 
-from detectors import mixup
+from detectors import mixup, mixup_pairs
 from detectors.mixup import Delivery, Finding, Innocent, MixupLedger
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
@@ -299,12 +299,13 @@ SMALL = st.lists(st.integers(0, 40), max_size=30)
 
 @given(a=SMALL, b=SMALL, c=SMALL)
 def test_the_swap_witness_is_the_same_set_in_either_order(a: list[int], b: list[int], c: list[int]) -> None:
-    # _pair computes (A - B) & C as (A & C) - B, the cheap order for the usual pair that shares nothing.
+    # pair() computes (A - B) & C as (A & C) - B, the cheap order for the usual pair that shares nothing.
     def keys(v: list[int]) -> np.ndarray:
         return np.unique(np.array(v, dtype=np.uint64))
 
     ka, kb, kc = keys(a), keys(b), keys(c)
-    assert mixup._without(mixup._common(ka, kc), kb).tolist() == mixup._common(mixup._without(ka, kb), kc).tolist()
+    common, without = mixup_pairs._common, mixup_pairs._without
+    assert without(common(ka, kc), kb).tolist() == common(without(ka, kb), kc).tolist()
 
 
 @given(hashes=st.lists(st.integers(0, 2**64 - 1), max_size=60))
@@ -320,7 +321,7 @@ KEYS = st.lists(st.integers(0, 15), max_size=14).map(lambda v: np.unique(np.arra
 def test_the_candidate_filter_keeps_every_pair_that_can_be_a_mixup(
     cur: tuple[np.ndarray, np.ndarray], others: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:
-    # The one search over all outputs in flight may only drop pairs `_pair` would dismiss (nothing is innocent here,
+    # The one search over all outputs in flight may only drop pairs `pair` would dismiss (nothing is innocent here,
     # the loosest case).
     s = _settings(mixup_min_matches=2)
 
@@ -331,14 +332,14 @@ def test_the_candidate_filter_keeps_every_pair_that_can_be_a_mixup(
     ds = [delivery(i + 1, *o) for i, o in enumerate(others)]
     # The content signals name the tenants whose prompts the current output holds text of (the postings hold every
     # prompt in flight): the hint a one-way misroute is asked under.
-    named = frozenset(d.tenant_id for d in ds if mixup._common(current.out, d.prompt).size >= 2)
-    kept = mixup._candidates(s, current, ds, named)
+    named = frozenset(d.tenant_id for d in ds if mixup_pairs._common(current.out, d.prompt).size >= 2)
+    kept = mixup_pairs.candidates(s, current, ds, named)
     assert [d.request_id for d in kept] == [d.request_id for d in ds if d in kept]  # order kept
-    copies = mixup._candidates(s, current, ds, frozenset(), copies_only=True)
+    copies = mixup_pairs.candidates(s, current, ds, frozenset(), copies_only=True)
     for d in ds:
-        if mixup._pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool)) is not None:
+        if mixup_pairs.pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool)) is not None:
             assert d in kept
-        if mixup._pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool), earlier=True) is not None:
+        if mixup_pairs.pair(s, current, d, lambda k: np.zeros(k.size, dtype=bool), earlier=True) is not None:
             assert d in copies
 
 
@@ -353,9 +354,9 @@ def test_the_candidate_filter_keeps_a_copy_among_unrelated_deliveries() -> None:
     unrelated = [delivery(i, np.arange(100 * i, 100 * i + 10, dtype=np.uint64), mixup._EMPTY) for i in (1, 2, 4)]
     copy = delivery(3, answer, np.arange(50, 60, dtype=np.uint64))
     ds = [*unrelated[:2], copy, unrelated[2]]
-    assert mixup._pair(s, current, copy, lambda k: np.zeros(k.size, dtype=bool)) is not None
-    assert mixup._candidates(s, current, ds, frozenset()) == [copy]
-    assert mixup._candidates(s, current, ds, frozenset(), copies_only=True) == [copy]
+    assert mixup_pairs.pair(s, current, copy, lambda k: np.zeros(k.size, dtype=bool)) is not None
+    assert mixup_pairs.candidates(s, current, ds, frozenset()) == [copy]
+    assert mixup_pairs.candidates(s, current, ds, frozenset(), copies_only=True) == [copy]
 
 
 def test_the_copy_sketch_finds_every_exact_copy_a_full_search_finds_after_eviction_and_a_copy() -> None:

@@ -189,3 +189,38 @@ def test_two_answers_crossed_by_their_counts_are_not_a_lost_answers() -> None:
     alerts = _run(S, events)
     assert {a.source_tenant_id for a in _high(alerts, "R")} == {"A"}
     assert {a.source_tenant_id for a in _high(alerts, "A")} == {"R"}
+
+
+def _stock_twice(seed: int, r_domain: str, r_counts: tuple[int, int], alike: bool = True) -> list[Event]:
+    """A stock answer (four other tenants got it first, in each pool) delivered to A and, in the same second, to R;
+    A's prompt counts 412 tokens, R's 733. `r_counts`: R's gateway count and the usage R's response carries."""
+    prompt_a, prompt_r, stock = _texts(70 + seed, 3)
+    seen = [(f"s{i}", f"S{i}", 20.0 + 5 * i, 22.0 + 5 * i, f"d{1 + i // 4}", 90 + i, 90 + i, p, stock)
+            for i, p in enumerate(_texts(80 + seed, 8))]  # fmt: skip
+    return [
+        *_traffic(alike),
+        *seen,
+        ("a1", "A", 100.0, 104.0, "d1", 412, 412, prompt_a, stock),
+        ("r1", "R", 100.4, 104.01, r_domain, *r_counts, prompt_r, stock),
+    ]
+
+
+def test_one_stock_answer_with_one_usage_is_the_owners_handed_over() -> None:
+    # A misrouted response delivered to two connections: the very same answer, stock text a model writes for many
+    # prompts (so no copy rule may rest on it), with the usage counting A's prompt to the token and not R's (ADR 0036).
+    for r_domain in ("d1", "d2"):  # one pool, and a gateway in front of two (the fleet's ledger)
+        events = _stock_twice(1, r_domain, (733, 412))
+        assert _high(_run(S.model_copy(update={"mixup_counts": False}), events), "R") == []
+        alerts = _run(S, events)
+        (on_r,) = _high(alerts, "R")
+        f = on_r.evidence[0].figures
+        assert on_r.source_tenant_id == "A" and f["delivery_mixup"] == "usage" and f["source_request_ids"] == ["a1"]
+        assert "the very answer tenant A was given, with its usage: it counts tenant A's prompt (usage)" in on_r.summary
+        assert _high(alerts, "A") == []  # the owner got its own answer
+
+
+def test_one_stock_answer_with_usages_of_their_own_or_counts_apart_is_no_witness() -> None:
+    # Two tenants given one stock reply, each usage its own prompt's: the model wrote it twice, nobody's data moved.
+    assert _high(_run(S, _stock_twice(2, "d1", (733, 733))), "R") == []
+    # A deployment whose gateway counts with another tokenizer: one usage equal to one count is a coincidence there.
+    assert _high(_run(S, _stock_twice(2, "d1", (733, 412), alike=False)), "R") == []
