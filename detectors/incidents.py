@@ -38,9 +38,10 @@ def group_key(cache_domain: str, kind: str) -> str:
 
 
 # Mix-ups told by what two exchanges carry on the wire, not by their text: usage counts crossed or carried from a
-# request that lost its answer, one response id on two tenants' answers (ADR 0032). Like a mechanism signal, each is
-# a fault's own trace; text a model may write twice is not one.
-WIRE_MIXUPS = frozenset({"counts", "counted", "same_response"})
+# request that lost its answer, one response id on two tenants' answers (ADR 0032), one answer's usage on another
+# tenant's response (ADR 0036). Like a mechanism signal, each is a fault's own trace; text a model may write twice
+# is not one.
+WIRE_MIXUPS = frozenset({"counts", "counted", "same_response", "usage"})
 
 
 def proves(signals: Sequence[Signal]) -> bool:

@@ -86,11 +86,12 @@ def test_what_proves_a_leak_by_itself() -> None:
 
 
 def test_a_mixup_told_by_the_wire_proves_a_leak_and_one_told_by_text_does_not() -> None:
-    # Usage counts crossed or carried from a lost request, one response id twice (ADR 0032): the exchanges' own trace.
+    # Usage counts crossed or carried from a lost request, one response id twice (ADR 0032), one answer's usage on
+    # another tenant's response (ADR 0036): the exchanges' own trace.
     def mixup(mode: str, severity: str = "high") -> Signal:
         return Signal(name="cross_tenant_contamination", severity=severity, score=1.0, figures={"delivery_mixup": mode})  # type: ignore[arg-type]
 
-    assert all(proves([mixup(m)]) for m in ("counts", "counted", "same_response"))
+    assert all(proves([mixup(m)]) for m in ("counts", "counted", "same_response", "usage"))
     # Told by text a model may write twice (a copy, the very same answer, numbers, a history): a second response still.
     assert not any(proves([mixup(m)]) for m in ("copy", "identical", "identifiers", "history", "swap", "misroute"))
     assert not proves([mixup("counted", "warning")])

@@ -216,6 +216,7 @@ def test_one_stock_answer_with_one_usage_is_the_owners_handed_over() -> None:
         f = on_r.evidence[0].figures
         assert on_r.source_tenant_id == "A" and f["delivery_mixup"] == "usage" and f["source_request_ids"] == ["a1"]
         assert "the very answer tenant A was given, with its usage: it counts tenant A's prompt (usage)" in on_r.summary
+        assert on_r.incident_severity in ("high", "critical")  # told by the wire, as a mechanism is: it pages at once
         assert _high(alerts, "A") == []  # the owner got its own answer
 
 
