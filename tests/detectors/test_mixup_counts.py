@@ -225,3 +225,18 @@ def test_one_stock_answer_with_usages_of_their_own_or_counts_apart_is_no_witness
     assert _high(_run(S, _stock_twice(2, "d1", (733, 733))), "R") == []
     # A deployment whose gateway counts with another tokenizer: one usage equal to one count is a coincidence there.
     assert _high(_run(S, _stock_twice(2, "d1", (733, 412), alike=False)), "R") == []
+
+
+def test_one_stock_answer_served_again_later_with_its_usage_is_the_earlier_owners() -> None:
+    # A response cache keyed without the tenant: A's stock answer, usage and all, served to R a minute later. The
+    # earlier delivery is the owner; its usage says so too.
+    events = _stock_twice(3, "d1", (733, 412))
+    a, r = events[-2], events[-1]
+    events[-1] = ("r1", "R", 160.0, 161.0, *r[4:])
+    (on_r,) = _high(_run(S, events), "R")
+    assert on_r.source_tenant_id == "A" and on_r.evidence[0].figures["delivery_mixup"] == "usage"
+    # The same count the other way round (R's usage A's own prompt count, A's R's): the earlier delivery cannot have
+    # received a later request's answer, so nothing is concluded about A.
+    events[-2] = (*a[:5], 733, 412, *a[7:])
+    events[-1] = ("r1", "R", 160.0, 161.0, r[4], 412, 412, *r[7:])
+    assert _high(_run(S, events), "A") == []
