@@ -169,6 +169,7 @@ class DomainTable:
         """Mix-ups found by digests learned as they came (heard after their time: `fleet.late`), raised at the table's
         event time; a runner calls it after handing the table what others told (streams/kafka/fleet.py `deliver`)."""
         fleet = self.fleet
+        fleet.settle()
         if fleet.mixups is not None and fleet.mixups.found:
             self.advance_fleet(fleet.learned_until + fleet.delay_s)
 

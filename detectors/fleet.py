@@ -12,8 +12,8 @@ It learns an exchange `fleet_delay_s` of event time after it (a `Digest`: the pr
 (event time, request id). That delay is what lets the Kafka topologies give every partition the same record: a
 partition publishes the digests of the exchanges it judged and hears those of the others (streams/kafka/fleet.py);
 whatever arrives within the delay is learned exactly where one process would learn it. A digest that comes later is
-learned when it comes (counted `fleet.late`): the record then knows less for a while, which can only keep a text
-evidence longer, never make a leak common.
+learned when it comes, with the rest of its delivery (`settle`; counted `fleet.late`): the record then knows less for
+a while, which can only keep a text evidence longer, never make a leak common.
 
 One per judge table (`DomainTable`: a process, a replay job, a Kafka partition), shared by its domains and advanced
 by its event time; never in a snapshot (a Kafka partition rebuilds it from what its worker heard); bounded by the
@@ -38,6 +38,9 @@ from schemas.exchange import Exchange
 
 if TYPE_CHECKING:
     from detectors.fleet_mixup import FleetMixups
+
+# Late digests waiting for the rest of their delivery are settled at this many at the latest (a bound on the list).
+_LATE_BATCH = 4096
 
 # The record's tag for prompt text a tenant introduced (the model had not written it before, anywhere in the fleet).
 AUTHORED = "authored"
@@ -122,6 +125,7 @@ class Fleet:
         self._pending_hashes = 0
         self.learned_until = float("-inf")  # event time up to which every digest due was learned
         self.late = 0  # digests that came after their time (learned when they came)
+        self._late: list[Digest] = []  # came late, waiting for the rest of their delivery (`settle`)
 
     # --- what the domains read ----------------------------------------------------------------
     def sessions(self, keys: np.ndarray) -> np.ndarray:
@@ -135,17 +139,49 @@ class Fleet:
     # --- what it learns -----------------------------------------------------------------------
     def push(self, d: Digest) -> None:
         """A digest of the fleet (judged here or heard from elsewhere): learned once event time passes its delay."""
-        if d.ts + self.delay_s <= self.learned_until:  # its time has passed: learn it now, as it comes
+        if d.ts + self.delay_s <= self.learned_until:  # its time has passed: learned with what came with it
             self.late += 1
-            self._learn(d)
+            self._late.append(d)
+            if len(self._late) >= _LATE_BATCH:
+                self.settle()
             return
         heapq.heappush(self._pending, (d.order, d))
         self._pending_hashes += d.hashes
         while self._pending_hashes > self.max_pending and self._pending:  # bounded: the oldest is learned early
             self._pop()
 
+    def settle(self) -> None:
+        """Learn the digests that came late, together: every one's prints first, then each one's mix-ups.
+
+        In one process a pair of deliveries is checked when the later of the two is learned, against a record that
+        knows every digest due before it. A digest heard late is checked when it comes instead, and what made its
+        text common may come with it, later in the same message (a lagging partition tells a whole batch at once):
+        checked one by one, the first of them would meet a stock answer as if no one else had been given it
+        (tests/parity.py found a staged topology naming the first of four tenants that a process did not). So the
+        record learns the whole delivery before any of it is checked; it then holds both sides of each pair, and
+        one of them, the later, is what a check in time would not have counted (`_late_innocent`). It may also hold
+        digests later than both: a late check can then find less than one in time, never more."""
+        late, self._late = self._late, []
+        if not late:
+            return
+        late.sort(key=lambda d: d.order)
+        for d in late:
+            self._learn_record(d)
+        if self.mixups is not None:
+            for d in late:
+                if d.domain:
+                    self.mixups.learn(d, self._late_innocent)
+
+    def _late_innocent(self, keys: np.ndarray) -> np.ndarray:
+        # The record holds the later side of the pair checked, which a check in time had not learned yet: one
+        # session more than `innocent` asks for the text both hold.
+        least = self.settings.common_min_sessions
+        mask: np.ndarray = self.record.tenants(keys) >= (least + 1 if least else 0)
+        return mask | self.public.contains(keys) if self.public is not None else mask
+
     def advance(self, ts: float) -> None:
         """Event time is `ts`: learn every digest whose delay has passed, oldest first."""
+        self.settle()
         due = ts - self.delay_s
         pending = self._pending
         while pending and pending[0][0][0] <= due:
@@ -166,6 +202,9 @@ class Fleet:
     def _learn(self, d: Digest) -> None:
         if self.mixups is not None and d.domain:
             self.mixups.learn(d, self.innocent)  # before the record learns it: what was known then
+        self._learn_record(d)
+
+    def _learn_record(self, d: Digest) -> None:
         rec = self.record
         if d.prompt:
             fp = np.frombuffer(d.prompt, dtype=np.uint64)
@@ -179,4 +218,4 @@ class Fleet:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._late)

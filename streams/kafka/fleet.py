@@ -9,7 +9,8 @@ the whole topic (`FleetReader`: no consumer group, every partition of it) and ha
 other than the one that told it (`deliver`). A digest is learned `fleet_delay_s` of event time after its exchange,
 in (event time, request id) order, so whatever arrives within that delay is learned where one process would learn it
 (tests/parity.py runs the in-memory topologies with this delivery); one that arrives later is learned when it
-comes, counted `fleet.late`, and the record knows less meanwhile (a text stays evidence longer, never the reverse).
+comes, with the rest of its message before any of it is checked for a mix-up (`Fleet.settle`), counted
+`fleet.late`, and the record knows less meanwhile (a text stays evidence longer, never the reverse).
 
 Each partition keeps its own record, advanced by its own event time: partitions of one worker stand at different
 event times (a backlog, a restart), and one record shared by them would show the slower ones what the model wrote

@@ -91,6 +91,17 @@ def test_one_answer_to_two_pools_that_neither_prompt_explains_concludes_nothing(
     assert _high(alerts, "A") == [] and _high(alerts, "B") == []
 
 
+def test_a_stock_answer_many_tenants_of_another_pool_were_given_is_no_ones_in_every_topology() -> None:
+    # Four tenants of pool d1 were given one stock answer before R, in pool d2, got it too: over the fleet it is the
+    # model's habit, and R's answer is no one's. A staged topology whose d1 partition lags hears d1's digests after
+    # their time, in one message; learned one by one, the first was checked against R's delivery before the others
+    # made the text common, and its tenant was named (the parity fixture runs this through the three runners).
+    stock, *prompts = _texts(12, 7)
+    events = [(f"s{i}", f"S{i}", 20.0 + 5 * i, "d1", prompts[i], stock) for i in range(4)]
+    events += [("w1", "W", 90.0, "d2", prompts[4], "an answer of its own"), ("r1", "R", 100.0, "d2", prompts[5], stock)]
+    assert _high(_run(S, events), "R") == []
+
+
 def test_a_restored_table_raises_what_the_replayed_fleet_finds_on_what_it_judged() -> None:
     # A partition's snapshot taken before the fleet learned the pair: the record is not in it, but what it judged is;
     # its worker hears the digests again from the fleet topic (kafka.fleet_replay_s), and the restored table raises.
