@@ -47,9 +47,13 @@ class StagePipeline:
     # Every internal message goes through here (tests capture them).
     _encode = staticmethod(encode_send)
 
-    def __init__(self, settings: Settings, now: float = 1.0) -> None:
+    def __init__(self, settings: Settings, now: float = 1.0, last_first: bool = False) -> None:
         k = settings.kafka
         self.settings = settings
+        # Domain partitions are drained in partition order, each to the end of its queue: the first runs ahead of
+        # the later ones, whose fleet digests then reach it after their time. `last_first` drains them the other
+        # way round, so the other partitions run ahead (tests/parity.py runs both).
+        self.last_first = last_first
         self.counters: Counter[str] = Counter()
         self.now = now  # monotonic seconds since the stages "started" (idleness only)
         self.ingest = IngestStage(settings, self.counters)
@@ -110,7 +114,9 @@ class StagePipeline:
                 self.out.dead += jr.dead
                 for send in jr.sends:
                     self.domain_topic[send.partition].append(self._encode(send))
-        for q, queue in self.domain_topic.items():
+        order = sorted(self.domain_topic, reverse=self.last_first)
+        for q in order:
+            queue = self.domain_topic[q]
             while queue:
                 dr = self.domain.handle(self.domain_states[q], q, frames.decode(queue.popleft()), self.now)
                 # What it judged, to the other domain partitions (the fleet topic, without its lag).
