@@ -123,8 +123,8 @@ class Fleet:
         self.max_pending = settings.fleet_pending_hashes
         self._pending: list[tuple[tuple[float, str], Digest]] = []  # a heap by (event time, request id)
         self._pending_hashes = 0
-        self.learned_until = float("-inf")  # event time up to which every digest due was learned
-        self.late = 0  # digests that came after their time (learned when they came)
+        self.learned_until = float("-inf")  # every digest of an exchange up to this event time is learned
+        self.late = 0  # digests that came after their time (learned when they came, with their message)
         self._late: list[Digest] = []  # came late, waiting for the rest of their delivery (`settle`)
 
     # --- what the domains read ----------------------------------------------------------------
@@ -139,7 +139,7 @@ class Fleet:
     # --- what it learns -----------------------------------------------------------------------
     def push(self, d: Digest) -> None:
         """A digest of the fleet (judged here or heard from elsewhere): learned once event time passes its delay."""
-        if d.ts + self.delay_s <= self.learned_until:  # its time has passed: learned with what came with it
+        if d.ts <= self.learned_until:  # its time has passed (every digest up to then is learned): with its message
             self.late += 1
             self._late.append(d)
             if len(self._late) >= _LATE_BATCH:

@@ -106,6 +106,10 @@ def test_a_digest_that_comes_after_its_time_is_learned_with_its_delivery_and_cou
     fleet.push(_digest(32.0, "c", [9]))
     fleet.advance(101.0)  # or the table's next step, whichever comes first
     assert _sessions(fleet, 9) == 3 and fleet.pending == 0 and fleet.late == 3
+    # Due at 95, heard at 101: after its time by less than the delay, and late all the same (the record had learned
+    # every exchange up to 71 without it).
+    fleet.push(_digest(65.0, "d", [9]))
+    assert fleet.late == 4 and fleet.pending == 1
 
 
 def test_prompt_text_is_authored_only_if_the_model_had_not_written_it() -> None:
