@@ -160,7 +160,9 @@ class Fleet:
         (tests/parity.py found a staged topology naming the first of four tenants that a process did not). So the
         record learns the whole delivery before any of it is checked; it then holds both sides of each pair, and
         one of them, the later, is what a check in time would not have counted (`_late_innocent`). It may also hold
-        digests later than both: a late check can then find less than one in time, never more."""
+        digests later than both: a late check can then find less than one in time. (Text of a swap's one direction
+        that the later side's answer does not hold is asked one session too many: there it can find a little more,
+        as it could before, when the late digest's own session was not counted.)"""
         late, self._late = self._late, []
         if not late:
             return
