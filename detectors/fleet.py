@@ -163,9 +163,9 @@ class Fleet:
         digests later than both: a late check can then find less than one in time. (Text of a swap's one direction
         that the later side's answer does not hold is asked one session too many: there it can find a little more,
         as it could before, when the late digest's own session was not counted.)"""
+        if not self._late:
+            return  # the common case: `advance` calls this for every exchange a table is handed
         late, self._late = self._late, []
-        if not late:
-            return
         late.sort(key=lambda d: d.order)
         for d in late:
             self._learn_record(d)
@@ -178,8 +178,7 @@ class Fleet:
         # The record holds the later side of the pair checked, which a check in time had not learned yet: one
         # session more than `innocent` asks for the text both hold.
         least = self.settings.common_min_sessions
-        mask: np.ndarray = self.record.tenants(keys) >= (least + 1 if least else 0)
-        return mask | self.public.contains(keys) if self.public is not None else mask
+        return self._explained(keys, least + 1 if least else 0)
 
     def advance(self, ts: float) -> None:
         """Event time is `ts`: learn every digest whose delay has passed, oldest first."""
@@ -198,7 +197,10 @@ class Fleet:
 
     def innocent(self, keys: np.ndarray) -> np.ndarray:
         """What the fleet explains away in any output: the model's habit over the fleet, or the operator's corpus."""
-        mask: np.ndarray = self.record.tenants(keys) >= self.settings.common_min_sessions
+        return self._explained(keys, self.settings.common_min_sessions)
+
+    def _explained(self, keys: np.ndarray, sessions: int) -> np.ndarray:
+        mask: np.ndarray = self.record.tenants(keys) >= sessions
         return mask | self.public.contains(keys) if self.public is not None else mask
 
     def _learn(self, d: Digest) -> None:
