@@ -76,6 +76,11 @@ class DomainTable:
         self.fleet = Fleet(settings)
         self.fleet.public = public
         self.leads: list[Lead] | None = None  # what every domain judged below an alert, when asked (never pickled)
+        self.evaluated: Evaluated | None = None  # each exchange judged, with its alerts, when asked (never pickled)
+        # The domains holding input of the newest instant handed to them (`instant`), judged once a later one comes
+        # (`Back.settle`): two exchanges of one instant are judged in one order whatever order they came in.
+        self.waiting: dict[str, DomainMonitor] = {}
+        self.instant = _NEG_INF
         # Digests of the exchanges this table judged, for a runner that tells other tables (a Kafka partition's); None:
         # nobody listens.
         self.told: list[Digest] | None = None
@@ -90,6 +95,9 @@ class DomainTable:
                 self.fleet.mixups.restore_here(here)  # what it judged: it raises the mix-ups found on them once heard
         self.__dict__.setdefault("told", None)
         self.__dict__.setdefault("leads", None)
+        self.__dict__.setdefault("evaluated", None)
+        self.__dict__.setdefault("waiting", {})
+        self.__dict__.setdefault("instant", _NEG_INF)
         for dm in self.domains.values():  # each domain's overlap detector reads the table's record
             dm.overlap.fleet = self.fleet
 
@@ -100,7 +108,7 @@ class DomainTable:
         # are still this table's to raise.
         mixups = self.fleet.mixups
         here = mixups.here() if mixups is not None else {}
-        return self.__dict__ | {"told": None, "fleet": None, "fleet_here": here, "leads": None}
+        return self.__dict__ | {"told": None, "fleet": None, "fleet_here": here, "leads": None, "evaluated": None}
 
     def hear(self, ex: Exchange) -> Digest | None:
         """An exchange of the fleet that another table judges (a replay job's): only the fleet record learns it, in its
@@ -136,6 +144,8 @@ class DomainTable:
         dm.overlap.fleet = self.fleet
         if self.leads is not None:
             dm.leads = self.leads
+        if self.evaluated is not None:
+            dm.evaluated = self.evaluated
         return dm
 
     def _active(self, name: str, ts: float) -> None:
@@ -185,6 +195,7 @@ class DomainTable:
     def _drop(self, name: str, counter: str) -> None:
         dm = self.domains.pop(name)
         del self._activity[name]
+        self.waiting.pop(name, None)
         self._flushed += dm.flush()
         self.counters[counter] += 1
 
@@ -204,6 +215,23 @@ class DomainTable:
         out, self._flushed = self._flushed, []
         return out
 
+    def record_evaluated(self) -> None:
+        """From now on, keep each exchange judged, with the alerts it raised, for `take_evaluated`."""
+        if self.evaluated is None:
+            self.evaluated = []
+            for dm in self.domains.values():
+                dm.evaluated = self.evaluated
+
+    def take_evaluated(self) -> Evaluated:
+        """The exchanges judged since the last call, each with the alerts its judging raised, in the order judged
+        (none unless `record_evaluated`)."""
+        evaluated = self.evaluated
+        if not evaluated:
+            return []
+        out = list(evaluated)
+        evaluated.clear()  # in place: every domain holds this list
+        return out
+
 
 class Back:
     """route -> DomainMonitors (one table: a process's, or one domain partition's) -> alerts, and the resolutions.
@@ -219,59 +247,91 @@ class Back:
         self.unowned: list[Exchange] | None = None
         self.next_resolved = _NEG_INF
 
-    def route(self, ex: Exchange, evaluated: Evaluated | None = None) -> list[Alert]:
+    def route(self, ex: Exchange) -> list[Alert]:
         """An exchange to its cache domain (counted; `route_exchange`), judged there if this back owns it."""
         domain = route_exchange(ex, self.counters)
         if domain is None:
             return []
         owns = self.owns
         if owns is not None and not owns(domain):
+            # Its instant settles this back's domains as it would in one process (`replay --jobs`: the same alerts
+            # at the same input line).
+            alerts = self._arrive(ex.ts) if ex.ts > self.table.instant else []
             if self.unowned is not None:
                 self.unowned.append(ex)
             self.table.hear(ex)  # in input order, as the table that judges it learns it
-            return []
-        return self.exchange(domain, ex, evaluated)
+            return alerts
+        return self.exchange(domain, ex)
 
-    def exchange(self, domain: str, ex: Exchange, evaluated: Evaluated | None = None) -> list[Alert]:
-        """An exchange already routed to `domain`, judged by its DomainMonitor."""
+    def exchange(self, domain: str, ex: Exchange) -> list[Alert]:
+        """An exchange already routed to `domain`, handed to its DomainMonitor, which judges it once event time has
+        passed it; returns the alerts of what that released (`DomainTable.take_evaluated`: which exchange raised
+        which)."""
         table = self.table
-        alerts = table.get(domain, ex.ts).observe_exchange(ex)
+        ts = ex.ts
+        alerts = self._arrive(ts) if ts > table.instant else []
+        dm = table.get(domain, ts)
+        alerts += dm.observe_exchange(ex)
+        if dm.buffered:
+            table.waiting[domain] = dm
         table.judged(ex)
-        if evaluated is not None:
-            evaluated.append((ex, alerts))
         return alerts
 
     def stats(self, ev: CacheStats) -> list[Alert]:
         """Cache stats to their domain's monitor, if this back owns the domain."""
-        domain = ev.cache_domain
+        domain, table, ts = ev.cache_domain, self.table, ev.ts
+        alerts = self._arrive(ts) if ts > table.instant else []
         if self.owns is not None and not self.owns(domain):
-            return []
-        return self.table.get(domain, ev.ts).observe_stats(ev)
+            return alerts
+        dm = table.get(domain, ts)
+        alerts += dm.observe_stats(ev)
+        if dm.buffered:
+            table.waiting[domain] = dm
+        return alerts
+
+    def _arrive(self, ts: float) -> list[Alert]:
+        """A later instant than any handed to the domains came: what they hold of the one before is judged."""
+        table = self.table
+        table.instant = ts
+        return self.settle() if table.waiting else []
+
+    def settle(self, failed: list[tuple[str, Exception]] | None = None) -> list[Alert]:
+        """Judge what the domains hold of the newest instant: a later one came (`exchange`, `advance`), a watermark
+        says all of it came (the staged domain stage), a live runner's tick, or the end of input. Before the fleet
+        record moves past it: an exchange is judged with the record at its own time, as if judged on arrival.
+        The domains in name order, each in order_key order: no arrival order is left in it (ADR 0011, stop 67).
+        `failed` as in `advance`."""
+        waiting = self.table.waiting
+        alerts: list[Alert] = []
+        for name in sorted(waiting) if len(waiting) > 1 else list(waiting):
+            dm = waiting[name]
+            alerts += _advance_one(name, dm, dm.watermark, True, failed)
+            if not dm.buffered:
+                del waiting[name]
+        return alerts
 
     def advance(
         self,
         ts: float,
         resolved: list[IncidentResolved] | None = None,
         failed: list[tuple[str, Exception]] | None = None,
+        complete: bool = False,
     ) -> list[Alert]:
         """Event time moved to `ts`: domains release their buffered input and judge the held findings due; idle
         domains expire. The one way a domain's time moves, in every runner (the staged domain stage on its watermark).
 
         `resolved`: gets the incidents resolved by `ts`, drained before expiry (a domain that went silent still
         resolves its incidents). `failed`: a domain whose advance raises is recorded here and the others go on (a
-        Kafka partition must not stop on one domain's bug); None: it raises."""
-        alerts: list[Alert] = []
+        Kafka partition must not stop on one domain's bug); None: it raises. `complete`: `ts` is a watermark (every
+        item up to it has come), so the items of that instant are judged too (`DomainMonitor.advance`)."""
+        table = self.table
+        alerts = self.settle(failed) if table.waiting and (complete or ts > table.instant) else []
         self.table.advance_fleet(ts)  # before held findings are judged again: they read it
+        broken = {name for name, _ in failed} if failed else ()  # failed in settle: recorded once
         for name, dm in list(self.table.domains.items()):
             # Only buffered input and held findings wait for time; walking idle domains costs O(domains).
-            if dm.buffered or dm.holding:
-                if failed is None:
-                    alerts += dm.advance(ts)
-                    continue
-                try:
-                    alerts += dm.advance(ts)
-                except Exception as exc:  # its held items are lost to this domain, not to the others
-                    failed.append((name, exc))
+            if (dm.buffered or dm.holding) and name not in broken:
+                alerts += _advance_one(name, dm, ts, complete, failed)
         if resolved is not None:
             resolved += self.table.drain_resolved(ts)
         self.table.expire(ts)
@@ -283,10 +343,15 @@ class Back:
 
         `newest`: the newest event time seen. Only live input is judged by the clock: input whose newest event is
         more than twice `overlap_hold_s` behind it (a replay of an old log through a live runner) is judged by event
-        time, as in a replay, not all at once before the domain has learned what follows."""
+        time, as in a replay, not all at once before the domain has learned what follows.
+
+        Live, the exchanges waiting for a later instant (`DomainMonitor._push`) are judged too: what came with them
+        in their instant came by this tick, so a leak does not wait for the next request to be raised."""
         alerts: list[Alert] = []
         if now - newest > 2 * self.table.settings.overlap_hold_s:
             return alerts
+        if self.table.waiting:
+            alerts += self.settle()
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)
@@ -294,7 +359,7 @@ class Back:
 
     def flush(self) -> list[Alert]:
         """End of input: every domain's buffered input and held findings are judged, in domain order."""
-        alerts: list[Alert] = []
+        alerts = self.settle() if self.table.waiting else []
         domains = self.table.domains
         for name in sorted(domains):
             alerts += domains[name].flush()
@@ -306,3 +371,15 @@ class Back:
             return []
         self.next_resolved = ts + RESOLVE_STEP_S
         return self.table.drain_resolved(ts)
+
+
+def _advance_one(
+    name: str, dm: DomainMonitor, ts: float, complete: bool, failed: list[tuple[str, Exception]] | None
+) -> list[Alert]:
+    if failed is None:
+        return dm.advance(ts, complete)
+    try:
+        return dm.advance(ts, complete)
+    except Exception as exc:  # its held items are lost to this domain, not to the others
+        failed.append((name, exc))
+        return []

@@ -41,6 +41,9 @@ class DomainMonitor:
     # What the core judged below an alert, when the shell asks for it (`Monitor.record_leads`): a list the process
     # shares and drains, never pickled; None (the class's) records nothing.
     leads: list[Lead] | None = None
+    # Each exchange judged, with the alerts its judging raised, for the shell's sinks (`Monitor.observe_evaluated`):
+    # the same kind of shared list as `leads`. The exchange is judged after the call that brought it (`_push`).
+    evaluated: list[tuple[Exchange, list[Alert]]] | None = None
 
     def __init__(self, cache_domain: str, settings: DetectionSettings, public: PublicSet | None = None) -> None:
         self.cache_domain = cache_domain
@@ -71,12 +74,6 @@ class DomainMonitor:
 
     # --- input -------------------------------------------------------------------------------
     def observe_stats(self, ev: CacheStats) -> list[Alert]:
-        if not self._buffer._heap and self._lateness == 0:
-            # _push's immediate case, without its type dispatch (it is cache_stats).
-            ts = ev.ts
-            if ts > self.watermark:
-                self.watermark = ts
-            return self._stats(ev)
         return self._push(ev)
 
     def _stats(self, ev: CacheStats) -> list[Alert]:
@@ -86,18 +83,18 @@ class DomainMonitor:
         return [capacity_alert(self.cache_domain, self.incidents, gap, ev.ts, ev.traceparent)] if gap else []
 
     def observe_exchange(self, ex: Exchange) -> list[Alert]:
-        """Judge an exchange now, or buffer it behind event time (`domain_lateness_s`)."""
-        # The buffer's list read directly: EventTimeBuffer.__bool__ is a Python call, and every exchange comes here.
-        if not self._buffer._heap and self._lateness == 0:
-            # _push's immediate case, without its type dispatch (the watermark is moved in _evaluate).
-            return self._evaluate(ex, True)
+        """Buffer an exchange until event time passes it (`advance`), and judge what that releases."""
         return self._push(ex)
 
-    def advance(self, ts: float) -> list[Alert]:
-        """Event time moved to `ts` (any event of the process, not only this domain's): buffered input is released,
-        and held findings that waited `overlap_hold_s` are judged (issue 40: not only on its own next exchange)."""
-        self.watermark = max(self.watermark, ts)
-        alerts = self._release(self.watermark - self.s.domain_lateness_s)
+    def advance(self, ts: float, complete: bool = False) -> list[Alert]:
+        """Event time moved to `ts` (any event of the process, not only this domain's): buffered input before
+        `ts - domain_lateness_s` is released, and held findings that waited `overlap_hold_s` are judged (issue 40:
+        not only on its own next exchange). `complete`: every item up to that time has come (a watermark, or a live
+        runner's tick), so the items of that very instant are released too."""
+        if ts > self.watermark:
+            self.watermark = ts
+        upto = self.watermark - self._lateness
+        alerts = self._release(upto) if complete else self._release_before(upto)
         return alerts + self.mature(self.watermark) if self.overlap.held else alerts
 
     def mature(self, ts: float) -> list[Alert]:
@@ -122,10 +119,10 @@ class DomainMonitor:
         return alerts
 
     def _push(self, item: Item) -> list[Alert]:
-        if self._lateness == 0 and not self._buffer:
-            # Nothing to re-sort: evaluate at once (the common, live case).
-            self.watermark = max(self.watermark, item.ts)
-            return self._process(item)
+        # Never judged at once, even in order with no lateness: another item of the same instant may follow, and
+        # ties are judged in order_key order in every runner (ADR 0011, stop 67). It waits for the next later
+        # instant of the process (this domain's next item, or `Monitor`'s step of time), a live runner's tick, or
+        # the end of input.
         self._buffer.push(order_key(item), item)
         return self.advance(item.ts)
 
@@ -139,19 +136,25 @@ class DomainMonitor:
             out.extend(self._process(item))
         return out
 
+    def _release_before(self, upto: float) -> list[Alert]:
+        out: list[Alert] = []
+        for item in self._buffer.release_before(upto):
+            out.extend(self._process(item))
+        return out
+
     # --- evaluation --------------------------------------------------------------------------
     def _process(self, item: Item) -> list[Alert]:
         # An exact type test first: isinstance() with a pydantic class calls its metaclass's __instancecheck__.
         if type(item) is not Exchange and isinstance(item, CacheStats):
             return self._stats(item)
-        return self._evaluate(item)
+        alerts = self._evaluate(item)
+        if self.evaluated is not None:
+            self.evaluated.append((item, alerts))
+        return alerts
 
-    def _evaluate(self, ex: Exchange, live: bool = False) -> list[Alert]:
-        """Judge one exchange, then let the detectors learn it. `live`: it did not wait in the buffer, so it
-        moves the watermark (the buffer's release moved it already)."""
+    def _evaluate(self, ex: Exchange) -> list[Alert]:
+        """Judge one exchange, then let the detectors learn it."""
         ts = ex.ts
-        if live and ts > self.watermark:  # max() without the call
-            self.watermark = ts
         self.exchanges += 1
         request = ex.request
         capacity = self.capacity
@@ -446,7 +449,7 @@ class DomainMonitor:
 
 _CONTENT = frozenset({"cross_tenant_contamination", "cross_session_contamination"})
 _HIGH_UP = frozenset({"high", "critical"})
-_NOT_PICKLED = frozenset({"_plan", "_lateness", "leads"})
+_NOT_PICKLED = frozenset({"_plan", "_lateness", "leads", "evaluated"})
 
 
 def _split_victims(signals: list[Signal]) -> tuple[list[Signal], list[Signal]]:

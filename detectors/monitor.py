@@ -109,32 +109,35 @@ class Monitor:
         return self.table.get(cache_domain, ts)
 
     def observe_evaluated(self, event: Event) -> Observed:
-        """`observe`, plus the exchanges the event completed or expired and the incidents resolved by its time
-        (checked once per second of event time: the cadence lives here, not in each runner), for the shell."""
-        evaluated: Evaluated = []
-        alerts = self._observe(event, evaluated)
+        """`observe`, plus the exchanges judged on the way (each with the alerts it raised) and the incidents resolved
+        by its time (checked once per second of event time: the cadence lives here, not in each runner), for the
+        shell. An exchange is judged once event time has passed it: by a later call, a tick or the flush."""
+        table = self.table
+        if table.evaluated is None:
+            table.record_evaluated()
+        alerts = self._observe(event)
         ts, back = event.ts, self.back
-        return Observed(alerts, evaluated, back.resolved_due(ts) if ts >= back.next_resolved else [])
+        return Observed(alerts, table.take_evaluated(), back.resolved_due(ts) if ts >= back.next_resolved else [])
 
-    def _observe(self, event: Event, evaluated: Evaluated | None = None) -> list[Alert]:
+    def _observe(self, event: Event) -> list[Alert]:
         """Feed one validated event. Raises EventError (duplicate, fingerprint_params) before any state change."""
         front = self.front
         front.admit(event)
         ts = event.ts
-        alerts = self._step(ts, evaluated) if ts >= self._next_advance else []
+        alerts = self._step(ts) if ts >= self._next_advance else []
         back = self.back
         for ex in front.join(event):  # counts every event; cache stats complete no exchange
-            alerts += back.route(ex, evaluated)
+            alerts += back.route(ex)
         if event.type == "cache_stats":
             alerts += back.stats(event)
         if self.table._flushed:
             alerts += self.table.take_flushed()
         return count_alerts(self.counters, alerts) if alerts else alerts
 
-    def _step(self, ts: float, evaluated: Evaluated | None) -> list[Alert]:
+    def _step(self, ts: float) -> list[Alert]:
         # Expiry needs no finer clock than a second of event time; checking it on every
         # event was a fifth of the core's cost.
-        alerts = self._advance(ts, evaluated)
+        alerts = self._advance(ts)
         self._next_advance = ts + _ADVANCE_STEP_S
         return alerts
 
@@ -143,38 +146,43 @@ class Monitor:
 
     def advance(self, ts: float) -> list[Alert]:
         """Move event time forward: expire joins (orphans) and let domains release buffered input."""
-        return self._advance(ts, None)
+        return self._advance(ts)
 
-    def _advance(self, ts: float, evaluated: Evaluated | None) -> list[Alert]:
+    def _advance(self, ts: float) -> list[Alert]:
         self.watermark = max(self.watermark, ts)
         alerts: list[Alert] = []
         for ex in self.front.advance(ts):
-            alerts += self.back.route(ex, evaluated)
+            alerts += self.back.route(ex)
         return alerts + self.back.advance(ts)
 
     def tick(self, now: float) -> list[Alert]:
         """A live runner's clock, passed in (the core reads none): held findings that waited `overlap_hold_s` by
         `now` are judged, so a cold domain's finding comes out when no event follows it (issue 40), if the input is
-        live (`Back.mature`). Event time does not move: an event older than `now` arriving later is judged as before."""
+        live (`Back.mature`), and the exchanges waiting for a later instant. Event time does not move: an event older
+        than `now` arriving later is judged as before."""
         alerts = self.back.mature(now, self.watermark)
         if self.table._flushed:  # and what a late digest of another partition found (detectors/fleet_mixup.py)
             alerts += self.table.take_flushed()
         return count_alerts(self.counters, alerts) if alerts else alerts
 
+    def tick_evaluated(self, now: float) -> Observed:
+        """`tick`, plus the exchanges it judged, for the shell's sinks."""
+        self.table.record_evaluated()
+        alerts = self.tick(now)
+        return Observed(alerts, self.table.take_evaluated())
+
     def flush(self) -> list[Alert]:
         """End of input: pending halves become orphans, buffers drain."""
-        return self._flush(None)
-
-    def flush_evaluated(self) -> Observed:
-        """`flush`, plus the exchanges it evaluated (the orphans), for the shell's sinks."""
-        evaluated: Evaluated = []
-        return Observed(self._flush(evaluated), evaluated)
-
-    def _flush(self, evaluated: Evaluated | None) -> list[Alert]:
         alerts: list[Alert] = []
         for ex in self.front.flush():
-            alerts += self.back.route(ex, evaluated)
+            alerts += self.back.route(ex)
         return count_alerts(self.counters, alerts + self.back.flush())
+
+    def flush_evaluated(self) -> Observed:
+        """`flush`, plus the exchanges it judged (the orphans, and what waited for event time), for the sinks."""
+        self.table.record_evaluated()
+        alerts = self.flush()
+        return Observed(alerts, self.table.take_evaluated())
 
     def drain_resolved(self, ts: float) -> list[IncidentResolved]:
         """Incidents resolved by event time `ts` since the last call, for the sinks' `on_resolved`.

@@ -3,7 +3,10 @@
 A cache domain must see its items in event time whatever order they arrived in (files merged, Kafka
 partitions interleaved). Ties are broken by content, never by arrival, so two runners that receive
 the same items in different orders evaluate them in the same order. The embedded `DomainMonitor`
-and the Kafka domain stage both hold items here until a watermark passes them.
+and the Kafka domain stage both hold items here until a watermark passes them. A domain's own event
+time passes an item only when a later instant has come (`release_before`): items of one instant
+(two responses completed in the same millisecond) may arrive in any order, and none is judged before
+the others are here (ADR 0011, stop 67).
 """
 
 from __future__ import annotations
@@ -52,9 +55,17 @@ class EventTimeBuffer(Generic[T]):
         heapq.heappush(self._heap, (key, self._seq, item))
 
     def release(self, upto: float) -> Iterator[T]:
-        """Pop every item with event time <= upto, in order (lazily: stop iterating to keep the rest)."""
+        """Pop every item with event time <= upto, in order (lazily: stop iterating to keep the rest): for a
+        watermark that says every item up to `upto` has come."""
         heap = self._heap
         while heap and heap[0][0][0] <= upto:
+            yield heapq.heappop(heap)[2]
+
+    def release_before(self, upto: float) -> Iterator[T]:
+        """Pop every item with event time < upto, in order: for event time that reached `upto`, where more items
+        of that very instant may still come (a tie is judged once all of it is here)."""
+        heap = self._heap
+        while heap and heap[0][0][0] < upto:
             yield heapq.heappop(heap)[2]
 
     def __len__(self) -> int:

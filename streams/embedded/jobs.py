@@ -194,10 +194,7 @@ class _Outbox(Sink):
         if not self.pending:  # most events raise nothing
             self._orphans.clear()
             return
-        if seq != _FLUSH:  # within one event the domains' alerts keep the jobs' order; at the end, their names'
-            self.pending = [
-                ((*k[:-1], "") if k[0] == 1 and k[1] == 1 else k, kind, item) for k, kind, item in self.pending
-            ]
+        # Within one event, the domains' alerts by name, as one process emits them (runner.py `one_events_order`).
         self.items += [(seq, key, kind, item) for key, kind, item in self.pending]
         self.pending = []
         self._orphans.clear()

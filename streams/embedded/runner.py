@@ -96,7 +96,7 @@ class EmbeddedRunner:
         sinks = self.sinks
         for exchange, alerts in observed.evaluated:
             sinks.on_exchange(exchange, alerts)
-        for alert in observed.alerts:
+        for alert in observed.alerts if len(observed.alerts) < 2 else one_events_order(observed):
             self.result.alerts.append(alert)
             sinks.on_alert(alert)
         if self._leads:
@@ -152,9 +152,10 @@ class EmbeddedRunner:
     def tick(self, now: float) -> list[Alert]:
         """The live runner's clock (UNIX s; the OTLP receiver calls it about once a second): held findings due by
         `now` come out with no further input (`Monitor.tick`, issue 40), and each new hold is logged once."""
-        alerts = self.monitor.tick(now)
-        if alerts:
-            self._emit(Observed(alerts))
+        observed = self.monitor.tick_evaluated(now)
+        alerts = observed.alerts
+        if alerts or observed.evaluated:
+            self._emit(observed)
         self._log_holds()
         return alerts
 
@@ -231,3 +232,16 @@ class EmbeddedRunner:
         if self._on_progress is not None:
             self._on_progress(r.bytes_in)
         return r
+
+
+def one_events_order(observed: Observed) -> list[Alert]:
+    """What one event raised, in one order that `replay --jobs` gives too (streams/embedded/jobs.py `_Outbox`): the
+    alerts of orphaned halves by event time and request id (as the join releases them), then the rest by cache domain,
+    each domain's in the order it raised them. One event can release several domains' exchanges of one instant."""
+    orphans = {id(a): (ex.ts, ex.request_id) for ex, alerts in observed.evaluated if ex.orphan for a in alerts}
+
+    def key(alert: Alert) -> tuple[int, float, str]:
+        orphan = orphans.get(id(alert))
+        return (0, *orphan) if orphan is not None else (1, 0.0, alert.cache_domain)
+
+    return sorted(observed.alerts, key=key)

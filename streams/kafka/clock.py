@@ -53,7 +53,7 @@ class HeldClock:
         ticks: list[DomainResult] = [self.direct.tick(st, p, wall) for p, st in list(self.direct_states.items())]
         ticks += [self.domain.tick(st, p, wall) for p, st in list(self.domain_states.items())]
         for res in ticks:
-            if res.published:
+            if res.published or res.evaluated:  # a tick also judges exchanges that waited for a later instant
                 await self._emit(res)
 
     def _log_holds(self) -> None:

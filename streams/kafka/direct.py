@@ -170,7 +170,8 @@ class DirectStage:
         (`Monitor.tick`), so a quiet partition's cold-domain finding comes out with no further input. The worker
         ticks only a partition it has read to the end: in a backlog, event time (any event) judges them instead."""
         res = DirectResult()
-        res.alerts = st.monitor.tick(wall)
+        observed = st.monitor.tick_evaluated(wall)
+        res.alerts, res.evaluated = observed.alerts, observed.evaluated
         if res.alerts:
             publish(res.alerts, res.resolved, res.published, res.dead, self.counters, Source(INPUT, partition))
         return res

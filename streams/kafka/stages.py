@@ -366,6 +366,7 @@ class DomainStage:
     def handle(self, st: DomainState, partition: int, batch: Batch, now: float) -> DomainResult:
         res = DomainResult()
         back = judge_apart(st.table)
+        st.table.record_evaluated()  # which exchange raised which alert, for the sinks (a span's events)
         last = st.last
         for it in batch.items:
             pos = (it.offset, it.seq)  # replays skipped as in JoinStage.handle
@@ -385,6 +386,7 @@ class DomainStage:
             self.wm_heard[src] = now
             self._release(st, back, now, res, partition)
         res.alerts += st.table.take_flushed()  # domains evicted by the count bound flushed their buffers
+        res.evaluated = st.table.take_evaluated()
         count_alerts(self.counters, res.alerts)
         self._publish(res, partition)
         return res
@@ -394,7 +396,9 @@ class DomainStage:
         (`Back.mature`), so a cold domain's finding comes out when the input has gone quiet; the core reads no clock."""
         res = DomainResult()
         # Held findings due, and what a late digest of another partition found (detectors/fleet_mixup.py).
+        st.table.record_evaluated()
         due = judge_apart(st.table).mature(wall, st.released) + st.table.take_flushed()
+        res.evaluated = st.table.take_evaluated()
         res.alerts = count_alerts(self.counters, due)
         if res.alerts:
             self._publish(res, partition)
@@ -449,7 +453,9 @@ class DomainStage:
                 res.dead.append(_failed("domain", it, exc))
         st.released = upto
         failed: list[tuple[str, Exception]] = []
-        res.alerts += back.advance(upto, res.resolved, failed)  # the core's one step of time, as every runner's
+        # The core's one step of time, as every runner's. The watermark says every item up to it has come: the
+        # items of its very instant are judged too (complete).
+        res.alerts += back.advance(upto, res.resolved, failed, complete=True)
         for name, error in failed:
             log.error("domain: advancing %s failed", name, exc_info=error)
             detail = f"advancing domain {name!r}: {type(error).__name__}: {error}"
@@ -464,4 +470,4 @@ class DomainStage:
             assert isinstance(stats, CacheStats)
             res.alerts += back.stats(stats)
             return
-        res.alerts += back.exchange(it.cache_domain, records.exchange_from_record(it.payload), res.evaluated)
+        res.alerts += back.exchange(it.cache_domain, records.exchange_from_record(it.payload))

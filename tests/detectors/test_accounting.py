@@ -14,6 +14,7 @@ from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
 from schemas.exchange import Exchange
+from tests.support.live import judge_now, observe_now
 
 GATEWAY = 30_000
 
@@ -21,8 +22,8 @@ GATEWAY = 30_000
 def _call(m: Monitor, i: int, tenant: str, engine: int, gateway: int = GATEWAY, model: str = "glm") -> list[Alert]:
     ts = 10.0 * i
     rid = f"{tenant}-{i}"
-    out = m.observe(request(rid, tenant, ts, tokens=gateway, model=model))
-    return out + m.observe(response(rid, tenant, ts + 1, input_tokens=engine, ttft_ms=2_000, model=model))
+    out = observe_now(m, request(rid, tenant, ts, tokens=gateway, model=model))
+    return out + observe_now(m, response(rid, tenant, ts + 1, input_tokens=engine, ttft_ms=2_000, model=model))
 
 
 def _accounting(alerts: list[Alert]) -> list[Alert]:
@@ -94,14 +95,14 @@ def _exchange(i: int, engine: int) -> Exchange:
 def test_the_learned_norm_survives_a_snapshot() -> None:
     dm = DomainMonitor("d1", DetectionSettings())
     for i in range(20):
-        assert dm.observe_exchange(_exchange(i, GATEWAY)) == []
+        assert judge_now(dm, _exchange(i, GATEWAY)) == []
     # The domain's snapshot, as the Kafka checkpoints store it: a third of the gateway's count departs from
     # the learned 1x for the restored domain ...
     restored = DomainMonitor.loads(dm.dumps(), DetectionSettings())
     assert restored.detectors["accounting"].norms.state_size() == 20
-    assert _accounting(restored.observe_exchange(_exchange(20, GATEWAY // 3)))
+    assert _accounting(judge_now(restored, _exchange(20, GATEWAY // 3)))
     # ... while a fresh one, which has learned nothing, lets it pass (it is above the floor).
-    assert DomainMonitor("d1", DetectionSettings()).observe_exchange(_exchange(20, GATEWAY // 3)) == []
+    assert judge_now(DomainMonitor("d1", DetectionSettings()), _exchange(20, GATEWAY // 3)) == []
 
 
 def test_a_snapshot_from_before_the_norms_restores_and_learns() -> None:
@@ -118,8 +119,8 @@ def test_errors_and_the_placeholder_are_never_learned() -> None:
     m = Monitor(DetectionSettings())
     for i in range(20):
         _call(m, i, "acme", 1, gateway=800_000)  # each one an alert, none of them normal
-        m.observe(request(f"e{i}", "acme", 10.0 * i + 5, tokens=GATEWAY, model="glm"))
-        m.observe(response(f"e{i}", "acme", 10.0 * i + 6, input_tokens=10, status=500, model="glm"))
+        observe_now(m, request(f"e{i}", "acme", 10.0 * i + 5, tokens=GATEWAY, model="glm"))
+        observe_now(m, response(f"e{i}", "acme", 10.0 * i + 6, input_tokens=10, status=500, model="glm"))
     det = m.domain("d1").detectors["accounting"]
     assert det.state_size() == 0
     assert len(_accounting(_call(m, 30, "acme", 1, gateway=800_000))) == 1
@@ -132,11 +133,11 @@ def test_errors_and_the_placeholder_are_never_learned() -> None:
 def _usage_call(m: Monitor, i: int, tenant: str, gateway: int, engine: int, **usage: int) -> list[Alert]:
     ts = 10.0 * i
     rid = f"{tenant}-u{i}"
-    out = m.observe(request(rid, tenant, ts, tokens=gateway, model="glm"))
+    out = observe_now(m, request(rid, tenant, ts, tokens=gateway, model="glm"))
     resp = response(rid, tenant, ts + 1, input_tokens=engine, ttft_ms=300, model="glm")
     if usage:
         resp = resp.model_copy(update={"usage": resp.usage.model_copy(update=usage)})  # type: ignore[union-attr]
-    return out + m.observe(resp)
+    return out + observe_now(m, resp)
 
 
 def _learn(m: Monitor, tenant: str, sizes: list[int], engine: Callable[[int], int], n: int = 12) -> None:
@@ -214,11 +215,11 @@ def test_the_counts_survive_a_snapshot_and_an_old_one_restores() -> None:
     for i in range(12):
         req = request(f"r{i}", "acme", 10.0 * i, tokens=300, model="glm")
         resp = response(f"r{i}", "acme", 10.0 * i + 1, input_tokens=300, model="glm")
-        assert dm.observe_exchange(Exchange(ts=10.0 * i + 1, request=req, response=resp)) == []
+        assert judge_now(dm, Exchange(ts=10.0 * i + 1, request=req, response=resp)) == []
     restored = DomainMonitor.loads(dm.dumps(), DetectionSettings())
     req = request("r99", "acme", 500.0, tokens=300, model="glm")
     swapped = Exchange(ts=501.0, request=req, response=response("r99", "acme", 501.0, input_tokens=900, model="glm"))
-    assert _accounting(restored.observe_exchange(swapped))
+    assert _accounting(judge_now(restored, swapped))
     # A detector pickled before the counts existed held its settings and norms only.
     old = AccountingDetector.__new__(AccountingDetector)
     old.__setstate__({"s": DetectionSettings(), "norms": restored.detectors["accounting"].norms})

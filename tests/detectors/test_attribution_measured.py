@@ -26,6 +26,7 @@ from detectors.index import ContentIndex
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
+from tests.support.live import observe_now
 
 KEY = "measured-pages-tests"
 WORDS = [f"m{i:04d}" for i in range(6000)]  # private vocabulary: no chance k-grams between random texts
@@ -44,12 +45,12 @@ def _two_pages(seed: int, long_words: int, short_words: int, coverage: bool = Tr
     answer = own[:20] + pages[0] + own[20:40] + pages[1] + own[40:60]
     base: dict[str, object] = {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": KEY}
     m = Monitor(DetectionSettings.model_validate(base | {"overlap_coverage": coverage}))
-    m.observe(request("l", "L", 10, text=" ".join(text_l)))
-    m.observe(response("l", "L", 11, text="noted"))
-    m.observe(request("s", "S", 12, text=" ".join(text_s)))
-    m.observe(response("s", "S", 13, text="noted"))
-    m.observe(request("r", "R", 20, text="tell me something"))
-    return [a for a in m.observe(response("r", "R", 21, text=" ".join(answer))) if a.tenant_id == "R"]
+    observe_now(m, request("l", "L", 10, text=" ".join(text_l)))
+    observe_now(m, response("l", "L", 11, text="noted"))
+    observe_now(m, request("s", "S", 12, text=" ".join(text_s)))
+    observe_now(m, response("s", "S", 13, text="noted"))
+    observe_now(m, request("r", "R", 20, text="tell me something"))
+    return [a for a in observe_now(m, response("r", "R", 21, text=" ".join(answer))) if a.tenant_id == "R"]
 
 
 def _named(alerts: list[Alert]) -> set[str | None]:

@@ -18,6 +18,7 @@ from detectors.index import ContentIndex, unit_tokens
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 KEYS = [f"attribution-pages-key-{i}" for i in range(6)]
 HIGH = SEVERITY_RANK["high"]
@@ -129,7 +130,7 @@ def _monitor(key: str) -> Monitor:
 
 
 def _run(m: Monitor, events: list) -> list[Alert]:
-    return [a for e in events for a in m.observe(e)]
+    return [a for e in events for a in observe_now(m, e)]
 
 
 def _exchange(rid: str, tenant: str, ts: float, prompt: str, output: str) -> list:

@@ -11,6 +11,7 @@ from factories import request, response
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
+from tests.support.live import observe_now
 
 S = DetectionSettings(cache_read_window_s=600.0)
 
@@ -20,8 +21,8 @@ def _usage(engine: int, cached: int | None) -> dict[str, Any]:
 
 
 def _call(m: Monitor, rid: str, tenant: str, ts: float, tokens: int, cached: int | None, **kw: Any) -> list[Alert]:
-    out = m.observe(request(rid, tenant, ts, tokens=tokens))
-    return out + m.observe(response(rid, tenant, ts + 1, usage=_usage(kw.pop("engine", tokens), cached), **kw))
+    out = observe_now(m, request(rid, tenant, ts, tokens=tokens))
+    return out + observe_now(m, response(rid, tenant, ts + 1, usage=_usage(kw.pop("engine", tokens), cached), **kw))
 
 
 def _cache_read(alert: Alert) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from factories import request, response
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 KEYS = [f"attribution-test-key-{i}" for i in range(6)]
 
@@ -35,7 +36,7 @@ def _monitor(key: str, **kw: object) -> Monitor:
 def _run(m: Monitor, events: list) -> list[Alert]:
     out: list[Alert] = []
     for e in events:
-        out += m.observe(e)
+        out += observe_now(m, e)
     return out
 
 

@@ -20,6 +20,7 @@ from detectors.signals.pages import min_cover, page_run
 from detectors.winnowing import kgram_hashes
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import TextFingerprint
+from tests.support.live import observe_now
 from tests.support.stockphrases import passage_words
 
 KEY = "coverage-tests"
@@ -74,10 +75,10 @@ def _shared_passage(seed: int, length: int, coverage: bool = True) -> tuple[str,
     the severest alert for the receiver, and the sources its alerts name."""
     src_text, answer = passage_words(seed, length)
     m = Monitor(_settings(overlap_coverage=coverage))
-    m.observe(request("s", "src", 10, text=" ".join(src_text)))
-    m.observe(response("s", "src", 11, text="noted"))
-    m.observe(request("r", "rx", 20, text="tell me something"))
-    got = m.observe(response("r", "rx", 21, text=" ".join(answer)))
+    observe_now(m, request("s", "src", 10, text=" ".join(src_text)))
+    observe_now(m, response("s", "src", 11, text="noted"))
+    observe_now(m, request("r", "rx", 20, text="tell me something"))
+    got = observe_now(m, response("r", "rx", 21, text=" ".join(answer)))
     return _severest(got, "rx"), {a.source_tenant_id for a in got if a.tenant_id == "rx"}
 
 

@@ -13,6 +13,7 @@ from detectors.monitor import Monitor, make_fingerprinter
 from detectors.public import CorpusMismatch, PublicSet
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
+from tests.support.live import observe_now
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -39,7 +40,7 @@ def _settings(**kw: object) -> DetectionSettings:
 def _run(m: Monitor, events: list) -> list[Alert]:
     out: list[Alert] = []
     for e in events:
-        out += m.observe(e)
+        out += observe_now(m, e)
     return out
 
 

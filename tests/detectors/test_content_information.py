@@ -17,6 +17,7 @@ from detectors.signals.overlap import OverlapDetector
 from detectors.signals.pages import required_run
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import Exchange, TextFingerprint
+from tests.support.live import observe_now
 
 PAGE = list(range(1, 101))  # the source's private text: fingerprints 1..100 in order
 VOCAB = list(range(600, 800))  # short k-grams of a language both the source and the receiver write
@@ -140,15 +141,15 @@ def test_a_page_of_another_script_in_a_japanese_answer_keeps_the_sixteen_unit_gu
     m = Monitor(_settings(fingerprint_key=key))
     alerts: list[Alert] = []
     for i, t in enumerate(("ja1", "ja2")):
-        alerts += m.observe(request(f"j{i}", t, 10 + i, text="".join(JA[i:] + JA[:i])))
-        alerts += m.observe(response(f"j{i}", t, 20 + i, text="承知しました。"))
-    alerts += m.observe(request("s", "src", 100, text=f"Summarise this note: {PRIVATE}"))
-    alerts += m.observe(response("s", "src", 101, text="Done."))
+        alerts += observe_now(m, request(f"j{i}", t, 10 + i, text="".join(JA[i:] + JA[:i])))
+        alerts += observe_now(m, response(f"j{i}", t, 20 + i, text="承知しました。"))
+    alerts += observe_now(m, request("s", "src", 100, text=f"Summarise this note: {PRIVATE}"))
+    alerts += observe_now(m, response("s", "src", 101, text="Done."))
     page = " ".join(PRIVATE.split()[start : start + 16])
     answer = "".join(JA[:cut]) + f" {page} " + "".join(JA[cut:])
     # The receiver's answer re-states its own Japanese material, which the Japanese tenants hold as well.
-    alerts += m.observe(request("r", "rx", 200, text="会議の内容を教えてください。" + "".join(reversed(JA))))
-    got = m.observe(response("r", "rx", 201, text=answer))
+    alerts += observe_now(m, request("r", "rx", 200, text="会議の内容を教えてください。" + "".join(reversed(JA))))
+    got = observe_now(m, response("r", "rx", 201, text=answer))
     assert _severest(got, "rx") in ("high", "critical")
     assert {a.source_tenant_id for a in got if a.tenant_id == "rx"} == {"src"}
 

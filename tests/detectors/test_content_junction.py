@@ -11,6 +11,7 @@ from detectors.index import ContentIndex, Overlap
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 # Fingerprints are plain integers here: the index sees nothing else.
 SRC_TEXT = list(range(1, 101))  # the source's text: fingerprints 1..100 in order
@@ -113,8 +114,8 @@ def _stock_world(m: Monitor) -> list[Alert]:
     for i in range(3):  # three tenants paste each stock text (a template), never the two in a row
         for j, text in enumerate((DISCLAIMER, CLOSING)):
             rid = f"c{i}{j}"
-            alerts += m.observe(request(rid, f"common{i}", i * 10 + j, text=f"Use this footer: {text}"))
-            alerts += m.observe(response(rid, f"common{i}", i * 10 + j + 1, text="Understood."))
+            alerts += observe_now(m, request(rid, f"common{i}", i * 10 + j, text=f"Use this footer: {text}"))
+            alerts += observe_now(m, response(rid, f"common{i}", i * 10 + j + 1, text="Understood."))
     return alerts
 
 
@@ -123,10 +124,10 @@ def _two_in_a_row(key: str, junction: bool) -> str:
     m = Monitor(_settings(fingerprint_key=key, overlap_junction=junction, overlap_whole_sentences=False))
     alerts = _stock_world(m)
     # One other tenant's answer put the disclaimer and the closing in a row; so does the receiver's answer.
-    alerts += m.observe(request("s", "src", 100, text="Is the new tariff in force?"))
-    alerts += m.observe(response("s", "src", 101, text=f"It starts in May. {DISCLAIMER} {CLOSING}"))
-    alerts += m.observe(request("r", "rx", 200, text="Can I park downtown on Sundays?"))
-    alerts += m.observe(response("r", "rx", 201, text=f"Yes, parking is free on Sundays. {DISCLAIMER} {CLOSING}"))
+    alerts += observe_now(m, request("s", "src", 100, text="Is the new tariff in force?"))
+    alerts += observe_now(m, response("s", "src", 101, text=f"It starts in May. {DISCLAIMER} {CLOSING}"))
+    alerts += observe_now(m, request("r", "rx", 200, text="Can I park downtown on Sundays?"))
+    alerts += observe_now(m, response("r", "rx", 201, text=f"Yes, parking is free on Sundays. {DISCLAIMER} {CLOSING}"))
     return _severest(alerts, "rx")
 
 
@@ -151,11 +152,11 @@ def test_one_private_page_of_sixteen_units_still_alerts_high(key: str, start: in
     m = Monitor(_settings(fingerprint_key=key))
     alerts = _stock_world(m) if stock else []
     page = " ".join(PRIVATE.split()[start : start + 16])
-    alerts += m.observe(request("s", "src", 100, text=f"Summarise this note: {PRIVATE}"))
-    alerts += m.observe(response("s", "src", 101, text="Done."))
+    alerts += observe_now(m, request("s", "src", 100, text=f"Summarise this note: {PRIVATE}"))
+    alerts += observe_now(m, response("s", "src", 101, text="Done."))
     before, after = " ".join(FILLER[:host]), " ".join(FILLER[host:])
     text = f"{DISCLAIMER} {before} {page} {after} {CLOSING}" if stock else f"{before} {page} {after}"
-    alerts += m.observe(request("r", "rx", 200, text="Tell me a story about the sea."))
-    got = m.observe(response("r", "rx", 201, text=text))
+    alerts += observe_now(m, request("r", "rx", 200, text="Tell me a story about the sea."))
+    got = observe_now(m, response("r", "rx", 201, text=text))
     assert _severest(got, "rx") in ("high", "critical")
     assert {a.source_tenant_id for a in got if a.tenant_id == "rx"} == {"src"}

@@ -10,6 +10,7 @@ from detectors.fingerprint import Fingerprinter
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.events import EventError
+from tests.support.live import observe_now
 
 OVER = 800_000
 
@@ -17,7 +18,7 @@ OVER = 800_000
 def feed(m: Monitor, events: list) -> list:
     out = []
     for e in events:
-        out += m.observe(e)
+        out += observe_now(m, e)
     return out
 
 
@@ -60,9 +61,9 @@ def test_orphans_after_the_bounded_wait_are_reported_and_still_judged() -> None:
 def test_duplicate_event_id_is_rejected_and_changes_nothing() -> None:
     m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     r = request("r1", "a", 1)
-    m.observe(r)
+    observe_now(m, r)
     with pytest.raises(EventError) as info:
-        m.observe(r)
+        observe_now(m, r)
     assert info.value.reason == "duplicate"
     assert m.counters["events.request"] == 1
 
@@ -71,7 +72,7 @@ def test_foreign_fingerprint_parameters_are_rejected() -> None:
     m = Monitor(DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0))
     foreign = Fingerprinter("other-key", k=5, w=12).fingerprint(TEXTS[0])
     with pytest.raises(EventError) as info:
-        m.observe(request("r1", "a", 1, prompt_fingerprint=foreign.model_dump()))
+        observe_now(m, request("r1", "a", 1, prompt_fingerprint=foreign.model_dump()))
     assert info.value.reason == "fingerprint_params"
     # Rejected before dedup: the corrected event with the same id is accepted afterwards.
     assert m.state_size()["dedup_ids"] == 0

@@ -23,7 +23,7 @@ def _two_buffered_domains() -> Monitor:
 def test_one_domains_failure_is_recorded_and_the_others_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
     m = _two_buffered_domains()
 
-    def broken(ts: float) -> list[object]:
+    def broken(ts: float, complete: bool = False) -> list[object]:
         raise RuntimeError("a bug in one domain")
 
     monkeypatch.setattr(m.domains["d1"], "advance", broken)

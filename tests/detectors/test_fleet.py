@@ -18,6 +18,7 @@ from detectors.fleet import Digest, Fleet
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 WORDS = [f"q{i:04d}" for i in range(5000)]  # private vocabulary: no chance k-grams between random texts
 S = DetectionSettings(overlap_warmup_docs=4, overlap_warmup_s=0, fingerprint_key="fleet-record")
@@ -38,15 +39,17 @@ def _world(seed: int, sessions: list[tuple[str, str, str]], settings: DetectionS
     for i, (tenant, domain, where) in enumerate(sessions):
         sid, words = f"{tenant}-{i}", " ".join(other[i * 10 : i * 10 + 10])
         prompt = f"{words} {phrase}" if where == "both" else words
-        m.observe(request(f"{tenant}{i}", tenant, 1.0 + i, text=prompt, session_id=sid))
-        m.observe(response(f"{tenant}{i}", tenant, 1.5 + i, text=f"{phrase} {words}", session_id=sid, domain=domain))
+        observe_now(m, request(f"{tenant}{i}", tenant, 1.0 + i, text=prompt, session_id=sid))
+        observe_now(
+            m, response(f"{tenant}{i}", tenant, 1.5 + i, text=f"{phrase} {words}", session_id=sid, domain=domain)
+        )
     for j in range(4):  # d1 warms up on unrelated traffic
         words = " ".join(other[200 + j * 10 : 210 + j * 10])
-        m.observe(request(f"w{j}", f"W{j}", 30.0 + j, text=words, session_id=f"w{j}"))
-        m.observe(response(f"w{j}", f"W{j}", 30.5 + j, text=f"ok {words}", session_id=f"w{j}", domain="d1"))
-    m.observe(request("r1", "R", 50, text="tell me something", session_id="r"))
+        observe_now(m, request(f"w{j}", f"W{j}", 30.0 + j, text=words, session_id=f"w{j}"))
+        observe_now(m, response(f"w{j}", f"W{j}", 30.5 + j, text=f"ok {words}", session_id=f"w{j}", domain="d1"))
+    observe_now(m, request("r1", "R", 50, text="tell me something", session_id="r"))
     answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
-    return _high(m.observe(response("r1", "R", 51, text=answer, session_id="r", domain="d1")))
+    return _high(observe_now(m, response("r1", "R", 51, text=answer, session_id="r", domain="d1")))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -16,6 +16,7 @@ from detectors.held import standing
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
+from tests.support.live import observe_now
 
 HOLD = 600.0  # event time a held finding waits (overlap_hold_s)
 
@@ -30,7 +31,7 @@ def _settings(**kw: object) -> DetectionSettings:
 
 
 def _run(m: Monitor, events: list) -> list[Alert]:
-    return [a for e in events for a in m.observe(e)]
+    return [a for e in events for a in observe_now(m, e)]
 
 
 def _quote(tenant: str, rid: str, ts: float, text: str) -> list:

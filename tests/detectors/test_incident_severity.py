@@ -16,6 +16,7 @@ from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert, Signal
 from streams.sim.evaluate import incident_figures
+from tests.support.live import observe_now
 
 OVER = 812_345
 
@@ -41,11 +42,11 @@ def _leaks(alerts: list[Alert]) -> list[Alert]:
 
 def test_one_response_on_content_alone_is_a_warning_incident_and_a_second_makes_it_high() -> None:
     m = Monitor(_settings())
-    (first,) = _leaks([a for e in _leak("src", "dst", "d0", 0, TEXTS[0]) for a in m.observe(e)])
+    (first,) = _leaks([a for e in _leak("src", "dst", "d0", 0, TEXTS[0]) for a in observe_now(m, e)])
     # The response is on the disclosure list (its own severity), the domain is not yet known to be leaking.
     assert SEVERITY_RANK[first.severity] >= SEVERITY_RANK["high"]
     assert first.incident_severity == "warning"
-    (second,) = _leaks([a for e in _leak("src2", "dst2", "d1", 100, TEXTS[1]) for a in m.observe(e)])
+    (second,) = _leaks([a for e in _leak("src2", "dst2", "d1", 100, TEXTS[1]) for a in observe_now(m, e)])
     assert second.incident_id == first.incident_id
     assert second.incident_severity == max(first.severity, second.severity, key=SEVERITY_RANK.__getitem__)
 
@@ -57,7 +58,7 @@ def test_a_mechanism_signal_makes_its_incident_high_at_once() -> None:
         request("o1", "a", 1, tokens=OVER),
         response("o1", "a", 2, input_tokens=OVER, ttft_ms=20_000),
     ]
-    (alert,) = [a for e in events for a in m.observe(e)]
+    (alert,) = [a for e in events for a in observe_now(m, e)]
     assert alert.kind == "overlong_accepted" and alert.severity == "high"
     assert alert.incident_severity == "high"
 
@@ -69,7 +70,7 @@ def test_a_canary_makes_its_incident_critical_at_once() -> None:
         request("v1", "victim", 10),
         response("v1", "victim", 11, text=f"sure, {PROBE_MARKER} here"),
     ]
-    alerts = [a for e in events for a in m.observe(e) if a.kind == "canary_leak"]
+    alerts = [a for e in events for a in observe_now(m, e) if a.kind == "canary_leak"]
     assert alerts and all(a.incident_severity == "critical" for a in alerts)
 
 

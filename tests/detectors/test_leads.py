@@ -10,6 +10,7 @@ from factories import TEXTS, request, response
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 HOLD = 600.0
 
@@ -39,7 +40,7 @@ def _session_events() -> list:
 
 
 def _run(m: Monitor, events: list) -> list[Alert]:
-    return [a for e in events for a in m.observe(e)]
+    return [a for e in events for a in observe_now(m, e)]
 
 
 def test_an_info_finding_is_a_lead_only_when_asked_and_is_drained_once() -> None:

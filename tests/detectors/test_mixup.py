@@ -19,6 +19,7 @@ from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import TextFingerprint
+from tests.support.live import observe_now
 
 WORDS = [f"w{i:04d}" for i in range(6000)]
 
@@ -47,8 +48,8 @@ def _world(seed: int, **kw: object) -> tuple[Monitor, dict[str, list[str]], list
     docs = {"S": _sentences(rng, 8), "R": _sentences(rng, 8)}
     alerts: list[Alert] = []
     for i, (tenant, doc) in enumerate(docs.items()):
-        alerts += m.observe(request(f"{tenant.lower()}1", tenant, 10 + i, text=" ".join(doc)))
-        alerts += m.observe(response(f"{tenant.lower()}1", tenant, 12 + i, text="Noted."))
+        alerts += observe_now(m, request(f"{tenant.lower()}1", tenant, 10 + i, text=" ".join(doc)))
+        alerts += observe_now(m, response(f"{tenant.lower()}1", tenant, 12 + i, text="Noted."))
     return m, docs, alerts
 
 
@@ -59,7 +60,7 @@ def _answer(rng: random.Random, doc: list[str]) -> str:
 
 def _turn(m: Monitor, tenant: str, rid: str, ts: float, doc: list[str]) -> list[Alert]:
     history = " ".join(doc) + " Noted. Now summarise it for me."
-    return m.observe(request(rid, tenant, ts, text=history))
+    return observe_now(m, request(rid, tenant, ts, text=history))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -69,8 +70,8 @@ def test_a_swapped_whole_response_that_quotes_its_source_document_is_high_and_na
     s_answer, r_answer = _answer(rng, docs["S"]), _answer(rng, docs["R"])
     alerts += _turn(m, "S", "s2", 100, docs["S"]) + _turn(m, "R", "r2", 101, docs["R"])
     # Both in flight: the gateway crosses the two answers.
-    alerts += m.observe(response("s2", "S", 105, text=r_answer))
-    alerts += m.observe(response("r2", "R", 106, text=s_answer))
+    alerts += observe_now(m, response("s2", "S", 105, text=r_answer))
+    alerts += observe_now(m, response("r2", "R", 106, text=s_answer))
     to_s, to_r = _high(_about(alerts, "s2")), _high(_about(alerts, "r2"))
     assert [a.source_tenant_id for a in to_r] == ["S"]
     assert [a.source_tenant_id for a in to_s] == ["R"]
@@ -78,7 +79,9 @@ def test_a_swapped_whole_response_that_quotes_its_source_document_is_high_and_na
     # Control: content alone calls each of them an echo of whole sentences, a warning at most.
     m, docs, alerts = _world(seed, mixup=False)
     alerts += _turn(m, "S", "s2", 100, docs["S"]) + _turn(m, "R", "r2", 101, docs["R"])
-    alerts += m.observe(response("s2", "S", 105, text=r_answer)) + m.observe(response("r2", "R", 106, text=s_answer))
+    alerts += observe_now(m, response("s2", "S", 105, text=r_answer)) + observe_now(
+        m, response("r2", "R", 106, text=s_answer)
+    )
     assert not _high(_about(alerts, "s2")) and not _high(_about(alerts, "r2"))
 
 
@@ -87,10 +90,10 @@ def test_a_copied_answer_names_its_owner_and_the_owner_is_not_flagged(seed: int)
     m, docs, alerts = _world(seed)
     rng = random.Random(200 + seed)
     s_answer = _answer(rng, docs["S"])
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="What is new today?"))
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + observe_now(m, request("r2", "R", 101, text="What is new today?"))
     # R gets S's answer first (a response cache keyed wrongly), then S gets its own.
-    alerts += m.observe(response("r2", "R", 104, text=s_answer))
-    alerts += m.observe(response("s2", "S", 106, text=s_answer))
+    alerts += observe_now(m, response("r2", "R", 104, text=s_answer))
+    alerts += observe_now(m, response("s2", "S", 106, text=s_answer))
     assert [a.source_tenant_id for a in _high(_about(alerts, "r2"))] == ["S"]
     assert not _high(_about(alerts, "s2"))  # its own answer: what it shares with R's output is not R's text
 
@@ -103,12 +106,12 @@ def _cached(seed: int, asked: float = 110, **kw: object) -> tuple[list[Alert], M
     rng = random.Random(300 + seed)
     public = _sentences(rng, 6)
     for i, t in enumerate(("P", "Q")):
-        alerts += m.observe(request(f"{t}1", t, 20 + i, text=" ".join(public)))
-        alerts += m.observe(response(f"{t}1", t, 22 + i, text="Noted."))
+        alerts += observe_now(m, request(f"{t}1", t, 20 + i, text=" ".join(public)))
+        alerts += observe_now(m, response(f"{t}1", t, 22 + i, text="Noted."))
     s_answer = " ".join([*public[:4], docs["S"][2], *_sentences(rng, 1), docs["S"][5]])
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=s_answer))
-    alerts += m.observe(request("r2", "R", asked, text="What is new today?"))
-    alerts += m.observe(response("r2", "R", asked + 2, text=s_answer))
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + observe_now(m, response("s2", "S", 106, text=s_answer))
+    alerts += observe_now(m, request("r2", "R", asked, text="What is new today?"))
+    alerts += observe_now(m, response("r2", "R", asked + 2, text=s_answer))
     return alerts, m, docs
 
 
@@ -136,18 +139,18 @@ def test_a_text_recited_for_two_tenants_is_no_copy_from_before() -> None:
     # is the quoted text alone, nothing of a model's own: an echo, not an answer handed over again.
     m, docs, alerts = _world(2)
     recital = " ".join(docs["S"][1:6])
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=recital))
-    alerts += m.observe(request("r2", "R", 110, text="What is new today?"))
-    alerts += m.observe(response("r2", "R", 112, text=recital))
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + observe_now(m, response("s2", "S", 106, text=recital))
+    alerts += observe_now(m, request("r2", "R", 110, text="What is new today?"))
+    alerts += observe_now(m, response("r2", "R", 112, text=recital))
     assert not any("delivery_mixup" in e.figures for a in _about(alerts, "r2") for e in a.evidence)
 
 
 def test_a_copy_from_before_the_window_is_no_witness() -> None:
     m, docs, alerts = _world(1, mixup_copy_before_s=60)
     s_answer = _answer(random.Random(9), docs["S"])
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(response("s2", "S", 106, text=s_answer))
-    alerts += m.observe(request("r2", "R", 200, text="What is new today?"))
-    alerts += m.observe(response("r2", "R", 202, text=s_answer))
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + observe_now(m, response("s2", "S", 106, text=s_answer))
+    alerts += observe_now(m, request("r2", "R", 200, text="What is new today?"))
+    alerts += observe_now(m, response("r2", "R", 202, text=s_answer))
     assert not any("delivery_mixup" in e.figures for a in _about(alerts, "r2") for e in a.evidence)
 
 
@@ -172,12 +175,12 @@ def test_a_one_way_misroute_names_the_receiver_that_holds_the_other_prompt_and_o
     m, docs, alerts = _world(seed)
     rng = random.Random(400 + seed)
     status, text = OWNER_GOT[got]
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + observe_now(m, request("r2", "R", 101, text="Tell me something."))
     quoting = _quoting(rng, docs["S"])
     owner = response("s2", "S", 104 if owner_first else 108, status=status, text=text)
     receiver = response("r2", "R", 105, text=quoting)
     for e in (owner, receiver) if owner_first else (receiver, owner):
-        alerts += m.observe(e)
+        alerts += observe_now(m, e)
     assert [a.source_tenant_id for a in _high(_about(alerts, "r2"))] == ["S"]
     assert not _high(_about(alerts, "s2"))
     assert any(e.figures.get("delivery_mixup") == "misroute" for a in _about(alerts, "r2") for e in a.evidence)
@@ -205,9 +208,9 @@ def test_an_echo_while_its_owner_was_refused_or_answered_stays_a_warning(got: st
         text = " ".join([docs["S"][0], *_sentences(rng, 2), docs["S"][7]])
     elif isinstance(what, int):
         text = " ".join(_sentences(rng, what))
-    alerts += _turn(m, "S", "s2", 100, docs["S"]) + m.observe(request("r2", "R", 101, text="Tell me something."))
-    alerts += m.observe(response("s2", "S", 101.2 if status != 200 else 104, status=status, text=text))
-    alerts += m.observe(response("r2", "R", 105, text=_quoting(rng, docs["S"])))
+    alerts += _turn(m, "S", "s2", 100, docs["S"]) + observe_now(m, request("r2", "R", 101, text="Tell me something."))
+    alerts += observe_now(m, response("s2", "S", 101.2 if status != 200 else 104, status=status, text=text))
+    alerts += observe_now(m, response("r2", "R", 105, text=_quoting(rng, docs["S"])))
     found = _about(alerts, "r2")
     assert found and not _high(found)
 
@@ -216,8 +219,8 @@ def test_an_echo_of_a_text_whose_owner_has_nothing_in_flight_stays_a_warning() -
     m, docs, alerts = _world(3)
     rng = random.Random(7)
     # R's answer quotes S's document long after S's exchange ended, and S has no request in flight: an echo.
-    alerts += m.observe(request("r2", "R", 500, text="Tell me something."))
-    alerts += m.observe(response("r2", "R", 504, text=_answer(rng, docs["S"])))
+    alerts += observe_now(m, request("r2", "R", 500, text="Tell me something."))
+    alerts += observe_now(m, response("r2", "R", 504, text=_answer(rng, docs["S"])))
     found = _about(alerts, "r2")
     assert found and not _high(found)
     assert not any("delivery_mixup" in e.figures for a in found for e in a.evidence)
@@ -229,10 +232,10 @@ def test_two_answers_that_each_relate_to_their_own_prompt_are_no_swap() -> None:
     rng = random.Random(11)
     template = " ".join(_sentences(rng, 4))
     m = Monitor(_settings())
-    alerts = m.observe(request("s2", "S", 100, text=template + " " + " ".join(_sentences(rng, 3))))
-    alerts += m.observe(request("r2", "R", 101, text=template + " " + " ".join(_sentences(rng, 3))))
-    alerts += m.observe(response("s2", "S", 105, text=template + " " + " ".join(_sentences(rng, 2))))
-    alerts += m.observe(response("r2", "R", 106, text=template + " " + " ".join(_sentences(rng, 2))))
+    alerts = observe_now(m, request("s2", "S", 100, text=template + " " + " ".join(_sentences(rng, 3))))
+    alerts += observe_now(m, request("r2", "R", 101, text=template + " " + " ".join(_sentences(rng, 3))))
+    alerts += observe_now(m, response("s2", "S", 105, text=template + " " + " ".join(_sentences(rng, 2))))
+    alerts += observe_now(m, response("r2", "R", 106, text=template + " " + " ".join(_sentences(rng, 2))))
     assert not any("delivery_mixup" in e.figures for a in alerts for e in a.evidence)
 
 

@@ -18,6 +18,7 @@ from detectors.mixup_tails import Bounds, SessionTails
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
+from tests.support.live import observe_now
 
 S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="mixup-tails")
 SYSTEM = "You are Mira, a friendly companion in a chat app. Keep answers short and warm."
@@ -28,8 +29,8 @@ def _run(settings: DetectionSettings, turns: list[Turn]) -> list[Alert]:
     m = Monitor(settings)
     out: list[Alert] = []
     for rid, tenant, session, ts, prompt, answer in turns:
-        out += m.observe(request(rid, tenant, ts, text=prompt, session_id=session, cache_domain="d1"))
-        out += m.observe(response(rid, tenant, ts + 2.0, domain="d1", text=answer, session_id=session))
+        out += observe_now(m, request(rid, tenant, ts, text=prompt, session_id=session, cache_domain="d1"))
+        out += observe_now(m, response(rid, tenant, ts + 2.0, domain="d1", text=answer, session_id=session))
     return out
 
 

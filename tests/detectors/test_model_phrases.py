@@ -18,6 +18,7 @@ from factories import request, response
 from detectors.monitor import Monitor, make_fingerprinter
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 WORDS = [f"q{i:04d}" for i in range(5000)]  # private vocabulary: no chance k-grams between random texts
 
@@ -46,14 +47,14 @@ def _world(seed: int, sessions: list[tuple[str, str]], **kw: object) -> tuple[se
         sid, words = f"{tenant}-{i}", " ".join(other[i * 10 : i * 10 + 10])
         prompt = f"{words} {phrase}" if where in ("prompt", "both") else words
         answer = f"{phrase} {words}" if where in ("output", "both") else f"noted {words}"
-        out += m.observe(request(f"{tenant}{i}", tenant, 1.0 + i, text=prompt, session_id=sid))
-        out += m.observe(response(f"{tenant}{i}", tenant, 1.5 + i, text=answer, session_id=sid))
-    out += m.observe(request("r1", "R", 50, text="tell me something", session_id="r"))
+        out += observe_now(m, request(f"{tenant}{i}", tenant, 1.0 + i, text=prompt, session_id=sid))
+        out += observe_now(m, response(f"{tenant}{i}", tenant, 1.5 + i, text=answer, session_id=sid))
+    out += observe_now(m, request("r1", "R", 50, text="tell me something", session_id="r"))
     (dm,) = m.domains.values()
     hashes = make_fingerprinter(m.settings).fingerprint_text(phrase).hashes
     why = set(dm.overlap._explain("R", hashes, np.asarray(hashes, dtype=np.uint64))[0])
     answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
-    return why, out + m.observe(response("r1", "R", 51, text=answer, session_id="r"))
+    return why, out + observe_now(m, response("r1", "R", 51, text=answer, session_id="r"))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -101,11 +102,11 @@ def test_text_a_tenant_keeps_sending_stays_authored_across_generations(seed: int
     out: list[Alert] = []
     for i in range(6):
         sid = f"a{i}"
-        out += m.observe(request(f"a{i}", "A", 1.0 + 10 * i, text=f"file: {phrase}", session_id=sid))
-        out += m.observe(response(f"a{i}", "A", 2.0 + 10 * i, text=f"you wrote {phrase}", session_id=sid))
-    out += m.observe(request("r1", "R", 80, text="tell me something", session_id="r"))
+        out += observe_now(m, request(f"a{i}", "A", 1.0 + 10 * i, text=f"file: {phrase}", session_id=sid))
+        out += observe_now(m, response(f"a{i}", "A", 2.0 + 10 * i, text=f"you wrote {phrase}", session_id=sid))
+    out += observe_now(m, request("r1", "R", 80, text="tell me something", session_id="r"))
     answer = " ".join(own[:20]) + f" {phrase} " + " ".join(own[20:40])
-    out += m.observe(response("r1", "R", 81, text=answer, session_id="r"))
+    out += observe_now(m, response("r1", "R", 81, text=answer, session_id="r"))
     assert [a.source_tenant_id for a in _high(out)] == ["A"]
 
 
@@ -118,14 +119,14 @@ def _twice(seed: int, where: str) -> list[list[Alert]]:
     phrase, own = " ".join(pool[:24]), pool[24:]
     m = Monitor(_settings(overlap_warmup_docs=2))
     prompt = f"{' '.join(own[:10])} {phrase}" if where == "both" else " ".join(own[:10])
-    m.observe(request("a1", "A", 1.0, text=prompt, session_id="a"))
-    m.observe(response("a1", "A", 1.5, text=f"{phrase} {' '.join(own[10:20])}", session_id="a"))
+    observe_now(m, request("a1", "A", 1.0, text=prompt, session_id="a"))
+    observe_now(m, response("a1", "A", 1.5, text=f"{phrase} {' '.join(own[10:20])}", session_id="a"))
     out = []
     for i in range(2):
         words = own[40 + 60 * i : 100 + 60 * i]
-        m.observe(request(f"r{i}", "R", 50.0 + i, text=" ".join(words[:10]), session_id=f"r{i}"))
+        observe_now(m, request(f"r{i}", "R", 50.0 + i, text=" ".join(words[:10]), session_id=f"r{i}"))
         answer = " ".join(words[10:30]) + f" {phrase} " + " ".join(words[30:50])
-        out.append(_high(m.observe(response(f"r{i}", "R", 50.5 + i, text=answer, session_id=f"r{i}"))))
+        out.append(_high(observe_now(m, response(f"r{i}", "R", 50.5 + i, text=answer, session_id=f"r{i}"))))
     return out
 
 

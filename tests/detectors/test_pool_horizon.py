@@ -15,6 +15,7 @@ from detectors.monitor import Monitor
 from detectors.pool import PoolClock
 from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK, Alert
+from tests.support.live import observe_now
 
 WORDS = [f"w{i:04d}" for i in range(6000)]
 POOL = 100_000  # tokens: the domain's largest pool
@@ -32,19 +33,21 @@ def _leak_after(allocated: int, seed: int, whole: bool = False, **kw: object) ->
     words = rng.sample(WORDS, 400)
     private, own = " ".join(words[:80]), words[80:]
     m = Monitor(_settings(**kw))
-    m.observe(stats(domain="d1", ts=0, capacity=POOL, used=10_000))
-    m.observe(request("s1", "S", 1, text=private))
-    m.observe(response("s1", "S", 2, text="noted", input_tokens=200))
+    observe_now(m, stats(domain="d1", ts=0, capacity=POOL, used=10_000))
+    observe_now(m, request("s1", "S", 1, text=private))
+    observe_now(m, response("s1", "S", 2, text="noted", input_tokens=200))
     t, left, i = 3.0, allocated, 0
     while left > 0:  # filler traffic of another tenant, 8,000 tokens a call, 5 s apart
         n = min(left, 8_000)
-        m.observe(request(f"f{i}", "F", t, text=" ".join(own[i % 200 : i % 200 + 5])))
-        m.observe(response(f"f{i}", "F", t + 1, text="ok", input_tokens=n - 50))
+        observe_now(m, request(f"f{i}", "F", t, text=" ".join(own[i % 200 : i % 200 + 5])))
+        observe_now(m, response(f"f{i}", "F", t + 1, text="ok", input_tokens=n - 50))
         t, left, i = t + 5, left - n, i + 1
     page = " ".join(words[20:50])
-    m.observe(request("r1", "R", t + 10, text="hello there"))
+    observe_now(m, request("r1", "R", t + 10, text="hello there"))
     out = private if whole else f"{' '.join(own[300:320])} {page} {' '.join(own[320:340])}"
-    alerts = [a for a in m.observe(response("r1", "R", t + 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    alerts = [
+        a for a in observe_now(m, response("r1", "R", t + 11, text=out)) if a.kind == "cross_tenant_contamination"
+    ]
     assert len(alerts) <= 1
     return alerts[0] if alerts else None
 

@@ -14,6 +14,7 @@ from factories import request, response
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert
+from tests.support.live import observe_now
 
 S = DetectionSettings(overlap_warmup_docs=0, overlap_warmup_s=0, fingerprint_key="response-ids", fleet_delay_s=30.0)
 Event = tuple[str, str, float, str, str, str, str | None]
@@ -24,11 +25,13 @@ def _run(settings: DetectionSettings, events: list[Event]) -> list[Alert]:
     m = Monitor(settings)
     out: list[Alert] = []
     for rid, tenant, ts, domain, prompt, answer, response_id in events:
-        out += m.observe(request(rid, tenant, ts, text=prompt, session_id=f"{tenant}-s", cache_domain=domain))
+        out += observe_now(m, request(rid, tenant, ts, text=prompt, session_id=f"{tenant}-s", cache_domain=domain))
         kw = {"response_id": response_id} if response_id else {}
-        out += m.observe(response(rid, tenant, ts + 2.0, domain=domain, text=answer, session_id=f"{tenant}-s", **kw))
-    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
-    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+        out += observe_now(
+            m, response(rid, tenant, ts + 2.0, domain=domain, text=answer, session_id=f"{tenant}-s", **kw)
+        )
+    out += observe_now(m, request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + observe_now(m, response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
 
 
 def _cached(seed: int, second_domain: str, ids: tuple[str | None, str | None]) -> list[Event]:
@@ -60,13 +63,13 @@ def test_the_owner_is_the_request_sent_first_even_when_its_own_stream_ends_later
     # A long stream to A; R's request, sent while it streamed, is a cache hit answered in milliseconds.
     prompt_a, prompt_r, answer, _ = _texts(12, 4)
     m = Monitor(S)
-    out = m.observe(request("a1", "A", 100.0, text=f"my order {prompt_a}", session_id="A-s", cache_domain="d1"))
-    out += m.observe(request("r1", "R", 104.0, text=f"my ticket {prompt_r}", session_id="R-s", cache_domain="d2"))
+    out = observe_now(m, request("a1", "A", 100.0, text=f"my order {prompt_a}", session_id="A-s", cache_domain="d1"))
+    out += observe_now(m, request("r1", "R", 104.0, text=f"my ticket {prompt_r}", session_id="R-s", cache_domain="d2"))
     kw = {"text": answer, "response_id": "chatcmpl-long"}
-    out += m.observe(response("r1", "R", 104.2, domain="d2", session_id="R-s", **kw))
-    out += m.observe(response("a1", "A", 110.0, domain="d1", session_id="A-s", **kw))
-    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
-    out += m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+    out += observe_now(m, response("r1", "R", 104.2, domain="d2", session_id="R-s", **kw))
+    out += observe_now(m, response("a1", "A", 110.0, domain="d1", session_id="A-s", **kw))
+    out += observe_now(m, request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    out += observe_now(m, response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
     assert [a.source_tenant_id for a in _high(out, "R")] == ["A"] and _high(out, "A") == []
 
 
@@ -138,16 +141,16 @@ def _stock_cached(seed: int, r_usage: int) -> list[Alert]:
     def exchange(rid: str, tenant: str, ts: float, domain: str, prompt: str, tokens: int, used: int, rsp: str) -> None:
         nonlocal out
         kw = {"session_id": f"{tenant}-s", "cache_domain": domain}
-        out += m.observe(request(rid, tenant, ts, text=prompt, tokens=tokens, **kw))
+        out += observe_now(m, request(rid, tenant, ts, text=prompt, tokens=tokens, **kw))
         kw = {"session_id": f"{tenant}-s", "domain": domain, "input_tokens": used, "response_id": rsp}
-        out += m.observe(response(rid, tenant, ts + 2.0, text=stock, **kw))
+        out += observe_now(m, response(rid, tenant, ts + 2.0, text=stock, **kw))
 
     for i, extra in enumerate(_texts(60 + seed, 4)):
         exchange(f"w{i}", f"W{i}", 10.0 + 10 * i, "d1", extra, 100 + i, 100 + i, f"chatcmpl-w{i}")
     exchange("a1", "A", 100.0, "d1", f"my order {prompt_a}", 412, 412, "chatcmpl-8f2a")
     exchange("r1", "R", 400.0, "d2", f"my ticket {prompt_r}", 733, r_usage, "chatcmpl-8f2a")
-    out += m.observe(request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
-    return out + m.observe(response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
+    out += observe_now(m, request("late", "Z", 4_000.0, text="nothing to see", cache_domain="d9"))
+    return out + observe_now(m, response("late", "Z", 4_001.0, domain="d9", text="fine thanks"))
 
 
 @pytest.mark.parametrize("seed", range(3))

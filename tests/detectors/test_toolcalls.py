@@ -19,6 +19,7 @@ from detectors.signals.toolcall import ToolCallDetector
 from detectors.toolcalls import MAX_NAMES, ToolNames, called, name_like
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.exchange import Exchange, TextFingerprint
+from tests.support.live import observe_now
 
 AGENT_PROMPT = (
     "<|im_start|>system\nYou can call these tools:\n"
@@ -44,8 +45,8 @@ def _settings(**kw: object) -> DetectionSettings:
 
 
 def _exchange(m: Monitor, rid: str, tenant: str, ts: float, prompt: str, output: str, status: int = 200) -> list[Alert]:
-    return m.observe(request(rid, tenant, ts, text=prompt)) + m.observe(
-        response(rid, tenant, ts + 1, text=output, status=status)
+    return observe_now(m, request(rid, tenant, ts, text=prompt)) + observe_now(
+        m, response(rid, tenant, ts + 1, text=output, status=status)
     )
 
 
@@ -63,9 +64,9 @@ def _agent_history(
     alerts: list[Alert] = []
     for i in range(n):
         rid, session = f"{tenant}-own{start}-{i}", f"{tenant}-h{start}-{i}"
-        alerts += m.observe(request(rid, tenant, start + i, text=prompt, session_id=session))
+        alerts += observe_now(m, request(rid, tenant, start + i, text=prompt, session_id=session))
         out = _call("lookup_order", f"call_{tenant}{i}") if output is None else output(i)
-        alerts += m.observe(response(rid, tenant, start + i + 0.5, text=out, session_id=session))
+        alerts += observe_now(m, response(rid, tenant, start + i + 0.5, text=out, session_id=session))
     return alerts
 
 
@@ -197,9 +198,9 @@ def test_a_tenant_whose_prompts_do_not_carry_its_declarations_is_never_judged() 
     m = Monitor(_settings())
     alerts: list[Alert] = []
     for i in range(12):
-        m.observe(request(f"c{i}", "C", 10 + 5 * i, text="user: where is my order?", session_id=f"C-{i}"))
-        alerts += m.observe(
-            response(f"c{i}", "C", 11 + 5 * i, text=_call("lookup_order", f"c{i}"), session_id=f"C-{i}")
+        observe_now(m, request(f"c{i}", "C", 10 + 5 * i, text="user: where is my order?", session_id=f"C-{i}"))
+        alerts += observe_now(
+            m, response(f"c{i}", "C", 11 + 5 * i, text=_call("lookup_order", f"c{i}"), session_id=f"C-{i}")
         )
     _agent_history(m, "C", n=20, start=200)  # now some declared ones too, but not four times as many
     alerts += _exchange(m, "late", "C", 400, TRANSLATE_PROMPT, _call("get_ticket")) + m.flush()
@@ -217,8 +218,8 @@ def test_a_history_that_re_sends_the_calls_does_not_open_the_check() -> None:
         for turn in range(6):
             rid, ts = f"d{s}-{turn}", 10 + 100 * s + 10 * turn
             out = _call("lookup_order", f"call_{s}_{turn}")
-            m.observe(request(rid, "D", ts, text=history, session_id=f"D-{s}"))
-            alerts += m.observe(response(rid, "D", ts + 1, text=out, session_id=f"D-{s}"))
+            observe_now(m, request(rid, "D", ts, text=history, session_id=f"D-{s}"))
+            alerts += observe_now(m, response(rid, "D", ts + 1, text=out, session_id=f"D-{s}"))
             history += "\nassistant: " + out + "\ntool: shipped\nuser: and now?"
     alerts += _exchange(m, "new", "D", 900, "user: any open tickets?", _call("get_ticket")) + m.flush()
     assert not [a for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence)]
@@ -246,7 +247,7 @@ def test_off_or_without_prompt_text_it_says_nothing() -> None:
     assert not _undeclared(alerts, "r")
     m = Monitor(_settings())
     _agent_history(m, "B")
-    alerts = m.observe(request("q", "B", 110)) + m.observe(response("q", "B", 111, text=_call("get_ticket")))
+    alerts = observe_now(m, request("q", "B", 110)) + observe_now(m, response("q", "B", 111, text=_call("get_ticket")))
     assert not _undeclared(alerts + m.flush(), "q")
 
 
@@ -304,9 +305,9 @@ def test_a_tenant_whose_gateway_stops_logging_declarations_is_soon_no_longer_jud
     _agent_history(m, "B", n=8)
     alerts: list[Alert] = []
     for i in range(10):
-        m.observe(request(f"after{i}", "B", 100 + 5 * i, text="user: where is my order?", session_id=f"B-a{i}"))
+        observe_now(m, request(f"after{i}", "B", 100 + 5 * i, text="user: where is my order?", session_id=f"B-a{i}"))
         out = _call("lookup_order", f"c{i}")
-        alerts += m.observe(response(f"after{i}", "B", 101 + 5 * i, text=out, session_id=f"B-a{i}"))
+        alerts += observe_now(m, response(f"after{i}", "B", 101 + 5 * i, text=out, session_id=f"B-a{i}"))
     alerts += m.flush()
     flagged = {r for a in alerts if any(e.name == "undeclared_tool_call" for e in a.evidence) for r in a.request_ids}
     assert flagged == {"after0", "after1", "after2"}  # 8 declared: judged while 4 x undeclared <= 8

@@ -10,6 +10,7 @@ from factories import request, response
 
 from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
+from tests.support.live import observe_now
 
 
 def _warm_after(exchanges: int, span_s: float) -> bool:
@@ -18,8 +19,8 @@ def _warm_after(exchanges: int, span_s: float) -> bool:
     ts = 0.0
     for i in range(exchanges):
         ts = span_s * i / max(1, exchanges - 1)
-        m.observe(request(f"r{i}", f"t{i % 5}", ts, text=f"question number {i} about item {i * 7}"))
-        m.observe(response(f"r{i}", f"t{i % 5}", ts, text=f"answer number {i} on item {i * 7}"))
+        observe_now(m, request(f"r{i}", f"t{i % 5}", ts, text=f"question number {i} about item {i * 7}"))
+        observe_now(m, response(f"r{i}", f"t{i % 5}", ts, text=f"answer number {i} on item {i * 7}"))
     (dm,) = m.domains.values()
     return dm.overlap.warm(ts)
 

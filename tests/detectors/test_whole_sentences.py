@@ -21,6 +21,7 @@ from detectors.settings import DetectionSettings
 from detectors.tokens import words_of
 from schemas.alert import SEVERITY_RANK, Alert
 from schemas.events import Fingerprint
+from tests.support.live import observe_now
 
 WORDS = [f"w{i:04d}" for i in range(6000)]
 FP = Fingerprinter("whole-sentence-tests", 5, 4)
@@ -40,8 +41,8 @@ def _sentences(rng: random.Random, n: int, end: str = ".") -> list[str]:
 def _receive(m: Monitor, own: list[str], carried: str) -> Alert | None:
     """R asks, and its answer carries `carried` between lines of its own sentences: the cross-tenant alert, if any."""
     out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
-    m.observe(request("r1", "R", 10, text="Tell me something."))
-    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    observe_now(m, request("r1", "R", 10, text="Tell me something."))
+    alerts = [a for a in observe_now(m, response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
     return alerts[0] if alerts else None
 
 
@@ -68,8 +69,8 @@ def _leak(seed: int, mode: str, **kw: object) -> Alert | None:
     own = _sentences(rng, 6)
     m = Monitor(_settings(**kw))
     pasted = ("\n" if mode == "lines" else " ").join(src)
-    m.observe(request("s1", "S", 1, text=textwrap.fill(pasted, 50) if mode.startswith("wrapped") else pasted))
-    m.observe(response("s1", "S", 2, text="Noted."))
+    observe_now(m, request("s1", "S", 1, text=textwrap.fill(pasted, 50) if mode.startswith("wrapped") else pasted))
+    observe_now(m, response("s1", "S", 2, text="Noted."))
     if mode in ("page", "wrapped-page"):
         words = " ".join(src[2:6]).split()
         carried = " ".join(words[5:-5])  # starts and ends inside a sentence
@@ -123,8 +124,8 @@ def _quoted_back(seed: int, mode: str) -> Alert | None:
     rng = random.Random(seed)
     src = _sentences(rng, 8)
     m = Monitor(_settings())
-    m.observe(request("s1", "S", 1, text="Here is a public text, please explain it:\n" + " ".join(src)))
-    m.observe(response("s1", "S", 2, text="Your text says:\n" + " ".join(src[2:6])[:-1] + "\n\nAnything else?"))
+    observe_now(m, request("s1", "S", 1, text="Here is a public text, please explain it:\n" + " ".join(src)))
+    observe_now(m, response("s1", "S", 2, text="Your text says:\n" + " ".join(src[2:6])[:-1] + "\n\nAnything else?"))
     carried = " ".join(" ".join(src[2:6]).split()[5:-5]) if mode == "page" else " ".join(src[4:6])
     own = _sentences(rng, 6)
     return _receive(m, own, carried)

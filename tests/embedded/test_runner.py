@@ -27,6 +27,7 @@ def test_a_failure_inside_the_core_is_dead_lettered_and_the_run_goes_on(monkeypa
     runner.feed(request("boom", "t", 1), "f", 2)
     runner.feed(request("r1", "t", 2, tokens=900_000), "f", 3)
     alerts = runner.feed(response("r1", "t", 3, input_tokens=1), "f", 4)
+    alerts += runner.tick(3.0)  # a live runner's clock: what waited for a later instant is judged
     assert [a.kind for a in alerts] == ["overlong_accepted"]
     (row,) = [json.loads(x) for x in rejects.getvalue().splitlines()]
     assert (row["line"], row["reason"]) == (2, "internal_error") and "detector bug" in row["detail"]
@@ -42,6 +43,7 @@ def test_live_feed_rejects_events_ahead_of_the_wall_clock() -> None:
     assert row["reason"] == "future_ts" and "wall clock" in row["detail"]
     assert runner.monitor.watermark == float("-inf") and not runner.monitor.domains  # nothing moved
     runner.feed(stats(ts=1_000_000.0 + 299, context_window=None), "live", 2)
-    runner.feed(request("r1", "t", 1_000_000.0, tokens=900_000), "live", 3)
-    alerts = runner.feed(response("r1", "t", 1_000_001.0, input_tokens=1), "live", 4)
+    runner.feed(request("r1", "t", 1_000_000.0 + 299, tokens=900_000), "live", 3)
+    alerts = runner.feed(response("r1", "t", 1_000_000.0 + 299.5, input_tokens=1), "live", 4)
+    alerts += runner.tick(1_000_000.0)
     assert [a.kind for a in alerts] == ["overlong_accepted"]

@@ -14,6 +14,7 @@ from detectors.settings import DetectionSettings
 from schemas.alert import SEVERITY_RANK
 from schemas.events import Request, parse_event
 from schemas.messages import chat_text, messages_text
+from tests.support.live import observe_now
 
 WORDS = [f"w{i:04d}" for i in range(6000)]
 
@@ -80,13 +81,13 @@ def _answer_quoting(seed: int, logged_as_json: bool, decoded: bool = True, page:
         prompt = request("s1", "S", 1, text=text)
     else:  # as it was before the contract read it: the JSON text with its escapes
         prompt = request("s1", "S", 1).model_copy(update={"prompt_text": text})
-    m.observe(prompt)
-    m.observe(response("s1", "S", 2, text="Noted."))
+    observe_now(m, prompt)
+    observe_now(m, response("s1", "S", 2, text="Noted."))
     own = _sentences(rng, 6)
     carried = " ".join(" ".join(src[2:6]).split()[5:-5]) if page else " ".join(src[3:5])
-    m.observe(request("r1", "R", 10, text="Tell me something."))
+    observe_now(m, request("r1", "R", 10, text="Tell me something."))
     out = f"{' '.join(own[:3])}\n{carried}\n{' '.join(own[3:])}"
-    alerts = [a for a in m.observe(response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
+    alerts = [a for a in observe_now(m, response("r1", "R", 11, text=out)) if a.kind == "cross_tenant_contamination"]
     return alerts[0].severity if alerts else None
 
 
@@ -180,12 +181,14 @@ def _alerts_for_answer_quoting_its_tool_result(prompt: str) -> list[str]:
             {"overlap_warmup_docs": 0, "overlap_warmup_s": 0, "fingerprint_key": "messages-tests"}
         )
     )
-    m.observe(request("s1", "S", 1, text="Summarise this manual:\n" + "\n\n".join(manual)))
-    m.observe(response("s1", "S", 2, text="Noted."))
-    m.observe(request("r1", "R", 10, text=prompt.replace("MANUAL", orjson.dumps("\n\n".join(manual)).decode()[1:-1])))
+    observe_now(m, request("s1", "S", 1, text="Summarise this manual:\n" + "\n\n".join(manual)))
+    observe_now(m, response("s1", "S", 2, text="Noted."))
+    observe_now(
+        m, request("r1", "R", 10, text=prompt.replace("MANUAL", orjson.dumps("\n\n".join(manual)).decode()[1:-1]))
+    )
     page = " ".join(" ".join(manual[2:6]).split()[5:-5])
     out = " ".join(_sentences(rng, 2)) + "\n" + page + "\n" + " ".join(_sentences(rng, 2))
-    alerts = m.observe(response("r1", "R", 11, text=out))
+    alerts = observe_now(m, response("r1", "R", 11, text=out))
     return [a.severity for a in alerts if a.kind == "cross_tenant_contamination" and a.tenant_id == "R"]
 
 

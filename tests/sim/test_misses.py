@@ -12,6 +12,7 @@ from detectors.monitor import Monitor
 from detectors.settings import DetectionSettings
 from schemas.alert import Alert, Lead, Signal
 from streams.sim.misses import REASONS, ext_shapes, miss_counts, misses_table, reason, row_shapes, shape_counts
+from tests.support.live import observe_now
 
 
 def _alert(rid: str, severity: str, name: str = "cross_tenant_contamination", **figures: Any) -> Alert:
@@ -57,7 +58,7 @@ def test_an_info_finding_raises_no_alert_so_its_leak_counts_as_nothing() -> None
         request("a2", "alice", 5, session_id="s-new"),
         response("a2", "alice", 6, text=TEXTS[1], session_id="s-new"),
     ):
-        alerts += m.observe(ev)
+        alerts += observe_now(m, ev)
     assert miss_counts(alerts, ["a2"])["miss:nothing"] == 1
     assert reason([_alert("a2", "warning", name="cross_session_contamination", **PAGE)]) == "cross_session"
     # With the core's leads kept, the same miss has its reason, and a leak with no finding at all stays `nothing`.
@@ -68,7 +69,7 @@ def test_an_info_finding_raises_no_alert_so_its_leak_counts_as_nothing() -> None
         response("a1", "alice", 2, text="ok", session_id="s-old"),
         request("a2", "alice", 5, session_id="s-new"),
         response("a2", "alice", 6, text=TEXTS[1], session_id="s-new"),
-    ) for a in m.observe(ev)]  # fmt: skip
+    ) for a in observe_now(m, ev)]  # fmt: skip
     counts = miss_counts(alerts, ["a2", "a1"], m.take_leads())
     assert counts["miss:lead:cross_session"] == 1 and counts["miss:nothing"] == 1
 
