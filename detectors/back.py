@@ -338,20 +338,17 @@ class Back:
         return alerts
 
     def mature(self, now: float, newest: float) -> list[Alert]:
-        """Held findings that waited `overlap_hold_s` by `now`, judged: a live runner's clock, passed in (the
-        OTLP receiver, a Kafka worker), so that a finding comes out when no event follows it. Moves no event time.
+        """A live runner's clock, passed in (the OTLP receiver, a Kafka worker); moves no event time.
 
-        `newest`: the newest event time seen. Only live input is judged by the clock: input whose newest event is
-        more than twice `overlap_hold_s` behind it (a replay of an old log through a live runner) is judged by event
-        time, as in a replay, not all at once before the domain has learned what follows.
-
-        Live, the exchanges waiting for a later instant (`DomainMonitor._push`) are judged too: what came with them
-        in their instant came by this tick, so a leak does not wait for the next request to be raised."""
-        alerts: list[Alert] = []
+        What the domains hold of the newest instant is judged (`settle`): what came with it came by this tick, so a
+        leak does not wait for the next request. Then the held findings that waited `overlap_hold_s` by `now`, so
+        that a finding comes out when no event follows it. `newest`: the newest event time seen. Only live input
+        has its held findings judged by the clock: input whose newest event is more than twice `overlap_hold_s`
+        behind it (a replay of an old log through a live runner) is judged by event time, as in a replay, not all
+        at once before the domain has learned what follows."""
+        alerts = self.settle() if self.table.waiting else []
         if now - newest > 2 * self.table.settings.overlap_hold_s:
             return alerts
-        if self.table.waiting:
-            alerts += self.settle()
         for dm in self.table.domains.values():
             if dm.holding:
                 alerts += dm.mature(now)
