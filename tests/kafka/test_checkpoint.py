@@ -18,6 +18,7 @@ from streams.kafka import checkpoint
 from streams.kafka.direct import DirectState
 from streams.kafka.stages import JoinState
 from streams.settings import Settings
+from tests.support.live import observe_now
 
 
 class _Event:
@@ -122,7 +123,7 @@ def _leak_story(m: Monitor) -> list[str]:
     m.observe(request("p1", "probe-a", 1.0, text=f"remember {PROBE_MARKER}", canaries=[PROBE_MARKER]))
     m.observe(response("p1", "probe-a", 2.0, text="noted"))
     m.observe(request("r1", "bob", 10.0, text=TEXTS[3]))
-    return [a.kind for a in m.observe(response("r1", "bob", 11.0, text=f"{TEXTS[4]} {PROBE_MARKER}"))]
+    return [a.kind for a in observe_now(m, response("r1", "bob", 11.0, text=f"{TEXTS[4]} {PROBE_MARKER}"))]
 
 
 def test_a_restored_monitor_ingests_text_with_its_own_markers_and_a_fresh_cache() -> None:

@@ -26,12 +26,14 @@ COLD = {"fingerprint_key": "held-clock-tests", "overlap_warmup_docs": 10**6, "ov
 
 
 def _leak(t0: float) -> list[bytes]:
-    """src quotes a passage, and dst's answer carries it: a content-only finding, held while d1 is cold."""
+    """src quotes a passage, and dst's answer carries it: a content-only finding, held while d1 is cold. Then a
+    request of a later instant, so the answer is judged (and its finding held) as the input is read."""
     events = [
         request("s0", "src", t0, text=TEXTS[0]),
         response("s0", "src", t0 + 1, text="Noted, thank you."),
         request("d0", "dst", t0 + 10, text="Please help with my question."),
         response("d0", "dst", t0 + 11, text=TEXTS[0]),
+        request("e0", "else", t0 + 12, text="And another thing."),
     ]
     return [e.model_dump_json(exclude_none=True).encode() for e in events]
 
