@@ -44,7 +44,7 @@ def judge(settings: DetectionSettings, items: list[Item]) -> int:
     back, alerts = judge_apart(judge_state(settings, Counter())), 0
     for kind, value in items:
         if kind == "ex":
-            alerts += len(back.route(records.exchange_from_record(value), None))
+            alerts += len(back.route(records.exchange_from_record(value)))
         elif kind == "stats":
             alerts += len(back.stats(records.event_from_record(value)[0]))
         else:
