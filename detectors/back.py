@@ -272,7 +272,7 @@ class Back:
         alerts = self._arrive(ts) if ts > table.instant else []
         dm = table.get(domain, ts)
         alerts += dm.observe_exchange(ex)
-        if dm.buffered:
+        if dm.waits_for_instant:
             table.waiting[domain] = dm
         table.judged(ex)
         return alerts
@@ -285,7 +285,7 @@ class Back:
             return alerts
         dm = table.get(domain, ts)
         alerts += dm.observe_stats(ev)
-        if dm.buffered:
+        if dm.waits_for_instant:
             table.waiting[domain] = dm
         return alerts
 
@@ -306,8 +306,7 @@ class Back:
         for name in sorted(waiting) if len(waiting) > 1 else list(waiting):
             dm = waiting[name]
             alerts += _advance_one(name, dm, dm.watermark, True, failed)
-            if not dm.buffered:
-                del waiting[name]
+            del waiting[name]
         return alerts
 
     def advance(

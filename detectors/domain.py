@@ -94,7 +94,7 @@ class DomainMonitor:
         if ts > self.watermark:
             self.watermark = ts
         upto = self.watermark - self._lateness
-        alerts = self._release(upto) if complete else self._release_before(upto)
+        alerts = self._release(upto, complete)
         return alerts + self.mature(self.watermark) if self.overlap.held else alerts
 
     def mature(self, ts: float) -> list[Alert]:
@@ -130,15 +130,14 @@ class DomainMonitor:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def _release(self, upto: float) -> list[Alert]:
-        out: list[Alert] = []
-        for item in self._buffer.release(upto):
-            out.extend(self._process(item))
-        return out
+    @property
+    def waits_for_instant(self) -> bool:
+        """It holds items that only a later instant releases (`Back.settle`); with a lateness its own advance does."""
+        return self._lateness == 0 and bool(self._buffer._heap)
 
-    def _release_before(self, upto: float) -> list[Alert]:
+    def _release(self, upto: float, complete: bool = True) -> list[Alert]:
         out: list[Alert] = []
-        for item in self._buffer.release_before(upto):
+        for item in self._buffer.release(upto) if complete else self._buffer.release_before(upto):
             out.extend(self._process(item))
         return out
 

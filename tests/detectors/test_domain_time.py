@@ -17,6 +17,8 @@ def _two_buffered_domains() -> Monitor:
         m.observe(request(f"r{i}", "t", 1.0, cache_domain=domain))
         m.observe(response(f"r{i}", "t", 2.0, domain=domain))
     assert all(dm.buffered for dm in m.domains.values())
+    # With a lateness a domain's own advance releases its items: no later instant is waited for (Back.settle).
+    assert not m.table.waiting
     return m
 
 
