@@ -156,10 +156,10 @@ class Monitor:
         return alerts + self.back.advance(ts)
 
     def tick(self, now: float) -> list[Alert]:
-        """A live runner's clock, passed in (the core reads none): held findings that waited `overlap_hold_s` by
-        `now` are judged, so a cold domain's finding comes out when no event follows it (issue 40), if the input is
-        live (`Back.mature`), and the exchanges waiting for a later instant. Event time does not move: an event older
-        than `now` arriving later is judged as before."""
+        """A live runner's clock, passed in (the core reads none): the exchanges waiting for a later instant are
+        judged, and, if the input is live (`Back.mature`), the held findings that waited `overlap_hold_s` by `now`,
+        so a cold domain's finding comes out when no event follows it (issue 40). Event time does not move: an event
+        older than `now` arriving later is judged as before."""
         alerts = self.back.mature(now, self.watermark)
         if self.table._flushed:  # and what a late digest of another partition found (detectors/fleet_mixup.py)
             alerts += self.table.take_flushed()

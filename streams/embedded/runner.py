@@ -150,8 +150,9 @@ class EmbeddedRunner:
         return observed.alerts
 
     def tick(self, now: float) -> list[Alert]:
-        """The live runner's clock (UNIX s; the OTLP receiver calls it about once a second): held findings due by
-        `now` come out with no further input (`Monitor.tick`, issue 40), and each new hold is logged once."""
+        """The live runner's clock (UNIX s; the OTLP receiver calls it about once a second): exchanges waiting for a
+        later instant and held findings due by `now` come out with no further input (`Monitor.tick`, issue 40), and
+        each new hold is logged once."""
         observed = self.monitor.tick_evaluated(now)
         alerts = observed.alerts
         if alerts or observed.evaluated:
